@@ -1,0 +1,112 @@
+//! The record envelope: magic, format version, kind, length, checksum, postcard payload.
+//!
+//! ```text
+//! offset  size  field
+//! 0       4     magic  b"AcSt"
+//! 4       1     format version (1)
+//! 5       1     record kind (1 upsert, 2 delete, 3 audit)
+//! 6       4     payload length, u32 little-endian
+//! 10      16    checksum: first 16 bytes of blake3(version, kind, length, payload)
+//! 26      n     payload: postcard encoding of the record
+//! ```
+//!
+//! `docs/format.md` documents the same bytes; golden files pin them.
+
+use crate::error::Error;
+use crate::key::StateKey;
+use crate::log::WireRecord;
+use crate::record::{LogRecord, RecordKind, audit_log_key};
+
+/// The four magic bytes every envelope starts with.
+pub const MAGIC: [u8; 4] = *b"AcSt";
+/// The only format version this build reads and writes.
+pub const FORMAT_VERSION: u8 = 1;
+/// Length of the envelope header.
+pub const HEADER_LEN: usize = 26;
+
+/// Encodes a record into the bytes a backend appends: the log key and the enveloped value.
+pub fn encode(record: &LogRecord) -> Result<WireRecord, Error> {
+    let key = match record {
+        LogRecord::Upsert(s) => s.key.to_bytes().to_vec(),
+        LogRecord::Delete { key, .. } => key.to_bytes().to_vec(),
+        LogRecord::Audit(a) => audit_log_key(&a.key, a.seq).to_vec(),
+    };
+    Ok(WireRecord { key_id: record.key_id(), key, value: encode_value(record)? })
+}
+
+/// Encodes only the enveloped value of a record.
+pub fn encode_value(record: &LogRecord) -> Result<Vec<u8>, Error> {
+    let payload = postcard::to_allocvec(record).map_err(|e| Error::Payload { detail: e.to_string() })?;
+    let len = u32::try_from(payload.len()).map_err(|_| Error::TooLarge { len: payload.len() })?;
+    let kind = record.kind() as u8;
+    let mut out = Vec::with_capacity(HEADER_LEN + payload.len());
+    out.extend_from_slice(&MAGIC);
+    out.push(FORMAT_VERSION);
+    out.push(kind);
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(&checksum(FORMAT_VERSION, kind, len, &payload));
+    out.extend_from_slice(&payload);
+    Ok(out)
+}
+
+/// Decodes a record read from the log and checks that its log key agrees with its payload.
+pub fn decode(key: &[u8], value: &[u8]) -> Result<LogRecord, Error> {
+    let record = decode_value(value)?;
+    let agrees = match &record {
+        LogRecord::Upsert(s) => key == s.key.to_bytes().as_slice(),
+        LogRecord::Delete { key: k, .. } => key == k.to_bytes().as_slice(),
+        LogRecord::Audit(a) => key == audit_log_key(&a.key, a.seq).as_slice(),
+    };
+    if agrees { Ok(record) } else { Err(Error::KeyMismatch { kind: record.kind() }) }
+}
+
+/// Decodes an enveloped value. Each failure class has its own error variant.
+pub fn decode_value(value: &[u8]) -> Result<LogRecord, Error> {
+    let magic = value.get(..4).ok_or(Error::Truncated { needed: HEADER_LEN, available: value.len() })?;
+    if magic != MAGIC {
+        return Err(Error::BadMagic { found: magic.try_into().unwrap_or_default() });
+    }
+    let version = *value.get(4).ok_or(Error::Truncated { needed: HEADER_LEN, available: value.len() })?;
+    if version != FORMAT_VERSION {
+        return Err(Error::UnknownVersion { found: version, supported: FORMAT_VERSION });
+    }
+    let kind_byte = *value.get(5).ok_or(Error::Truncated { needed: HEADER_LEN, available: value.len() })?;
+    let kind = RecordKind::from_byte(kind_byte).ok_or(Error::UnknownKind { found: kind_byte })?;
+    let header = value.get(..HEADER_LEN).ok_or(Error::Truncated { needed: HEADER_LEN, available: value.len() })?;
+    let mut len_bytes = [0u8; 4];
+    len_bytes.copy_from_slice(&header[6..10]);
+    let len = u32::from_le_bytes(len_bytes);
+    let body = &value[HEADER_LEN..];
+    let expected = len as usize;
+    if body.len() < expected {
+        return Err(Error::Truncated { needed: HEADER_LEN + expected, available: value.len() });
+    }
+    if body.len() > expected {
+        return Err(Error::TrailingBytes { extra: body.len() - expected });
+    }
+    if header[10..26] != checksum(version, kind_byte, len, body) {
+        return Err(Error::BadChecksum);
+    }
+    let (record, rest): (LogRecord, &[u8]) =
+        postcard::take_from_bytes(body).map_err(|e| Error::Payload { detail: e.to_string() })?;
+    if !rest.is_empty() {
+        return Err(Error::TrailingBytes { extra: rest.len() });
+    }
+    if record.kind() != kind {
+        return Err(Error::KindMismatch { header: kind, payload: record.kind() });
+    }
+    Ok(record)
+}
+
+fn checksum(version: u8, kind: u8, len: u32, payload: &[u8]) -> [u8; 16] {
+    let mut h = blake3::Hasher::new();
+    h.update(&[version, kind]);
+    h.update(&len.to_le_bytes());
+    h.update(payload);
+    crate::id::truncate16(h.finalize().as_bytes())
+}
+
+/// Decodes a state key from a log key (Upsert and Delete records are keyed by it).
+pub fn decode_state_key(key: &[u8]) -> Result<StateKey, Error> {
+    StateKey::from_bytes(key)
+}

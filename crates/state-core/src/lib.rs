@@ -1,0 +1,54 @@
+//! # actionstate-core
+//!
+//! The pure data model of actionstate: identities, the canonical attribute tree and its
+//! fingerprints, events and triggers, occurrence-aware state keys, action states with their
+//! durable-call journal, log records and their checksummed envelope, and the [`StateLog`]
+//! backend contract.
+//!
+//! Nothing here performs I/O or depends on an async runtime; backends implement [`StateLog`].
+//!
+//! ```
+//! use actionstate_core::*;
+//!
+//! let key = KeyId::of(b"customer-42");
+//! let action = ActionId::new("summarize");
+//! let mut attrs = Attributes::new();
+//! attrs.insert("text".into(), Value::from("hello"));
+//! let input = Event::new("input", attrs);
+//! let sk = StateKey::new(key, 0, &action, &input, &Trigger::Input);
+//! assert_eq!(StateKey::from_bytes(&sk.to_bytes()).unwrap(), sk);
+//!
+//! let state = ActionState {
+//!     key: sk,
+//!     action,
+//!     trigger: Trigger::Input,
+//!     trigger_event: input.id,
+//!     input: input.fingerprint(),
+//!     progress: Progress::Completed { outputs: vec![], memory: vec![] },
+//! };
+//! let wire = codec::encode(&LogRecord::Upsert(state.clone())).unwrap();
+//! assert_eq!(codec::decode(&wire.key, &wire.value).unwrap(), LogRecord::Upsert(state));
+//! ```
+#![forbid(unsafe_code)]
+#![deny(clippy::unwrap_used)]
+#![warn(missing_docs)]
+
+mod canonical;
+pub mod codec;
+mod error;
+mod event;
+mod id;
+mod key;
+mod log;
+mod record;
+mod state;
+mod value;
+
+pub use error::{BackendError, Error};
+pub use event::{Event, Trigger};
+pub use id::{ActionDigest, ActionId, EventId, Fingerprint, KeyId, OccurrenceId};
+pub use key::{LocalKey, StateKey};
+pub use log::{LogIdentity, Marker, Position, ReadBatch, ReadRecord, StateLog, WireRecord};
+pub use record::{AUDIT_KEY_LAYOUT, Audit, AuditDetail, InvalidationReason, LogRecord, MissReason, RecordKind, audit_log_key};
+pub use state::{ActionState, CallResult, CallStatus, MemoryOp, MemoryUpdate, Progress, TaggedBytes};
+pub use value::{Attributes, Value, normalize_float};

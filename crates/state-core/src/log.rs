@@ -1,0 +1,184 @@
+//! The backend contract: an ordered, partitioned log of records.
+
+use crate::error::Error;
+use crate::id::KeyId;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::future::Future;
+
+/// The bytes of one record as a backend stores them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WireRecord {
+    /// The business key; decides the partition.
+    pub key_id: KeyId,
+    /// The log key (an encoded state key, or an audit key).
+    pub key: Vec<u8>,
+    /// The enveloped value.
+    pub value: Vec<u8>,
+}
+
+/// A record read back from a partition, with its offset.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadRecord {
+    /// Offset of the record in its partition.
+    pub offset: u64,
+    /// The log key.
+    pub key: Vec<u8>,
+    /// The enveloped value.
+    pub value: Vec<u8>,
+}
+
+/// One batch of a partition read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReadBatch {
+    /// Records in offset order, all with offsets in `[from, to)`.
+    pub records: Vec<ReadRecord>,
+    /// Where the next read continues; `>= to` once the range is exhausted.
+    pub next: u64,
+}
+
+/// Where an appended record landed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Position {
+    /// The partition.
+    pub partition: u32,
+    /// The record's offset, or — when `exact` is false — an offset no greater than it (the end
+    /// offset listed before the append, for backends whose appends report no offset).
+    pub offset: u64,
+    /// Whether `offset` is the record's own offset.
+    pub exact: bool,
+}
+
+/// Identity of a log: which backend, which topic/table/directory, how many partitions.
+///
+/// Markers carry it; a log whose identity differs (recreated topic, changed bucket count) is
+/// a different log and rebuild refuses it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct LogIdentity {
+    /// Backend name, e.g. `"file"`.
+    pub backend: String,
+    /// Backend-specific identity that changes when the log is recreated (topic id, table id,
+    /// directory uuid).
+    pub id: String,
+    /// Number of partitions; partitions are `0..partitions`.
+    pub partitions: u32,
+}
+
+impl fmt::Display for LogIdentity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{} ({} partitions)", self.backend, self.id, self.partitions)
+    }
+}
+
+/// A recovery marker: per partition, the offset a rebuild must read from.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Marker {
+    /// The log the offsets belong to.
+    pub log: LogIdentity,
+    /// Offset per partition, indexed by partition number.
+    pub offsets: Vec<u64>,
+}
+
+impl Marker {
+    /// Merges markers of one log (e.g. from several workers): the minimum offset per partition.
+    /// Returns `Ok(None)` for no markers.
+    pub fn merge<'a>(markers: impl IntoIterator<Item = &'a Marker>) -> Result<Option<Marker>, Error> {
+        let mut merged: Option<Marker> = None;
+        for m in markers {
+            match &mut merged {
+                None => merged = Some(m.clone()),
+                Some(acc) => {
+                    if acc.log != m.log || acc.offsets.len() != m.offsets.len() {
+                        return Err(Error::MixedMarkers { first: acc.log.to_string(), second: m.log.to_string() });
+                    }
+                    for (a, b) in acc.offsets.iter_mut().zip(&m.offsets) {
+                        *a = (*a).min(*b);
+                    }
+                }
+            }
+        }
+        Ok(merged)
+    }
+
+    /// Checks this marker against the log as it is now: same identity, same partition set, and
+    /// every offset within `[earliest, end]` of its partition.
+    pub fn validate(&self, current: &LogIdentity, earliest: &[u64], end: &[u64]) -> Result<(), Error> {
+        if self.log != *current {
+            return Err(Error::LogChanged { expected: self.log.to_string(), found: current.to_string() });
+        }
+        let partitions = current.partitions;
+        if self.offsets.len() != partitions as usize {
+            let extra = u32::try_from(self.offsets.len().saturating_sub(1)).unwrap_or(u32::MAX);
+            return Err(Error::UnknownPartition { log: current.to_string(), partition: extra, partitions });
+        }
+        for (p, &offset) in (0u32..).zip(&self.offsets) {
+            let e = *end.get(p as usize).ok_or_else(|| Error::UnknownPartition {
+                log: current.to_string(),
+                partition: p,
+                partitions: u32::try_from(end.len()).unwrap_or(u32::MAX),
+            })?;
+            let lo = earliest.get(p as usize).copied().unwrap_or(0);
+            if offset > e {
+                return Err(Error::OffsetBeyondEnd { partition: p, offset, end: e });
+            }
+            if offset < lo {
+                return Err(Error::DataLoss { partition: p, offset, earliest: lo });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An ordered, partitioned, durable log: the backend contract of actionstate.
+///
+/// # Contract
+///
+/// Implementations MUST:
+/// - place every record of one [`KeyId`] in one partition, chosen deterministically from the
+///   key id, so that per-key order is log order;
+/// - return from [`append`](StateLog::append) only once the record is durable on the backend
+///   (committed by the embedded store, acknowledged with `acks=all` by Kafka, awaited by Fluss);
+///   an `Err` means the caller MUST treat the record as not written (it may still surface on
+///   read if the acknowledgement was lost — rebuild handles that);
+/// - preserve append order within a partition: records appended one after another by one task
+///   are read back in that order;
+/// - report in [`Position`] the record's partition and either its exact offset or a lower bound
+///   of it (`exact = false`);
+/// - make [`read`](StateLog::read) yield records of `[from, to)` in offset order, and stop at
+///   `to` — never "until an empty poll";
+/// - keep the partition set stable: [`identity`](StateLog::identity) is captured at open, and
+///   [`current_identity`](StateLog::current_identity) fetches it again so a recreated topic or
+///   a changed partition count is reported, not papered over;
+/// - return [`Error::Backend`] with [`BackendError::is_retryable`](crate::BackendError::is_retryable)
+///   true for failures that may pass on retry (unreachable server, timeout) and false for
+///   failures that will not.
+///
+/// Implementations SHOULD:
+/// - be cheap to call concurrently from many tasks (appends of different keys may overlap);
+/// - read partitions independently so rebuild can read them in parallel;
+/// - return reads in batches of at most `max` records.
+pub trait StateLog: Send + Sync + 'static {
+    /// Identity of the log as captured when it was opened.
+    fn identity(&self) -> &LogIdentity;
+
+    /// The identity of the log as it is now (detects recreated topics and changed partitions).
+    fn current_identity(&self) -> impl Future<Output = Result<LogIdentity, Error>> + Send;
+
+    /// Appends one record durably and reports where it landed.
+    fn append(&self, record: WireRecord) -> impl Future<Output = Result<Position, Error>> + Send;
+
+    /// Per partition, the earliest retained offset.
+    fn earliest_offsets(&self) -> impl Future<Output = Result<Vec<u64>, Error>> + Send;
+
+    /// Per partition, the end offset: one past the last durable record.
+    fn end_offsets(&self) -> impl Future<Output = Result<Vec<u64>, Error>> + Send;
+
+    /// Reads at most `max` records of `partition` with offsets in `[from, to)`.
+    fn read(
+        &self,
+        partition: u32,
+        from: u64,
+        to: u64,
+        max: usize,
+    ) -> impl Future<Output = Result<ReadBatch, Error>> + Send;
+}

@@ -1,0 +1,174 @@
+//! Log records: what the store appends to a [`crate::StateLog`].
+
+use crate::id::{ActionId, EventId, Fingerprint, KeyId};
+use crate::key::StateKey;
+use crate::state::ActionState;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// One record of the action-state log.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum LogRecord {
+    /// The whole current state of one action.
+    Upsert(ActionState),
+    /// A tombstone for one state removed by an invalidation.
+    Delete {
+        /// The removed state.
+        key: StateKey,
+        /// Why it was removed.
+        reason: InvalidationReason,
+    },
+    /// An informational record of one divergence. Never needed for correctness.
+    Audit(Audit),
+}
+
+impl LogRecord {
+    /// The business key this record belongs to (decides its partition).
+    pub fn key_id(&self) -> KeyId {
+        match self {
+            LogRecord::Upsert(s) => s.key.key,
+            LogRecord::Delete { key, .. } => key.key,
+            LogRecord::Audit(a) => a.key,
+        }
+    }
+
+    /// The record kind byte of the envelope.
+    pub fn kind(&self) -> RecordKind {
+        match self {
+            LogRecord::Upsert(_) => RecordKind::Upsert,
+            LogRecord::Delete { .. } => RecordKind::Delete,
+            LogRecord::Audit(_) => RecordKind::Audit,
+        }
+    }
+}
+
+/// The kind byte of an envelope.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum RecordKind {
+    /// [`LogRecord::Upsert`].
+    Upsert = 1,
+    /// [`LogRecord::Delete`].
+    Delete = 2,
+    /// [`LogRecord::Audit`].
+    Audit = 3,
+}
+
+impl RecordKind {
+    /// Parses a kind byte.
+    pub fn from_byte(b: u8) -> Option<Self> {
+        match b {
+            1 => Some(RecordKind::Upsert),
+            2 => Some(RecordKind::Delete),
+            3 => Some(RecordKind::Audit),
+            _ => None,
+        }
+    }
+}
+
+/// Why a lookup missed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum MissReason {
+    /// No state recorded for this key; later rounds were invalidated conservatively.
+    Absent,
+    /// The round's input changed: the round and all later rounds were invalidated.
+    RootChanged,
+    /// The state was recorded for another occurrence of its trigger event (the producer re-ran):
+    /// the state, its descendants and all later rounds were invalidated.
+    OccurrenceConflict,
+}
+
+impl MissReason {
+    /// All reasons, for metrics labels and reports.
+    pub const ALL: [MissReason; 3] = [MissReason::Absent, MissReason::RootChanged, MissReason::OccurrenceConflict];
+
+    /// A stable snake_case name.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            MissReason::Absent => "absent",
+            MissReason::RootChanged => "root_changed",
+            MissReason::OccurrenceConflict => "occurrence_conflict",
+        }
+    }
+}
+
+impl fmt::Display for MissReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a state was removed from the index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum InvalidationReason {
+    /// A lookup missed for this reason.
+    Miss(MissReason),
+    /// Its producer's completed evidence was replaced by a different record.
+    ProducerReplaced,
+}
+
+impl fmt::Display for InvalidationReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InvalidationReason::Miss(r) => write!(f, "miss:{r}"),
+            InvalidationReason::ProducerReplaced => f.write_str("producer_replaced"),
+        }
+    }
+}
+
+/// One divergence, as recorded for `inspect` and `explain`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Audit {
+    /// The business key.
+    pub key: KeyId,
+    /// The round the divergence was detected in.
+    pub seq: u64,
+    /// The state key that was looked up (or re-written).
+    pub probe: StateKey,
+    /// The action that was looked up, if known.
+    pub action: Option<ActionId>,
+    /// What happened.
+    pub reason: InvalidationReason,
+    /// What differed.
+    pub detail: AuditDetail,
+    /// How many states were removed.
+    pub removed: u64,
+}
+
+/// What differed in a divergence.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum AuditDetail {
+    /// Nothing recorded for the probe.
+    Absent,
+    /// The round's recorded input fingerprints versus the current one.
+    RootChanged {
+        /// Input fingerprints recorded in the round.
+        recorded: Vec<Fingerprint>,
+        /// The current input's fingerprint.
+        current: Fingerprint,
+    },
+    /// The recorded trigger event id versus the current one.
+    OccurrenceConflict {
+        /// Trigger event id in the recorded state.
+        recorded: EventId,
+        /// Trigger event id now.
+        current: EventId,
+    },
+    /// The producer whose evidence was replaced.
+    ProducerReplaced {
+        /// The producer state.
+        producer: StateKey,
+    },
+}
+
+/// The log key of an audit record: a tag byte, the key id and the round (big-endian).
+pub fn audit_log_key(key: &KeyId, seq: u64) -> [u8; 41] {
+    let mut out = [0u8; 41];
+    out[0] = AUDIT_KEY_LAYOUT;
+    out[1..33].copy_from_slice(&key.0);
+    out[33..41].copy_from_slice(&seq.to_be_bytes());
+    out
+}
+
+/// First byte of an audit record's log key.
+pub const AUDIT_KEY_LAYOUT: u8 = 0xA1;

@@ -1,0 +1,130 @@
+//! The canonical attribute value tree and event fingerprints.
+
+use crate::canonical;
+use crate::id::{Fingerprint, context};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Attributes of an event: a map with sorted keys.
+pub type Attributes = BTreeMap<String, Value>;
+
+/// A canonical attribute value.
+///
+/// Maps keep their keys sorted (`BTreeMap`), so two maps with the same entries are equal and
+/// fingerprint alike whatever order they were built in. Floats are normalized when
+/// fingerprinted: `-0.0` equals `0.0` and every NaN equals every other NaN.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Value {
+    /// Absent / null.
+    Null,
+    /// A boolean.
+    Bool(bool),
+    /// A signed 64-bit integer. `Int(1)` and `Float(1.0)` are different values.
+    Int(i64),
+    /// A 64-bit float.
+    Float(f64),
+    /// A UTF-8 string.
+    String(String),
+    /// Opaque bytes.
+    Bytes(Vec<u8>),
+    /// An ordered list.
+    List(Vec<Value>),
+    /// A map with sorted string keys.
+    Map(BTreeMap<String, Value>),
+}
+
+impl Value {
+    /// Feeds the canonical encoding of this value into `h`.
+    ///
+    /// Layout (all integers little-endian): a one-byte tag, then
+    /// `Null` nothing, `Bool` one byte, `Int` 8 bytes, `Float` the 8 bytes of the normalized
+    /// IEEE-754 bits, `String`/`Bytes` a u64 length and the bytes, `List` a u64 count and each
+    /// item, `Map` a u64 count and each (key as string, value) in key order.
+    pub fn write_canonical(&self, h: &mut blake3::Hasher) {
+        match self {
+            Value::Null => {
+                h.update(&[0]);
+            }
+            Value::Bool(b) => {
+                h.update(&[1, u8::from(*b)]);
+            }
+            Value::Int(i) => {
+                h.update(&[2]);
+                h.update(&i.to_le_bytes());
+            }
+            Value::Float(x) => {
+                h.update(&[3]);
+                h.update(&normalize_float(*x).to_bits().to_le_bytes());
+            }
+            Value::String(s) => {
+                h.update(&[4]);
+                canonical::write_str(h, s);
+            }
+            Value::Bytes(b) => {
+                h.update(&[5]);
+                canonical::write_bytes(h, b);
+            }
+            Value::List(items) => {
+                h.update(&[6]);
+                canonical::write_len(h, items.len());
+                for item in items {
+                    item.write_canonical(h);
+                }
+            }
+            Value::Map(map) => {
+                h.update(&[7]);
+                write_map(h, map);
+            }
+        }
+    }
+}
+
+fn write_map(h: &mut blake3::Hasher, map: &BTreeMap<String, Value>) {
+    canonical::write_len(h, map.len());
+    for (k, v) in map {
+        canonical::write_str(h, k);
+        v.write_canonical(h);
+    }
+}
+
+/// Normalizes a float for fingerprinting: `-0.0` becomes `0.0`, every NaN becomes the
+/// canonical quiet NaN `0x7ff8_0000_0000_0000`.
+pub fn normalize_float(x: f64) -> f64 {
+    if x.is_nan() {
+        f64::from_bits(0x7ff8_0000_0000_0000)
+    } else if x == 0.0 {
+        0.0
+    } else {
+        x
+    }
+}
+
+impl Fingerprint {
+    /// The canonical fingerprint of an event type and its attributes (the id is not part of it).
+    pub fn of(event_type: &str, attributes: &Attributes) -> Self {
+        let mut h = blake3::Hasher::new_derive_key(context::FINGERPRINT);
+        canonical::write_str(&mut h, event_type);
+        write_map(&mut h, attributes);
+        Fingerprint(*h.finalize().as_bytes())
+    }
+}
+
+macro_rules! value_from {
+    ($t:ty, $variant:ident, $conv:expr) => {
+        impl From<$t> for Value {
+            fn from(v: $t) -> Self {
+                Value::$variant($conv(v))
+            }
+        }
+    };
+}
+value_from!(bool, Bool, |v| v);
+value_from!(i64, Int, |v| v);
+value_from!(i32, Int, i64::from);
+value_from!(u32, Int, i64::from);
+value_from!(f64, Float, |v| v);
+value_from!(String, String, |v| v);
+value_from!(&str, String, String::from);
+value_from!(Vec<u8>, Bytes, |v| v);
+value_from!(Vec<Value>, List, |v| v);
+value_from!(BTreeMap<String, Value>, Map, |v| v);
