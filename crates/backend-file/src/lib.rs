@@ -1,0 +1,1 @@
+//! The embedded default backend (work in progress).
