@@ -1,1 +1,772 @@
-//! placeholder
+//! # actionstate-index
+//!
+//! The replay index: what the store knows about recorded action states, and the decision a
+//! replaying runtime gets for each action it is about to run (DESIGN.md section 4).
+//!
+//! Per business key the index keeps an ordered map `seq → round`. A round holds its states,
+//! a count of the input fingerprints its states were derived from, and a count of the output
+//! event ids of its **completed** states (the *producer evidence*). Every state is the decoded
+//! record that was written or replayed, shared immutably: nothing a caller holds can change
+//! the evidence.
+//!
+//! Costs: [`Index::lookup`] is `O(log R)` for `R` rounds of the key, [`Index::apply`] is
+//! `O(log R + E)` for `E` outputs, invalidation and pruning are proportional to what they
+//! remove. Nothing iterates all keys or all states; the `scan-guard` feature lets tests prove
+//! it.
+//!
+//! The index is pure and synchronous. The store logs what an invalidation removed (tombstones
+//! and an audit record) before the key's next write, and replaying the log in order through
+//! [`Index::apply`] reproduces the writer's index.
+//!
+//! ```
+//! use actionstate_core::*;
+//! use actionstate_index::{Decision, Index, Probe};
+//!
+//! let key = KeyId::of(b"user-1");
+//! let action = ActionId::new("reply");
+//! let input = Event::new("input", Attributes::new());
+//! let sk = StateKey::new(key, 0, &action, &input, &Trigger::Input);
+//! let mut index = Index::new();
+//!
+//! let probe = Probe { key: sk, trigger: &Trigger::Input, event: input.id, input: input.fingerprint() };
+//! assert!(matches!(index.lookup(&probe).decision, Decision::Miss(MissReason::Absent)));
+//!
+//! let state = ActionState {
+//!     key: sk,
+//!     action,
+//!     trigger: Trigger::Input,
+//!     trigger_event: input.id,
+//!     input: input.fingerprint(),
+//!     progress: Progress::Completed { outputs: vec![], memory: vec![] },
+//! };
+//! index.apply(LogRecord::Upsert(state), Position { partition: 0, offset: 0, exact: true }, 120);
+//!
+//! // After a restore the input event has a new id but the same fingerprint: reused.
+//! let replayed = Event { id: EventId::random(), ..input.clone() };
+//! let probe = Probe { key: sk, trigger: &Trigger::Input, event: replayed.id, input: replayed.fingerprint() };
+//! assert!(matches!(index.lookup(&probe).decision, Decision::Hit(_)));
+//! ```
+#![forbid(unsafe_code)]
+#![deny(clippy::unwrap_used)]
+#![warn(missing_docs)]
+
+mod maps;
+
+pub use maps::{ScanScope, allow_scans, visits};
+
+use actionstate_core::{
+    ActionState, AuditDetail, EventId, Fingerprint, InvalidationReason, KeyId, LocalKey,
+    LogIdentity, LogRecord, Marker, MissReason, Position, StateKey, Trigger,
+};
+use maps::{LocalMap, RoundMap, TopMap};
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::Arc;
+
+/// What a replaying runtime is about to run: the state key and how its trigger came about.
+#[derive(Clone, Copy, Debug)]
+pub struct Probe<'a> {
+    /// The state key of (key, seq, occurrence, fingerprint, action).
+    pub key: StateKey,
+    /// How the trigger event came to be.
+    pub trigger: &'a Trigger,
+    /// Id of the trigger event now.
+    pub event: EventId,
+    /// Fingerprint of the round's input event now.
+    pub input: Fingerprint,
+}
+
+/// The lookup decision.
+#[derive(Clone, Debug)]
+pub enum Decision {
+    /// A recorded state to reuse (completed) or resume (pending).
+    Hit(Arc<ActionState>),
+    /// Nothing reusable; run the action.
+    Miss(MissReason),
+}
+
+impl Decision {
+    /// The hit state, if any.
+    pub fn hit(&self) -> Option<&Arc<ActionState>> {
+        match self {
+            Decision::Hit(s) => Some(s),
+            Decision::Miss(_) => None,
+        }
+    }
+}
+
+/// A lookup decision and the invalidation it caused, which the store must log.
+#[derive(Clone, Debug)]
+pub struct Lookup {
+    /// Hit or miss.
+    pub decision: Decision,
+    /// States removed by this lookup.
+    pub invalidation: Invalidation,
+}
+
+/// States removed from the index by one operation, with the reason and what differed.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Invalidation {
+    /// Removed states, each with its reason (the store writes one tombstone per entry).
+    pub removed: Vec<Removed>,
+    /// What differed, when the operation detected a divergence (the store writes an audit).
+    pub divergence: Option<(InvalidationReason, AuditDetail)>,
+}
+
+impl Invalidation {
+    fn push_all(&mut self, keys: Vec<StateKey>, reason: InvalidationReason) {
+        self.removed
+            .extend(keys.into_iter().map(|key| Removed { key, reason }));
+    }
+
+    /// Whether nothing was removed and nothing diverged.
+    pub fn is_empty(&self) -> bool {
+        self.removed.is_empty() && self.divergence.is_none()
+    }
+}
+
+/// One removed state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Removed {
+    /// The removed state.
+    pub key: StateKey,
+    /// Why it was removed.
+    pub reason: InvalidationReason,
+}
+
+/// Counts of what the index holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Business keys with at least one state.
+    pub keys: usize,
+    /// Rounds with at least one state.
+    pub rounds: usize,
+    /// Indexed states.
+    pub states: usize,
+    /// Estimated memory: encoded record bytes plus an estimate of the index's own overhead.
+    pub estimated_bytes: u64,
+}
+
+/// An indexed state: the record and where it lives in the log.
+#[derive(Clone, Debug)]
+struct Entry {
+    state: Arc<ActionState>,
+    position: Position,
+    bytes: u32,
+}
+
+/// One round: the states of one (key, seq) and their evidence.
+#[derive(Clone, Debug, Default)]
+struct Round {
+    states: LocalMap<LocalKey, Entry>,
+    /// Input fingerprints of the round's states, with counts (almost always one entry).
+    inputs: Vec<(Fingerprint, u32)>,
+    /// Output event ids of completed states, with counts: the producer evidence.
+    produced: LocalMap<EventId, u32>,
+    /// Producer → states it triggered, for descendant invalidation without scanning the round.
+    children: LocalMap<LocalKey, Vec<LocalKey>>,
+}
+
+/// The producer of `state` within its own round, if it was emitted by one.
+fn producer_in_round(state: &ActionState) -> Option<LocalKey> {
+    match &state.trigger {
+        Trigger::Emitted { producer, .. }
+            if producer.key == state.key.key && producer.seq == state.key.seq =>
+        {
+            Some(producer.local())
+        }
+        _ => None,
+    }
+}
+
+impl Round {
+    fn insert(&mut self, local: LocalKey, entry: Entry) {
+        let s = &*entry.state;
+        match self.inputs.iter_mut().find(|(fp, _)| *fp == s.input) {
+            Some((_, n)) => *n += 1,
+            None => self.inputs.push((s.input, 1)),
+        }
+        for out in s.outputs() {
+            *self.produced.entry(out.id).or_insert(0) += 1;
+        }
+        if let Some(p) = producer_in_round(s) {
+            self.children.entry(p).or_default().push(local);
+        }
+        self.states.insert(local, entry);
+    }
+
+    /// Removes one state and its evidence; its own children stay linked so that a later
+    /// descendant invalidation still finds them.
+    fn take(&mut self, local: &LocalKey) -> Option<Entry> {
+        let entry = self.states.remove(local)?;
+        let s = &*entry.state;
+        if let Some(i) = self.inputs.iter().position(|(fp, _)| *fp == s.input) {
+            self.inputs[i].1 -= 1;
+            if self.inputs[i].1 == 0 {
+                self.inputs.swap_remove(i);
+            }
+        }
+        for out in s.outputs() {
+            if let Some(n) = self.produced.get_mut(&out.id) {
+                *n -= 1;
+                if *n == 0 {
+                    self.produced.remove(&out.id);
+                }
+            }
+        }
+        if let Some(p) = producer_in_round(s)
+            && let Some(kids) = self.children.get_mut(&p)
+        {
+            if let Some(i) = kids.iter().position(|k| k == local) {
+                kids.swap_remove(i);
+            }
+            if kids.is_empty() {
+                self.children.remove(&p);
+            }
+        }
+        Some(entry)
+    }
+
+    /// All states reachable from `root` through the children links (not including `root`).
+    fn descendants(&self, root: &LocalKey) -> Vec<LocalKey> {
+        let mut out = Vec::new();
+        let mut frontier = vec![*root];
+        while let Some(p) = frontier.pop() {
+            if let Some(kids) = self.children.get(&p) {
+                for k in kids {
+                    if self.states.contains_key(k) && !out.contains(k) {
+                        out.push(*k);
+                        frontier.push(*k);
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+struct KeyIndex {
+    rounds: RoundMap<Round>,
+}
+
+/// What a lookup found, before anything is removed.
+enum Plan {
+    Hit(Arc<ActionState>),
+    Conflict { recorded: EventId },
+    RootChanged { recorded: Vec<Fingerprint> },
+    Absent,
+}
+
+/// The replay index. See the crate docs.
+#[derive(Clone, Debug, Default)]
+pub struct Index {
+    keys: TopMap<KeyId, KeyIndex>,
+    /// Partition → offset → number of live states whose latest record is at that offset.
+    live: TopMap<u32, BTreeMap<u64, u32>>,
+    rounds: usize,
+    states: usize,
+    record_bytes: u64,
+}
+
+/// Estimated index overhead per state beyond its record, for [`Stats::estimated_bytes`].
+/// Measured by `cargo xtask bench index` (bytes_per_state).
+const OVERHEAD_PER_STATE: u64 = 192;
+
+impl Index {
+    /// An empty index.
+    pub fn new() -> Self {
+        Index::default()
+    }
+
+    /// Decides whether the state of `probe` can be reused, and invalidates what the decision
+    /// proves stale (DESIGN.md section 4). The returned [`Invalidation`] must be logged by the
+    /// caller before the key's next write.
+    pub fn lookup(&mut self, probe: &Probe<'_>) -> Lookup {
+        let sk = probe.key;
+        let mut inv = Invalidation::default();
+        let decision = match self.plan(probe) {
+            Plan::Hit(state) => Decision::Hit(state),
+            Plan::Conflict { recorded } => {
+                let reason = InvalidationReason::Miss(MissReason::OccurrenceConflict);
+                let local = sk.local();
+                let descendants = self
+                    .round(&sk.key, sk.seq)
+                    .map(|r| r.descendants(&local))
+                    .unwrap_or_default();
+                self.remove_state(&sk, reason, &mut inv.removed);
+                for d in descendants {
+                    self.remove_state(&d.within(sk.key, sk.seq), reason, &mut inv.removed);
+                }
+                inv.push_all(
+                    self.remove_rounds(&sk.key, (Bound::Excluded(sk.seq), Bound::Unbounded)),
+                    reason,
+                );
+                inv.divergence = Some((
+                    reason,
+                    AuditDetail::OccurrenceConflict {
+                        recorded,
+                        current: probe.event,
+                    },
+                ));
+                Decision::Miss(MissReason::OccurrenceConflict)
+            }
+            Plan::RootChanged { recorded } => {
+                let reason = InvalidationReason::Miss(MissReason::RootChanged);
+                inv.push_all(
+                    self.remove_rounds(&sk.key, (Bound::Included(sk.seq), Bound::Unbounded)),
+                    reason,
+                );
+                inv.divergence = Some((
+                    reason,
+                    AuditDetail::RootChanged {
+                        recorded,
+                        current: probe.input,
+                    },
+                ));
+                Decision::Miss(MissReason::RootChanged)
+            }
+            Plan::Absent => {
+                let reason = InvalidationReason::Miss(MissReason::Absent);
+                inv.push_all(
+                    self.remove_rounds(&sk.key, (Bound::Excluded(sk.seq), Bound::Unbounded)),
+                    reason,
+                );
+                if !inv.removed.is_empty() {
+                    inv.divergence = Some((reason, AuditDetail::Absent));
+                }
+                Decision::Miss(MissReason::Absent)
+            }
+        };
+        Lookup {
+            decision,
+            invalidation: inv,
+        }
+    }
+
+    /// What [`lookup`](Index::lookup) would decide, and how many states it would remove,
+    /// without changing anything.
+    pub fn explain(
+        &self,
+        probe: &Probe<'_>,
+    ) -> (Decision, Option<(InvalidationReason, AuditDetail)>, usize) {
+        let sk = probe.key;
+        let later = |incl: bool| -> usize {
+            let Some(ki) = self.keys.get(&sk.key) else {
+                return 0;
+            };
+            let lo = if incl {
+                Bound::Included(sk.seq)
+            } else {
+                Bound::Excluded(sk.seq)
+            };
+            ki.rounds
+                .seqs_in((lo, Bound::Unbounded))
+                .into_iter()
+                .filter_map(|s| ki.rounds.get(s))
+                .map(|r| r.states.len())
+                .sum()
+        };
+        match self.plan(probe) {
+            Plan::Hit(state) => (Decision::Hit(state), None, 0),
+            Plan::Conflict { recorded } => {
+                let own = 1 + self
+                    .round(&sk.key, sk.seq)
+                    .map(|r| r.descendants(&sk.local()).len())
+                    .unwrap_or(0);
+                let reason = InvalidationReason::Miss(MissReason::OccurrenceConflict);
+                let detail = AuditDetail::OccurrenceConflict {
+                    recorded,
+                    current: probe.event,
+                };
+                (
+                    Decision::Miss(MissReason::OccurrenceConflict),
+                    Some((reason, detail)),
+                    own + later(false),
+                )
+            }
+            Plan::RootChanged { recorded } => {
+                let reason = InvalidationReason::Miss(MissReason::RootChanged);
+                let detail = AuditDetail::RootChanged {
+                    recorded,
+                    current: probe.input,
+                };
+                (
+                    Decision::Miss(MissReason::RootChanged),
+                    Some((reason, detail)),
+                    later(true),
+                )
+            }
+            Plan::Absent => {
+                let n = later(false);
+                let div = (n > 0).then_some((
+                    InvalidationReason::Miss(MissReason::Absent),
+                    AuditDetail::Absent,
+                ));
+                (Decision::Miss(MissReason::Absent), div, n)
+            }
+        }
+    }
+
+    fn plan(&self, probe: &Probe<'_>) -> Plan {
+        let sk = probe.key;
+        if let Some(round) = self.round(&sk.key, sk.seq) {
+            if let Some(entry) = round.states.get(&sk.local()) {
+                let recorded = entry.state.trigger_event;
+                // The recorded trigger was a completed producer's output and this is another
+                // event: the producer re-ran, or this is another occurrence.
+                if recorded != probe.event && round.produced.contains_key(&recorded) {
+                    return Plan::Conflict { recorded };
+                }
+                return Plan::Hit(Arc::clone(&entry.state));
+            }
+            if probe.trigger.is_input() && round.inputs.iter().any(|(fp, _)| *fp != probe.input) {
+                return Plan::RootChanged {
+                    recorded: round.inputs.iter().map(|(fp, _)| *fp).collect(),
+                };
+            }
+        }
+        Plan::Absent
+    }
+
+    /// Applies one record in log order: an upsert (re)indexes its state, removing the old
+    /// evidence first and invalidating the state's descendants when its completed evidence is
+    /// replaced by a different record; a delete removes the state; an audit changes nothing.
+    ///
+    /// `position` is where the record lives (exact or a lower bound); `bytes` is its encoded
+    /// size, for statistics.
+    pub fn apply(&mut self, record: LogRecord, position: Position, bytes: usize) -> Invalidation {
+        let mut inv = Invalidation::default();
+        match record {
+            LogRecord::Upsert(state) => {
+                let sk = state.key;
+                let local = sk.local();
+                let state = Arc::new(state);
+                let ki = self.keys.entry(sk.key).or_default();
+                let round = match ki.rounds.entry(sk.seq) {
+                    std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+                    std::collections::btree_map::Entry::Vacant(v) => {
+                        self.rounds += 1;
+                        v.insert(Round::default())
+                    }
+                };
+                let mut replaced = Vec::new();
+                if let Some(old) = round.take(&local) {
+                    let old_state = &*old.state;
+                    if old_state.is_completed() && !same_evidence(old_state, &state) {
+                        let reason = InvalidationReason::ProducerReplaced;
+                        for d in round.descendants(&local) {
+                            if let Some(e) = round.take(&d) {
+                                inv.removed.push(Removed {
+                                    key: d.within(sk.key, sk.seq),
+                                    reason,
+                                });
+                                replaced.push(e);
+                            }
+                        }
+                        inv.divergence =
+                            Some((reason, AuditDetail::ProducerReplaced { producer: sk }));
+                    }
+                    replaced.push(old);
+                }
+                let bytes = u32::try_from(bytes).unwrap_or(u32::MAX);
+                round.insert(
+                    local,
+                    Entry {
+                        state,
+                        position,
+                        bytes,
+                    },
+                );
+                for e in &replaced {
+                    self.forget(e);
+                }
+                self.states += 1;
+                self.record_bytes += u64::from(bytes);
+                *self
+                    .live
+                    .entry(position.partition)
+                    .or_default()
+                    .entry(position.offset)
+                    .or_insert(0) += 1;
+            }
+            LogRecord::Delete { key, .. } => {
+                if let Some(e) = self.take(&key) {
+                    self.forget(&e);
+                    self.drop_if_empty(&key.key, key.seq);
+                }
+            }
+            LogRecord::Audit(_) => {}
+        }
+        inv
+    }
+
+    /// Removes the rounds of `key` with `seq ≤ upto` (rounds a completed checkpoint covers).
+    /// Returns the number of states removed. Pruning is not an invalidation and is not logged.
+    pub fn prune(&mut self, key: &KeyId, upto: u64) -> usize {
+        self.remove_rounds(key, (Bound::Unbounded, Bound::Included(upto)))
+            .len()
+    }
+
+    /// The recorded state with this key, if indexed.
+    pub fn get(&self, sk: &StateKey) -> Option<&Arc<ActionState>> {
+        self.round(&sk.key, sk.seq)?
+            .states
+            .get(&sk.local())
+            .map(|e| &e.state)
+    }
+
+    /// The log position of the live record of this state, if indexed.
+    pub fn position(&self, sk: &StateKey) -> Option<Position> {
+        self.round(&sk.key, sk.seq)?
+            .states
+            .get(&sk.local())
+            .map(|e| e.position)
+    }
+
+    /// The rounds of one key in sequence order, with their states (for inspection).
+    pub fn rounds_of(&self, key: &KeyId) -> Vec<(u64, Vec<Arc<ActionState>>)> {
+        let Some(ki) = self.keys.get(key) else {
+            return Vec::new();
+        };
+        ki.rounds
+            .iter()
+            .map(|(seq, r)| {
+                let mut states: Vec<Arc<ActionState>> =
+                    r.states.view().map(|(_, e)| Arc::clone(&e.state)).collect();
+                states.sort_by_key(|s| s.key);
+                (*seq, states)
+            })
+            .collect()
+    }
+
+    /// The highest round recorded for `key`, if any.
+    pub fn last_seq(&self, key: &KeyId) -> Option<u64> {
+        let ki = self.keys.get(key)?;
+        ki.rounds.seqs_in(..).last().copied()
+    }
+
+    /// Per partition `0..end.len()`, the offset of the oldest live record, or the given end
+    /// offset if the partition holds none: replaying from these offsets reproduces this index.
+    pub fn covering_offsets(&self, end: &[u64]) -> Vec<u64> {
+        (0u32..)
+            .zip(end)
+            .map(|(p, &e)| {
+                let oldest = self.live.get(&p).and_then(|m| m.keys().next().copied());
+                oldest.map_or(e, |o| o.min(e))
+            })
+            .collect()
+    }
+
+    /// The covering marker of this index for `log`, given the log's end offsets.
+    pub fn marker(&self, log: &LogIdentity, end: &[u64]) -> Marker {
+        Marker {
+            log: log.clone(),
+            offsets: self.covering_offsets(end),
+        }
+    }
+
+    /// Counts of what the index holds.
+    pub fn stats(&self) -> Stats {
+        Stats {
+            keys: self.keys.len(),
+            rounds: self.rounds,
+            states: self.states,
+            estimated_bytes: self.record_bytes + self.states as u64 * OVERHEAD_PER_STATE,
+        }
+    }
+
+    /// Every indexed state with its position, ordered by state key. Scans the whole index:
+    /// for verification, dumps and tests only.
+    pub fn dump(&self) -> BTreeMap<StateKey, (Arc<ActionState>, Position)> {
+        let mut out = BTreeMap::new();
+        for (key, ki) in self.keys.scan("keys") {
+            for (seq, round) in ki.rounds.iter() {
+                for (_, e) in round.states.view() {
+                    let sk = e.state.key;
+                    debug_assert_eq!((sk.key, sk.seq), (*key, *seq));
+                    out.insert(sk, (Arc::clone(&e.state), e.position));
+                }
+            }
+        }
+        out
+    }
+
+    /// Recomputes every derived structure from the states and compares: counters, input and
+    /// producer evidence, children links, live positions, state placement. Scans the whole
+    /// index: for `verify` and tests. Returns the first violation found.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut states = 0usize;
+        let mut rounds = 0usize;
+        let mut live: BTreeMap<(u32, u64), u32> = BTreeMap::new();
+        for (key, ki) in self.keys.scan("keys") {
+            if ki.rounds.is_empty() {
+                return Err(format!("key {key} has no rounds but is indexed"));
+            }
+            for (seq, round) in ki.rounds.iter() {
+                rounds += 1;
+                if round.states.is_empty() {
+                    return Err(format!("round {seq} of key {key} is empty but indexed"));
+                }
+                let mut inputs: BTreeMap<Fingerprint, u32> = BTreeMap::new();
+                let mut produced: BTreeMap<EventId, u32> = BTreeMap::new();
+                let mut children: BTreeMap<LocalKey, Vec<LocalKey>> = BTreeMap::new();
+                for (local, e) in round.states.view() {
+                    states += 1;
+                    let s = &*e.state;
+                    if s.key.key != *key || s.key.seq != *seq || s.key.local() != *local {
+                        return Err(format!(
+                            "state {:?} is filed under key {key} round {seq}",
+                            s.key
+                        ));
+                    }
+                    *inputs.entry(s.input).or_default() += 1;
+                    for o in s.outputs() {
+                        *produced.entry(o.id).or_default() += 1;
+                    }
+                    if let Some(p) = producer_in_round(s) {
+                        children.entry(p).or_default().push(*local);
+                    }
+                    *live
+                        .entry((e.position.partition, e.position.offset))
+                        .or_default() += 1;
+                }
+                let have_inputs: BTreeMap<Fingerprint, u32> =
+                    round.inputs.iter().copied().collect();
+                if have_inputs != inputs || have_inputs.len() != round.inputs.len() {
+                    return Err(format!(
+                        "input evidence of key {key} round {seq} is inconsistent"
+                    ));
+                }
+                let have_produced: BTreeMap<EventId, u32> =
+                    round.produced.view().map(|(k, v)| (*k, *v)).collect();
+                if have_produced != produced {
+                    return Err(format!(
+                        "producer evidence of key {key} round {seq} is inconsistent"
+                    ));
+                }
+                for (p, mut kids) in children {
+                    let mut have = round.children.get(&p).cloned().unwrap_or_default();
+                    kids.sort();
+                    have.sort();
+                    if have != kids {
+                        return Err(format!(
+                            "children of {p:?} in key {key} round {seq} are inconsistent"
+                        ));
+                    }
+                }
+                for (p, kids) in round.children.view() {
+                    if kids.iter().any(|k| !round.states.contains_key(k)) {
+                        return Err(format!(
+                            "children of {p:?} in key {key} round {seq} name a removed state"
+                        ));
+                    }
+                }
+            }
+        }
+        let mut have_live: BTreeMap<(u32, u64), u32> = BTreeMap::new();
+        for (p, m) in self.live.scan("live") {
+            for (o, n) in m {
+                have_live.insert((*p, *o), *n);
+            }
+        }
+        if have_live != live {
+            return Err("live positions are inconsistent with the indexed states".into());
+        }
+        if states != self.states || rounds != self.rounds {
+            return Err(format!(
+                "counters say {} states in {} rounds, index holds {states} in {rounds}",
+                self.states, self.rounds
+            ));
+        }
+        Ok(())
+    }
+
+    fn round(&self, key: &KeyId, seq: u64) -> Option<&Round> {
+        self.keys.get(key)?.rounds.get(seq)
+    }
+
+    /// Removes one state (not its descendants) and reports it.
+    fn remove_state(&mut self, sk: &StateKey, reason: InvalidationReason, out: &mut Vec<Removed>) {
+        if let Some(e) = self.take(sk) {
+            self.forget(&e);
+            out.push(Removed { key: *sk, reason });
+        }
+        self.drop_if_empty(&sk.key, sk.seq);
+    }
+
+    fn take(&mut self, sk: &StateKey) -> Option<Entry> {
+        self.keys
+            .get_mut(&sk.key)?
+            .rounds
+            .get_mut(sk.seq)?
+            .take(&sk.local())
+    }
+
+    /// Removes whole rounds of one key in `range`, reporting every removed state.
+    fn remove_rounds(&mut self, key: &KeyId, range: (Bound<u64>, Bound<u64>)) -> Vec<StateKey> {
+        let mut out = Vec::new();
+        let Some(ki) = self.keys.get_mut(key) else {
+            return out;
+        };
+        let mut gone = Vec::new();
+        for seq in ki.rounds.seqs_in(range) {
+            if let Some(mut round) = ki.rounds.remove(seq) {
+                self.rounds -= 1;
+                for (local, e) in round.states.drain() {
+                    out.push(local.within(*key, seq));
+                    gone.push(e);
+                }
+            }
+        }
+        if ki.rounds.is_empty() {
+            self.keys.remove(key);
+        }
+        for e in &gone {
+            self.forget(e);
+        }
+        out
+    }
+
+    /// Drops the counters and live position of a removed entry.
+    fn forget(&mut self, e: &Entry) {
+        self.states -= 1;
+        self.record_bytes = self.record_bytes.saturating_sub(u64::from(e.bytes));
+        let p = e.position.partition;
+        if let Some(m) = self.live.get_mut(&p) {
+            if let Some(n) = m.get_mut(&e.position.offset) {
+                *n -= 1;
+                if *n == 0 {
+                    m.remove(&e.position.offset);
+                }
+            }
+            if m.is_empty() {
+                self.live.remove(&p);
+            }
+        }
+    }
+
+    fn drop_if_empty(&mut self, key: &KeyId, seq: u64) {
+        let Some(ki) = self.keys.get_mut(key) else {
+            return;
+        };
+        if ki.rounds.get(seq).is_some_and(|r| r.states.is_empty()) {
+            ki.rounds.remove(seq);
+            self.rounds -= 1;
+        }
+        if ki.rounds.is_empty() {
+            self.keys.remove(key);
+        }
+    }
+}
+
+/// Whether two records of one state carry the same producer evidence (completion and output
+/// ids): replacing one by the other leaves its children valid.
+fn same_evidence(old: &ActionState, new: &ActionState) -> bool {
+    new.is_completed()
+        && old
+            .outputs()
+            .iter()
+            .map(|e| e.id)
+            .eq(new.outputs().iter().map(|e| e.id))
+}
