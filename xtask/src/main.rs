@@ -1,1 +1,165 @@
-fn main() {}
+//! Developer tasks: `cargo xtask <task>`.
+//!
+//! - `ci` — everything CI checks: formatting, clippy with warnings denied on all targets, all
+//!   tests including doc tests, and rustdoc with warnings denied. A test that reports a skip
+//!   (a missing server) fails the run.
+//! - `bench index` — criterion benchmarks of the replay index and its summary line.
+//! - `fuzz [--time SECONDS]` — the decoder fuzz target (needs a nightly toolchain and
+//!   cargo-fuzz; both are installed on demand when missing).
+
+use anyhow::{Context, Result, bail};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+/// Tests print this marker when a server they need is not configured; `ci` turns it into a
+/// failure so that no skipped test counts as passed.
+const SKIP_MARKER: &str = "ACTIONSTATE-SKIP";
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let root = workspace_root()?;
+    std::env::set_current_dir(&root)?;
+    match args.first().map(String::as_str) {
+        Some("ci") => ci(),
+        Some("bench") => bench(args.get(1).map(String::as_str)),
+        Some("fuzz") => fuzz(parse_time(&args[1..])?),
+        Some("help") | None => {
+            print_help();
+            Ok(())
+        }
+        Some(other) => {
+            print_help();
+            bail!("unknown task `{other}`")
+        }
+    }
+}
+
+fn print_help() {
+    eprintln!(
+        "usage: cargo xtask <task>\n\n\
+         tasks:\n  \
+         ci                   fmt check, clippy -D warnings, all tests, rustdoc -D warnings\n  \
+         bench index          replay-index benchmarks and their summary line\n  \
+         fuzz [--time SECS]   run the record-decoder fuzz target (default 60 s)"
+    );
+}
+
+fn workspace_root() -> Result<PathBuf> {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    Ok(manifest.parent().context("xtask has no parent directory")?.to_path_buf())
+}
+
+fn parse_time(args: &[String]) -> Result<u64> {
+    match args {
+        [] => Ok(60),
+        [flag, n] if flag == "--time" => n.parse().with_context(|| format!("--time expects seconds, got `{n}`")),
+        _ => bail!("usage: cargo xtask fuzz [--time SECONDS]"),
+    }
+}
+
+fn cargo() -> Command {
+    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+}
+
+/// Runs a command, echoing it, and fails with its exit status.
+fn run(step: &str, cmd: &mut Command) -> Result<()> {
+    eprintln!("==> {step}: {cmd:?}");
+    let started = Instant::now();
+    let status = cmd.status().with_context(|| format!("{step}: could not start {cmd:?}"))?;
+    if !status.success() {
+        bail!("{step} failed ({status})");
+    }
+    eprintln!("==> {step}: ok in {:.1}s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Runs a command, passing its output through, and fails if any line carries the skip marker.
+fn run_no_skips(step: &str, cmd: &mut Command) -> Result<()> {
+    eprintln!("==> {step}: {cmd:?}");
+    let started = Instant::now();
+    let mut child = cmd.stdout(Stdio::piped()).spawn().with_context(|| format!("{step}: could not start {cmd:?}"))?;
+    let stdout = child.stdout.take().context("child stdout")?;
+    let mut skips = Vec::new();
+    for line in BufReader::new(stdout).lines() {
+        let line = line?;
+        println!("{line}");
+        if line.contains(SKIP_MARKER) {
+            skips.push(line);
+        }
+    }
+    let status = child.wait()?;
+    if !status.success() {
+        bail!("{step} failed ({status})");
+    }
+    if !skips.is_empty() {
+        bail!(
+            "{step}: {} test(s) skipped for lack of a server, which ci counts as failure:\n{}",
+            skips.len(),
+            skips.join("\n")
+        );
+    }
+    eprintln!("==> {step}: ok in {:.1}s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+fn ci() -> Result<()> {
+    let started = Instant::now();
+    run("fmt", cargo().args(["fmt", "--all", "--", "--check"]))?;
+    run("clippy", cargo().args(["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"]))?;
+    run_no_skips(
+        "test",
+        cargo()
+            .args(["test", "--workspace", "--locked", "--", "--nocapture"])
+            .env("ACTIONSTATE_REQUIRE_SERVICES", "1")
+            .env("RUST_BACKTRACE", "1"),
+    )?;
+    run("doc", cargo().args(["doc", "--workspace", "--no-deps", "--locked"]).env("RUSTDOCFLAGS", "-D warnings"))?;
+    eprintln!("==> ci: all steps passed in {:.0}s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+fn bench(what: Option<&str>) -> Result<()> {
+    match what {
+        Some("index") => run("bench index", cargo().args(["bench", "-p", "actionstate-index", "--bench", "index"])),
+        Some(other) => bail!("unknown benchmark `{other}` (known: index)"),
+        None => bail!("usage: cargo xtask bench <index>"),
+    }
+}
+
+fn fuzz(seconds: u64) -> Result<()> {
+    let fuzz_dir = Path::new("fuzz");
+    if !fuzz_dir.join("Cargo.toml").exists() {
+        bail!("fuzz/Cargo.toml is missing");
+    }
+    let has_nightly = Command::new("rustup")
+        .args(["run", "nightly", "rustc", "--version"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !has_nightly {
+        bail!("cargo fuzz needs a nightly toolchain: install it with `rustup toolchain install nightly`");
+    }
+    let has_cargo_fuzz = cargo()
+        .args(["fuzz", "--version"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !has_cargo_fuzz {
+        run("install cargo-fuzz", cargo().args(["install", "cargo-fuzz", "--locked"]))?;
+    }
+    run(
+        "fuzz decode",
+        Command::new("cargo").current_dir(fuzz_dir).args([
+            "+nightly",
+            "fuzz",
+            "run",
+            "decode",
+            "--",
+            &format!("-max_total_time={seconds}"),
+        ]),
+    )
+}

@@ -79,7 +79,7 @@ pub fn decode_value(value: &[u8]) -> Result<LogRecord, Error> {
     let body = &value[HEADER_LEN..];
     let expected = len as usize;
     if body.len() < expected {
-        return Err(Error::Truncated { needed: HEADER_LEN + expected, available: value.len() });
+        return Err(Error::Truncated { needed: HEADER_LEN.saturating_add(expected), available: value.len() });
     }
     if body.len() > expected {
         return Err(Error::TrailingBytes { extra: body.len() - expected });

@@ -117,7 +117,9 @@ pub enum Error {
         end: u64,
     },
     /// A marker points below the earliest retained offset: records it needs are gone.
-    #[error("data loss: marker offset {offset} of partition {partition} is below the earliest retained offset {earliest}")]
+    #[error(
+        "data loss: marker offset {offset} of partition {partition} is below the earliest retained offset {earliest}"
+    )]
     DataLoss {
         /// The partition.
         partition: u32,

@@ -49,6 +49,8 @@ pub use event::{Event, Trigger};
 pub use id::{ActionDigest, ActionId, EventId, Fingerprint, KeyId, OccurrenceId};
 pub use key::{LocalKey, StateKey};
 pub use log::{LogIdentity, Marker, Position, ReadBatch, ReadRecord, StateLog, WireRecord};
-pub use record::{AUDIT_KEY_LAYOUT, Audit, AuditDetail, InvalidationReason, LogRecord, MissReason, RecordKind, audit_log_key};
+pub use record::{
+    AUDIT_KEY_LAYOUT, Audit, AuditDetail, InvalidationReason, LogRecord, MissReason, RecordKind, audit_log_key,
+};
 pub use state::{ActionState, CallResult, CallStatus, MemoryOp, MemoryUpdate, Progress, TaggedBytes};
 pub use value::{Attributes, Value, normalize_float};

@@ -108,8 +108,10 @@ impl Marker {
         }
         let partitions = current.partitions;
         if self.offsets.len() != partitions as usize {
-            let extra = u32::try_from(self.offsets.len().saturating_sub(1)).unwrap_or(u32::MAX);
-            return Err(Error::UnknownPartition { log: current.to_string(), partition: extra, partitions });
+            // The first partition present on one side only: an offset for a partition the log
+            // lacks, or a partition of the log the marker has no offset for.
+            let first = u32::try_from(self.offsets.len().min(partitions as usize)).unwrap_or(u32::MAX);
+            return Err(Error::UnknownPartition { log: current.to_string(), partition: first, partitions });
         }
         for (p, &offset) in (0u32..).zip(&self.offsets) {
             let e = *end.get(p as usize).ok_or_else(|| Error::UnknownPartition {

@@ -13,6 +13,9 @@ pub type Attributes = BTreeMap<String, Value>;
 /// Maps keep their keys sorted (`BTreeMap`), so two maps with the same entries are equal and
 /// fingerprint alike whatever order they were built in. Floats are normalized when
 /// fingerprinted: `-0.0` equals `0.0` and every NaN equals every other NaN.
+///
+/// Lists and maps nest at most 128 deep inside one value; the record codec refuses deeper
+/// values on encode and on decode (see `docs/format.md`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Value {
     /// Absent / null.
@@ -28,9 +31,58 @@ pub enum Value {
     /// Opaque bytes.
     Bytes(Vec<u8>),
     /// An ordered list.
-    List(Vec<Value>),
+    List(#[serde(serialize_with = "depth::serialize", deserialize_with = "depth::deserialize")] Vec<Value>),
     /// A map with sorted string keys.
-    Map(BTreeMap<String, Value>),
+    Map(#[serde(serialize_with = "depth::serialize", deserialize_with = "depth::deserialize")] BTreeMap<String, Value>),
+}
+
+/// Bounds the nesting of lists and maps in encoded values, so that decoding a record never
+/// exhausts the stack. Encoding enforces the same bound, so every record the codec writes can
+/// be read back. The wire format is unchanged: the guard only counts while it delegates.
+mod depth {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer, de, ser};
+    use std::cell::Cell;
+
+    /// Lists and maps may nest this deep inside one value (the top-level attribute map of an
+    /// event does not count).
+    pub(super) const MAX_DEPTH: u32 = 128;
+
+    thread_local! {
+        static DEPTH: Cell<u32> = const { Cell::new(0) };
+    }
+
+    /// One level of nesting; leaving it (also by unwinding) restores the count.
+    struct Level;
+
+    impl Level {
+        fn enter() -> Option<Level> {
+            DEPTH.with(|d| {
+                let n = d.get();
+                (n < MAX_DEPTH).then(|| {
+                    d.set(n + 1);
+                    Level
+                })
+            })
+        }
+    }
+
+    impl Drop for Level {
+        fn drop(&mut self) {
+            DEPTH.with(|d| d.set(d.get().saturating_sub(1)));
+        }
+    }
+
+    const TOO_DEEP: &str = "value nesting exceeds 128 lists and maps";
+
+    pub(super) fn serialize<T: Serialize, S: Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+        let _level = Level::enter().ok_or_else(|| <S::Error as ser::Error>::custom(TOO_DEEP))?;
+        v.serialize(s)
+    }
+
+    pub(super) fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(d: D) -> Result<T, D::Error> {
+        let _level = Level::enter().ok_or_else(|| <D::Error as de::Error>::custom(TOO_DEEP))?;
+        T::deserialize(d)
+    }
 }
 
 impl Value {

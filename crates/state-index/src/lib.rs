@@ -51,14 +51,16 @@
 #![warn(missing_docs)]
 
 mod maps;
+mod round;
 
 pub use maps::{ScanScope, allow_scans, visits};
 
 use actionstate_core::{
-    ActionState, AuditDetail, EventId, Fingerprint, InvalidationReason, KeyId, LocalKey,
-    LogIdentity, LogRecord, Marker, MissReason, Position, StateKey, Trigger,
+    ActionState, AuditDetail, EventId, Fingerprint, InvalidationReason, KeyId, LogIdentity, LogRecord, Marker,
+    MissReason, Position, StateKey, Trigger,
 };
-use maps::{LocalMap, RoundMap, TopMap};
+use maps::{RoundMap, TopMap};
+use round::{Entry, Round};
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -115,8 +117,7 @@ pub struct Invalidation {
 
 impl Invalidation {
     fn push_all(&mut self, keys: Vec<StateKey>, reason: InvalidationReason) {
-        self.removed
-            .extend(keys.into_iter().map(|key| Removed { key, reason }));
+        self.removed.extend(keys.into_iter().map(|key| Removed { key, reason }));
     }
 
     /// Whether nothing was removed and nothing diverged.
@@ -147,107 +148,11 @@ pub struct Stats {
     pub estimated_bytes: u64,
 }
 
-/// An indexed state: the record and where it lives in the log.
-#[derive(Clone, Debug)]
-struct Entry {
-    state: Arc<ActionState>,
-    position: Position,
-    bytes: u32,
-}
-
-/// One round: the states of one (key, seq) and their evidence.
-#[derive(Clone, Debug, Default)]
-struct Round {
-    states: LocalMap<LocalKey, Entry>,
-    /// Input fingerprints of the round's states, with counts (almost always one entry).
-    inputs: Vec<(Fingerprint, u32)>,
-    /// Output event ids of completed states, with counts: the producer evidence.
-    produced: LocalMap<EventId, u32>,
-    /// Producer → states it triggered, for descendant invalidation without scanning the round.
-    children: LocalMap<LocalKey, Vec<LocalKey>>,
-}
-
-/// The producer of `state` within its own round, if it was emitted by one.
-fn producer_in_round(state: &ActionState) -> Option<LocalKey> {
-    match &state.trigger {
-        Trigger::Emitted { producer, .. }
-            if producer.key == state.key.key && producer.seq == state.key.seq =>
-        {
-            Some(producer.local())
-        }
-        _ => None,
-    }
-}
-
-impl Round {
-    fn insert(&mut self, local: LocalKey, entry: Entry) {
-        let s = &*entry.state;
-        match self.inputs.iter_mut().find(|(fp, _)| *fp == s.input) {
-            Some((_, n)) => *n += 1,
-            None => self.inputs.push((s.input, 1)),
-        }
-        for out in s.outputs() {
-            *self.produced.entry(out.id).or_insert(0) += 1;
-        }
-        if let Some(p) = producer_in_round(s) {
-            self.children.entry(p).or_default().push(local);
-        }
-        self.states.insert(local, entry);
-    }
-
-    /// Removes one state and its evidence; its own children stay linked so that a later
-    /// descendant invalidation still finds them.
-    fn take(&mut self, local: &LocalKey) -> Option<Entry> {
-        let entry = self.states.remove(local)?;
-        let s = &*entry.state;
-        if let Some(i) = self.inputs.iter().position(|(fp, _)| *fp == s.input) {
-            self.inputs[i].1 -= 1;
-            if self.inputs[i].1 == 0 {
-                self.inputs.swap_remove(i);
-            }
-        }
-        for out in s.outputs() {
-            if let Some(n) = self.produced.get_mut(&out.id) {
-                *n -= 1;
-                if *n == 0 {
-                    self.produced.remove(&out.id);
-                }
-            }
-        }
-        if let Some(p) = producer_in_round(s)
-            && let Some(kids) = self.children.get_mut(&p)
-        {
-            if let Some(i) = kids.iter().position(|k| k == local) {
-                kids.swap_remove(i);
-            }
-            if kids.is_empty() {
-                self.children.remove(&p);
-            }
-        }
-        Some(entry)
-    }
-
-    /// All states reachable from `root` through the children links (not including `root`).
-    fn descendants(&self, root: &LocalKey) -> Vec<LocalKey> {
-        let mut out = Vec::new();
-        let mut frontier = vec![*root];
-        while let Some(p) = frontier.pop() {
-            if let Some(kids) = self.children.get(&p) {
-                for k in kids {
-                    if self.states.contains_key(k) && !out.contains(k) {
-                        out.push(*k);
-                        frontier.push(*k);
-                    }
-                }
-            }
-        }
-        out
-    }
-}
-
 #[derive(Clone, Debug, Default)]
 struct KeyIndex {
-    rounds: RoundMap<Round>,
+    /// Rounds are boxed: a B-tree node then holds eight-byte pointers, which keeps long
+    /// histories (many rounds per key) compact.
+    rounds: RoundMap<Box<Round>>,
 }
 
 /// What a lookup found, before anything is removed.
@@ -289,82 +194,50 @@ impl Index {
             Plan::Hit(state) => Decision::Hit(state),
             Plan::Conflict { recorded } => {
                 let reason = InvalidationReason::Miss(MissReason::OccurrenceConflict);
-                let local = sk.local();
                 let descendants = self
                     .round(&sk.key, sk.seq)
-                    .map(|r| r.descendants(&local))
+                    .and_then(|r| r.get(&sk.local()).map(|e| r.descendants(&e.state)))
                     .unwrap_or_default();
                 self.remove_state(&sk, reason, &mut inv.removed);
                 for d in descendants {
                     self.remove_state(&d.within(sk.key, sk.seq), reason, &mut inv.removed);
                 }
-                inv.push_all(
-                    self.remove_rounds(&sk.key, (Bound::Excluded(sk.seq), Bound::Unbounded)),
-                    reason,
-                );
-                inv.divergence = Some((
-                    reason,
-                    AuditDetail::OccurrenceConflict {
-                        recorded,
-                        current: probe.event,
-                    },
-                ));
+                inv.push_all(self.remove_rounds(&sk.key, (Bound::Excluded(sk.seq), Bound::Unbounded)), reason);
+                inv.divergence = Some((reason, AuditDetail::OccurrenceConflict { recorded, current: probe.event }));
                 Decision::Miss(MissReason::OccurrenceConflict)
             }
             Plan::RootChanged { recorded } => {
                 let reason = InvalidationReason::Miss(MissReason::RootChanged);
-                inv.push_all(
-                    self.remove_rounds(&sk.key, (Bound::Included(sk.seq), Bound::Unbounded)),
-                    reason,
-                );
-                inv.divergence = Some((
-                    reason,
-                    AuditDetail::RootChanged {
-                        recorded,
-                        current: probe.input,
-                    },
-                ));
+                inv.push_all(self.remove_rounds(&sk.key, (Bound::Included(sk.seq), Bound::Unbounded)), reason);
+                inv.divergence = Some((reason, AuditDetail::RootChanged { recorded, current: probe.input }));
                 Decision::Miss(MissReason::RootChanged)
             }
             Plan::Absent => {
                 let reason = InvalidationReason::Miss(MissReason::Absent);
-                inv.push_all(
-                    self.remove_rounds(&sk.key, (Bound::Excluded(sk.seq), Bound::Unbounded)),
-                    reason,
-                );
+                inv.push_all(self.remove_rounds(&sk.key, (Bound::Excluded(sk.seq), Bound::Unbounded)), reason);
                 if !inv.removed.is_empty() {
                     inv.divergence = Some((reason, AuditDetail::Absent));
                 }
                 Decision::Miss(MissReason::Absent)
             }
         };
-        Lookup {
-            decision,
-            invalidation: inv,
-        }
+        Lookup { decision, invalidation: inv }
     }
 
     /// What [`lookup`](Index::lookup) would decide, and how many states it would remove,
     /// without changing anything.
-    pub fn explain(
-        &self,
-        probe: &Probe<'_>,
-    ) -> (Decision, Option<(InvalidationReason, AuditDetail)>, usize) {
+    pub fn explain(&self, probe: &Probe<'_>) -> (Decision, Option<(InvalidationReason, AuditDetail)>, usize) {
         let sk = probe.key;
         let later = |incl: bool| -> usize {
             let Some(ki) = self.keys.get(&sk.key) else {
                 return 0;
             };
-            let lo = if incl {
-                Bound::Included(sk.seq)
-            } else {
-                Bound::Excluded(sk.seq)
-            };
+            let lo = if incl { Bound::Included(sk.seq) } else { Bound::Excluded(sk.seq) };
             ki.rounds
                 .seqs_in((lo, Bound::Unbounded))
                 .into_iter()
                 .filter_map(|s| ki.rounds.get(s))
-                .map(|r| r.states.len())
+                .map(|r| r.len())
                 .sum()
         };
         match self.plan(probe) {
@@ -372,37 +245,20 @@ impl Index {
             Plan::Conflict { recorded } => {
                 let own = 1 + self
                     .round(&sk.key, sk.seq)
-                    .map(|r| r.descendants(&sk.local()).len())
+                    .and_then(|r| r.get(&sk.local()).map(|e| r.descendants(&e.state).len()))
                     .unwrap_or(0);
                 let reason = InvalidationReason::Miss(MissReason::OccurrenceConflict);
-                let detail = AuditDetail::OccurrenceConflict {
-                    recorded,
-                    current: probe.event,
-                };
-                (
-                    Decision::Miss(MissReason::OccurrenceConflict),
-                    Some((reason, detail)),
-                    own + later(false),
-                )
+                let detail = AuditDetail::OccurrenceConflict { recorded, current: probe.event };
+                (Decision::Miss(MissReason::OccurrenceConflict), Some((reason, detail)), own + later(false))
             }
             Plan::RootChanged { recorded } => {
                 let reason = InvalidationReason::Miss(MissReason::RootChanged);
-                let detail = AuditDetail::RootChanged {
-                    recorded,
-                    current: probe.input,
-                };
-                (
-                    Decision::Miss(MissReason::RootChanged),
-                    Some((reason, detail)),
-                    later(true),
-                )
+                let detail = AuditDetail::RootChanged { recorded, current: probe.input };
+                (Decision::Miss(MissReason::RootChanged), Some((reason, detail)), later(true))
             }
             Plan::Absent => {
                 let n = later(false);
-                let div = (n > 0).then_some((
-                    InvalidationReason::Miss(MissReason::Absent),
-                    AuditDetail::Absent,
-                ));
+                let div = (n > 0).then_some((InvalidationReason::Miss(MissReason::Absent), AuditDetail::Absent));
                 (Decision::Miss(MissReason::Absent), div, n)
             }
         }
@@ -411,19 +267,19 @@ impl Index {
     fn plan(&self, probe: &Probe<'_>) -> Plan {
         let sk = probe.key;
         if let Some(round) = self.round(&sk.key, sk.seq) {
-            if let Some(entry) = round.states.get(&sk.local()) {
+            if let Some(entry) = round.get(&sk.local()) {
                 let recorded = entry.state.trigger_event;
                 // The recorded trigger was a completed producer's output and this is another
                 // event: the producer re-ran, or this is another occurrence.
-                if recorded != probe.event && round.produced.contains_key(&recorded) {
+                if recorded != probe.event && round.produced(&recorded) {
                     return Plan::Conflict { recorded };
                 }
                 return Plan::Hit(Arc::clone(&entry.state));
             }
-            if probe.trigger.is_input() && round.inputs.iter().any(|(fp, _)| *fp != probe.input) {
-                return Plan::RootChanged {
-                    recorded: round.inputs.iter().map(|(fp, _)| *fp).collect(),
-                };
+            if probe.trigger.is_input()
+                && let Some(recorded) = round.other_inputs(&probe.input)
+            {
+                return Plan::RootChanged { recorded };
             }
         }
         Plan::Absent
@@ -440,55 +296,38 @@ impl Index {
         match record {
             LogRecord::Upsert(state) => {
                 let sk = state.key;
-                let local = sk.local();
                 let state = Arc::new(state);
                 let ki = self.keys.entry(sk.key).or_default();
                 let round = match ki.rounds.entry(sk.seq) {
                     std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
                     std::collections::btree_map::Entry::Vacant(v) => {
                         self.rounds += 1;
-                        v.insert(Round::default())
+                        v.insert(Box::default())
                     }
                 };
-                let mut replaced = Vec::new();
-                if let Some(old) = round.take(&local) {
-                    let old_state = &*old.state;
-                    if old_state.is_completed() && !same_evidence(old_state, &state) {
+                let bytes = u32::try_from(bytes).unwrap_or(u32::MAX);
+                let mut gone = Vec::new();
+                if let Some(old) = round.insert(Entry { state: Arc::clone(&state), position, bytes }) {
+                    if old.state.is_completed() && !same_evidence(&old.state, &state) {
+                        // Rule 4: the producer re-ran or re-initialized; children computed from
+                        // its old outputs must not match by fingerprint later.
                         let reason = InvalidationReason::ProducerReplaced;
-                        for d in round.descendants(&local) {
+                        for d in round.descendants(&old.state) {
                             if let Some(e) = round.take(&d) {
-                                inv.removed.push(Removed {
-                                    key: d.within(sk.key, sk.seq),
-                                    reason,
-                                });
-                                replaced.push(e);
+                                inv.removed.push(Removed { key: d.within(sk.key, sk.seq), reason });
+                                gone.push(e);
                             }
                         }
-                        inv.divergence =
-                            Some((reason, AuditDetail::ProducerReplaced { producer: sk }));
+                        inv.divergence = Some((reason, AuditDetail::ProducerReplaced { producer: sk }));
                     }
-                    replaced.push(old);
+                    gone.push(old);
                 }
-                let bytes = u32::try_from(bytes).unwrap_or(u32::MAX);
-                round.insert(
-                    local,
-                    Entry {
-                        state,
-                        position,
-                        bytes,
-                    },
-                );
-                for e in &replaced {
+                for e in &gone {
                     self.forget(e);
                 }
                 self.states += 1;
                 self.record_bytes += u64::from(bytes);
-                *self
-                    .live
-                    .entry(position.partition)
-                    .or_default()
-                    .entry(position.offset)
-                    .or_insert(0) += 1;
+                *self.live.entry(position.partition).or_default().entry(position.offset).or_insert(0) += 1;
             }
             LogRecord::Delete { key, .. } => {
                 if let Some(e) = self.take(&key) {
@@ -504,24 +343,17 @@ impl Index {
     /// Removes the rounds of `key` with `seq ≤ upto` (rounds a completed checkpoint covers).
     /// Returns the number of states removed. Pruning is not an invalidation and is not logged.
     pub fn prune(&mut self, key: &KeyId, upto: u64) -> usize {
-        self.remove_rounds(key, (Bound::Unbounded, Bound::Included(upto)))
-            .len()
+        self.remove_rounds(key, (Bound::Unbounded, Bound::Included(upto))).len()
     }
 
     /// The recorded state with this key, if indexed.
     pub fn get(&self, sk: &StateKey) -> Option<&Arc<ActionState>> {
-        self.round(&sk.key, sk.seq)?
-            .states
-            .get(&sk.local())
-            .map(|e| &e.state)
+        self.round(&sk.key, sk.seq)?.get(&sk.local()).map(|e| &e.state)
     }
 
     /// The log position of the live record of this state, if indexed.
     pub fn position(&self, sk: &StateKey) -> Option<Position> {
-        self.round(&sk.key, sk.seq)?
-            .states
-            .get(&sk.local())
-            .map(|e| e.position)
+        self.round(&sk.key, sk.seq)?.get(&sk.local()).map(|e| e.position)
     }
 
     /// The rounds of one key in sequence order, with their states (for inspection).
@@ -532,8 +364,7 @@ impl Index {
         ki.rounds
             .iter()
             .map(|(seq, r)| {
-                let mut states: Vec<Arc<ActionState>> =
-                    r.states.view().map(|(_, e)| Arc::clone(&e.state)).collect();
+                let mut states: Vec<Arc<ActionState>> = r.iter().map(|e| Arc::clone(&e.state)).collect();
                 states.sort_by_key(|s| s.key);
                 (*seq, states)
             })
@@ -560,10 +391,7 @@ impl Index {
 
     /// The covering marker of this index for `log`, given the log's end offsets.
     pub fn marker(&self, log: &LogIdentity, end: &[u64]) -> Marker {
-        Marker {
-            log: log.clone(),
-            offsets: self.covering_offsets(end),
-        }
+        Marker { log: log.clone(), offsets: self.covering_offsets(end) }
     }
 
     /// Counts of what the index holds.
@@ -582,7 +410,7 @@ impl Index {
         let mut out = BTreeMap::new();
         for (key, ki) in self.keys.scan("keys") {
             for (seq, round) in ki.rounds.iter() {
-                for (_, e) in round.states.view() {
+                for e in round.iter() {
                     let sk = e.state.key;
                     debug_assert_eq!((sk.key, sk.seq), (*key, *seq));
                     out.insert(sk, (Arc::clone(&e.state), e.position));
@@ -593,7 +421,7 @@ impl Index {
     }
 
     /// Recomputes every derived structure from the states and compares: counters, input and
-    /// producer evidence, children links, live positions, state placement. Scans the whole
+    /// producer evidence, live positions, state placement and order. Scans the whole
     /// index: for `verify` and tests. Returns the first violation found.
     pub fn check_invariants(&self) -> Result<(), String> {
         let mut states = 0usize;
@@ -605,62 +433,34 @@ impl Index {
             }
             for (seq, round) in ki.rounds.iter() {
                 rounds += 1;
-                if round.states.is_empty() {
+                if round.is_empty() {
                     return Err(format!("round {seq} of key {key} is empty but indexed"));
                 }
                 let mut inputs: BTreeMap<Fingerprint, u32> = BTreeMap::new();
-                let mut produced: BTreeMap<EventId, u32> = BTreeMap::new();
-                let mut children: BTreeMap<LocalKey, Vec<LocalKey>> = BTreeMap::new();
-                for (local, e) in round.states.view() {
+                let mut produced: Vec<EventId> = Vec::new();
+                let mut previous = None;
+                for e in round.iter() {
                     states += 1;
                     let s = &*e.state;
-                    if s.key.key != *key || s.key.seq != *seq || s.key.local() != *local {
-                        return Err(format!(
-                            "state {:?} is filed under key {key} round {seq}",
-                            s.key
-                        ));
+                    if s.key.key != *key || s.key.seq != *seq {
+                        return Err(format!("state {:?} is filed under key {key} round {seq}", s.key));
                     }
+                    if previous.is_some_and(|p| p >= s.key.local()) {
+                        return Err(format!("states of key {key} round {seq} are not sorted and unique"));
+                    }
+                    previous = Some(s.key.local());
                     *inputs.entry(s.input).or_default() += 1;
-                    for o in s.outputs() {
-                        *produced.entry(o.id).or_default() += 1;
-                    }
-                    if let Some(p) = producer_in_round(s) {
-                        children.entry(p).or_default().push(*local);
-                    }
-                    *live
-                        .entry((e.position.partition, e.position.offset))
-                        .or_default() += 1;
+                    produced.extend(s.outputs().iter().map(|o| o.id));
+                    *live.entry((e.position.partition, e.position.offset)).or_default() += 1;
                 }
-                let have_inputs: BTreeMap<Fingerprint, u32> =
-                    round.inputs.iter().copied().collect();
-                if have_inputs != inputs || have_inputs.len() != round.inputs.len() {
-                    return Err(format!(
-                        "input evidence of key {key} round {seq} is inconsistent"
-                    ));
+                let mut have_inputs = round.input_counts();
+                have_inputs.sort();
+                if have_inputs != inputs.into_iter().collect::<Vec<_>>() {
+                    return Err(format!("input evidence of key {key} round {seq} is inconsistent"));
                 }
-                let have_produced: BTreeMap<EventId, u32> =
-                    round.produced.view().map(|(k, v)| (*k, *v)).collect();
-                if have_produced != produced {
-                    return Err(format!(
-                        "producer evidence of key {key} round {seq} is inconsistent"
-                    ));
-                }
-                for (p, mut kids) in children {
-                    let mut have = round.children.get(&p).cloned().unwrap_or_default();
-                    kids.sort();
-                    have.sort();
-                    if have != kids {
-                        return Err(format!(
-                            "children of {p:?} in key {key} round {seq} are inconsistent"
-                        ));
-                    }
-                }
-                for (p, kids) in round.children.view() {
-                    if kids.iter().any(|k| !round.states.contains_key(k)) {
-                        return Err(format!(
-                            "children of {p:?} in key {key} round {seq} name a removed state"
-                        ));
-                    }
+                produced.sort();
+                if round.produced_ids() != produced.as_slice() {
+                    return Err(format!("producer evidence of key {key} round {seq} is inconsistent"));
                 }
             }
         }
@@ -683,7 +483,7 @@ impl Index {
     }
 
     fn round(&self, key: &KeyId, seq: u64) -> Option<&Round> {
-        self.keys.get(key)?.rounds.get(seq)
+        self.keys.get(key)?.rounds.get(seq).map(|r| &**r)
     }
 
     /// Removes one state (not its descendants) and reports it.
@@ -696,11 +496,7 @@ impl Index {
     }
 
     fn take(&mut self, sk: &StateKey) -> Option<Entry> {
-        self.keys
-            .get_mut(&sk.key)?
-            .rounds
-            .get_mut(sk.seq)?
-            .take(&sk.local())
+        self.keys.get_mut(&sk.key)?.rounds.get_mut(sk.seq)?.take(&sk.local())
     }
 
     /// Removes whole rounds of one key in `range`, reporting every removed state.
@@ -713,8 +509,8 @@ impl Index {
         for seq in ki.rounds.seqs_in(range) {
             if let Some(mut round) = ki.rounds.remove(seq) {
                 self.rounds -= 1;
-                for (local, e) in round.states.drain() {
-                    out.push(local.within(*key, seq));
+                for e in round.drain() {
+                    out.push(e.state.key);
                     gone.push(e);
                 }
             }
@@ -750,7 +546,7 @@ impl Index {
         let Some(ki) = self.keys.get_mut(key) else {
             return;
         };
-        if ki.rounds.get(seq).is_some_and(|r| r.states.is_empty()) {
+        if ki.rounds.get(seq).is_some_and(|r| r.is_empty()) {
             ki.rounds.remove(seq);
             self.rounds -= 1;
         }
@@ -763,10 +559,5 @@ impl Index {
 /// Whether two records of one state carry the same producer evidence (completion and output
 /// ids): replacing one by the other leaves its children valid.
 fn same_evidence(old: &ActionState, new: &ActionState) -> bool {
-    new.is_completed()
-        && old
-            .outputs()
-            .iter()
-            .map(|e| e.id)
-            .eq(new.outputs().iter().map(|e| e.id))
+    new.is_completed() && old.outputs().iter().map(|e| e.id).eq(new.outputs().iter().map(|e| e.id))
 }

@@ -8,7 +8,7 @@
 //! removed.
 
 use std::collections::{BTreeMap, HashMap};
-use std::hash::Hash;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::ops::RangeBounds;
 
 #[cfg(feature = "scan-guard")]
@@ -22,7 +22,7 @@ mod guard {
 
 /// Counts `n` visited entries (no-op without the `scan-guard` feature).
 #[inline]
-fn visit(_n: usize) {
+pub(crate) fn visit(_n: usize) {
     #[cfg(feature = "scan-guard")]
     guard::VISITS.with(|v| v.set(v.get() + _n as u64));
 }
@@ -67,11 +67,38 @@ fn check_scan(_what: &str, _len: usize) {
 /// A top-level hash map (keys, partitions): point access only; whole iteration goes through
 /// the guarded `scan`.
 #[derive(Debug, Clone)]
-pub(crate) struct TopMap<K, V>(HashMap<K, V>);
+pub(crate) struct TopMap<K, V>(HashMap<K, V, BuildHasherDefault<DigestHasher>>);
 
 impl<K: Eq + Hash, V> Default for TopMap<K, V> {
     fn default() -> Self {
-        TopMap(HashMap::new())
+        TopMap(HashMap::default())
+    }
+}
+
+/// A hasher for keys that are already uniform digests (key ids) or small integers
+/// (partitions): it folds the bytes it is given instead of running SipHash over them, which
+/// would cost more than the rest of a lookup.
+#[derive(Default, Clone, Copy, Debug)]
+pub(crate) struct DigestHasher(u64);
+
+impl Hasher for DigestHasher {
+    fn finish(&self) -> u64 {
+        // A final multiply spreads small integer keys (partitions) over the high bits that
+        // hashbrown uses for its control bytes.
+        self.0.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8).take(2) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.0 = self.0.rotate_left(23) ^ u64::from_le_bytes(word);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.0 = self.0.rotate_left(23) ^ u64::from(n);
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.0 = self.0.rotate_left(23) ^ n as u64;
     }
 }
 
@@ -94,54 +121,6 @@ impl<K: Eq + Hash, V> TopMap<K, V> {
     /// Whole-map iteration: only for dumps and verification (guarded under `scan-guard`).
     pub(crate) fn scan(&self, what: &str) -> impl Iterator<Item = (&K, &V)> {
         check_scan(what, self.0.len());
-        self.0.iter()
-    }
-}
-
-/// A map inside one round (its states, evidence, children): point access, plus iteration
-/// that is bounded by the round and counted.
-#[derive(Debug, Clone)]
-pub(crate) struct LocalMap<K, V>(HashMap<K, V>);
-
-impl<K: Eq + Hash, V> Default for LocalMap<K, V> {
-    fn default() -> Self {
-        LocalMap(HashMap::new())
-    }
-}
-
-impl<K: Eq + Hash, V> LocalMap<K, V> {
-    pub(crate) fn get(&self, k: &K) -> Option<&V> {
-        self.0.get(k)
-    }
-    pub(crate) fn get_mut(&mut self, k: &K) -> Option<&mut V> {
-        self.0.get_mut(k)
-    }
-    pub(crate) fn contains_key(&self, k: &K) -> bool {
-        self.0.contains_key(k)
-    }
-    pub(crate) fn insert(&mut self, k: K, v: V) -> Option<V> {
-        self.0.insert(k, v)
-    }
-    pub(crate) fn remove(&mut self, k: &K) -> Option<V> {
-        self.0.remove(k)
-    }
-    pub(crate) fn entry(&mut self, k: K) -> std::collections::hash_map::Entry<'_, K, V> {
-        self.0.entry(k)
-    }
-    pub(crate) fn len(&self) -> usize {
-        self.0.len()
-    }
-    pub(crate) fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-    /// Removes every entry, yielding them; visits exactly what it removes.
-    pub(crate) fn drain(&mut self) -> impl Iterator<Item = (K, V)> + '_ {
-        visit(self.0.len());
-        self.0.drain()
-    }
-    /// Iterates this round-local map; visits are counted.
-    pub(crate) fn view(&self) -> impl Iterator<Item = (&K, &V)> {
-        visit(self.0.len());
         self.0.iter()
     }
 }

@@ -1,0 +1,229 @@
+//! One round: the states of one (key, seq) and their evidence, kept compact.
+//!
+//! A round usually holds a handful of states, so it is a few sorted vectors rather than hash
+//! maps: a 1-state round costs tens of bytes instead of hundreds. States are sorted by
+//! [`LocalKey`], whose first field is the occurrence; the children of a producer's output
+//! `i` all share the occurrence of `Trigger::Emitted { producer, index: i }`, so they form one
+//! contiguous run found by binary search — no child links to store or keep consistent.
+
+use crate::maps::visit;
+use actionstate_core::{ActionState, EventId, Fingerprint, LocalKey, OccurrenceId, Position, Trigger};
+use std::sync::Arc;
+
+/// An indexed state: the record (immutable evidence) and where it lives in the log.
+#[derive(Clone, Debug)]
+pub(crate) struct Entry {
+    pub(crate) state: Arc<ActionState>,
+    pub(crate) position: Position,
+    pub(crate) bytes: u32,
+}
+
+impl Entry {
+    fn local(&self) -> LocalKey {
+        self.state.key.local()
+    }
+}
+
+/// Input fingerprints of the round's states with counts. Almost always one fingerprint.
+#[derive(Clone, Debug, Default)]
+enum Inputs {
+    #[default]
+    Empty,
+    One(Fingerprint, u32),
+    Many(Vec<(Fingerprint, u32)>),
+}
+
+impl Inputs {
+    fn add(&mut self, fp: Fingerprint) {
+        match self {
+            Inputs::Empty => *self = Inputs::One(fp, 1),
+            Inputs::One(f, n) if *f == fp => *n += 1,
+            Inputs::One(f, n) => *self = Inputs::Many(vec![(*f, *n), (fp, 1)]),
+            Inputs::Many(v) => match v.iter_mut().find(|(f, _)| *f == fp) {
+                Some((_, n)) => *n += 1,
+                None => v.push((fp, 1)),
+            },
+        }
+    }
+
+    fn remove(&mut self, fp: Fingerprint) {
+        match self {
+            Inputs::One(f, n) if *f == fp => {
+                *n -= 1;
+                if *n == 0 {
+                    *self = Inputs::Empty;
+                }
+            }
+            Inputs::Many(v) => {
+                if let Some(i) = v.iter().position(|(f, _)| *f == fp) {
+                    v[i].1 -= 1;
+                    if v[i].1 == 0 {
+                        v.swap_remove(i);
+                    }
+                }
+                if let [(f, n)] = v.as_slice() {
+                    *self = Inputs::One(*f, *n);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn as_vec(&self) -> Vec<(Fingerprint, u32)> {
+        match self {
+            Inputs::Empty => Vec::new(),
+            Inputs::One(f, n) => vec![(*f, *n)],
+            Inputs::Many(v) => v.clone(),
+        }
+    }
+
+    fn any_other_than(&self, fp: &Fingerprint) -> bool {
+        match self {
+            Inputs::Empty => false,
+            Inputs::One(f, _) => f != fp,
+            Inputs::Many(v) => v.iter().any(|(f, _)| f != fp),
+        }
+    }
+}
+
+/// Grows a vector by a quarter (at least one) when full: rounds are small and many, so the
+/// default doubling would waste most of the memory of the index.
+fn reserve_compact<T>(v: &mut Vec<T>) {
+    if v.len() == v.capacity() {
+        v.reserve_exact((v.len() / 4).max(1));
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Round {
+    /// Sorted by local key.
+    states: Vec<Entry>,
+    /// Output event ids of completed states: a sorted multiset (the producer evidence).
+    produced: Vec<EventId>,
+    inputs: Inputs,
+}
+
+impl Round {
+    fn find(&self, local: &LocalKey) -> Result<usize, usize> {
+        self.states.binary_search_by(|e| e.local().cmp(local))
+    }
+
+    pub(crate) fn get(&self, local: &LocalKey) -> Option<&Entry> {
+        self.find(local).ok().map(|i| &self.states[i])
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.states.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.states.is_empty()
+    }
+
+    /// Whether a completed state of this round emitted the event `id`.
+    pub(crate) fn produced(&self, id: &EventId) -> bool {
+        self.produced.binary_search(id).is_ok()
+    }
+
+    /// The recorded input fingerprints, if any differs from `fp`.
+    pub(crate) fn other_inputs(&self, fp: &Fingerprint) -> Option<Vec<Fingerprint>> {
+        self.inputs.any_other_than(fp).then(|| self.inputs.as_vec().into_iter().map(|(f, _)| f).collect())
+    }
+
+    /// Input fingerprints with counts (for invariant checks).
+    pub(crate) fn input_counts(&self) -> Vec<(Fingerprint, u32)> {
+        self.inputs.as_vec()
+    }
+
+    /// The producer-evidence multiset (for invariant checks).
+    pub(crate) fn produced_ids(&self) -> &[EventId] {
+        &self.produced
+    }
+
+    /// Inserts or replaces the state of `entry`, returning the replaced entry.
+    pub(crate) fn insert(&mut self, entry: Entry) -> Option<Entry> {
+        self.add_evidence(&entry.state);
+        match self.find(&entry.local()) {
+            Ok(i) => {
+                let old = std::mem::replace(&mut self.states[i], entry);
+                self.remove_evidence(&old.state);
+                Some(old)
+            }
+            Err(i) => {
+                reserve_compact(&mut self.states);
+                self.states.insert(i, entry);
+                None
+            }
+        }
+    }
+
+    /// Removes one state and its evidence.
+    pub(crate) fn take(&mut self, local: &LocalKey) -> Option<Entry> {
+        let i = self.find(local).ok()?;
+        let old = self.states.remove(i);
+        self.remove_evidence(&old.state);
+        Some(old)
+    }
+
+    /// Removes every state; visits exactly what it removes.
+    pub(crate) fn drain(&mut self) -> Vec<Entry> {
+        visit(self.states.len());
+        self.produced.clear();
+        self.inputs = Inputs::Empty;
+        std::mem::take(&mut self.states)
+    }
+
+    /// Iterates the round's states (bounded by the round; visits are counted).
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Entry> {
+        visit(self.states.len());
+        self.states.iter()
+    }
+
+    /// Every state reachable from the completed `producer` through emitted triggers, not
+    /// including the producer itself. Visits what it returns plus one probe per output.
+    pub(crate) fn descendants(&self, producer: &ActionState) -> Vec<LocalKey> {
+        let mut out: Vec<LocalKey> = Vec::new();
+        let mut frontier: Vec<(actionstate_core::StateKey, usize)> = vec![(producer.key, producer.outputs().len())];
+        while let Some((p, outputs)) = frontier.pop() {
+            for index in 0..outputs {
+                let occurrence = Trigger::Emitted { producer: p, index: index as u32 }.occurrence();
+                for e in self.with_occurrence(occurrence) {
+                    out.push(e.local());
+                    frontier.push((e.state.key, e.state.outputs().len()));
+                }
+                // Each state has one producer, so the walk is a tree within the round; the
+                // bound only protects against a corrupted round.
+                if out.len() > self.states.len() {
+                    return out;
+                }
+            }
+        }
+        out
+    }
+
+    /// The contiguous run of states with this occurrence.
+    fn with_occurrence(&self, occurrence: OccurrenceId) -> &[Entry] {
+        let start = self.states.partition_point(|e| e.state.key.occurrence < occurrence);
+        let len = self.states[start..].partition_point(|e| e.state.key.occurrence == occurrence);
+        visit(len + 1);
+        &self.states[start..start + len]
+    }
+
+    fn add_evidence(&mut self, s: &ActionState) {
+        self.inputs.add(s.input);
+        for out in s.outputs() {
+            let i = self.produced.partition_point(|id| id < &out.id);
+            reserve_compact(&mut self.produced);
+            self.produced.insert(i, out.id);
+        }
+    }
+
+    fn remove_evidence(&mut self, s: &ActionState) {
+        self.inputs.remove(s.input);
+        for out in s.outputs() {
+            if let Ok(i) = self.produced.binary_search(&out.id) {
+                self.produced.remove(i);
+            }
+        }
+    }
+}
