@@ -1,1 +1,621 @@
-//! The embedded default backend (work in progress).
+//! # actionstate-file
+//!
+//! The embedded default [`StateLog`] of actionstate: a crash-safe, partitioned log in a local
+//! data directory, built on the [redb](https://docs.rs/redb) embedded database (chosen over
+//! fjall by measurement; see `BENCHMARKS.md`, "Embedded engine: redb vs fjall").
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), actionstate_core::Error> {
+//! use actionstate_core::{KeyId, StateLog, WireRecord};
+//! use actionstate_file::{FileConfig, FileLog};
+//!
+//! let log = FileLog::open(FileConfig::new("/var/lib/agent/state", 8))?;
+//! let record = WireRecord { key_id: KeyId::of(b"customer-42"), key: b"k".to_vec(), value: b"v".to_vec() };
+//! let position = log.append(record).await?;
+//! let batch = log.read(position.partition, 0, log.end_offsets().await?[position.partition as usize], 100).await?;
+//! assert_eq!(batch.records.len(), 1);
+//! # Ok(()) }
+//! ```
+//!
+//! ## Guarantees
+//!
+//! - [`append`](StateLog::append) returns once the record is committed and `fdatasync`ed
+//!   (redb `Durability::Immediate`). Appends that arrive while another commit is in progress
+//!   are committed together in the next transaction (group commit), so concurrent callers
+//!   share one sync instead of queueing for one each.
+//! - Offsets are dense per partition and start at 0. [`FileLog::truncate_before`] deletes a
+//!   partition's oldest records and advances its earliest offset; nothing else removes data.
+//! - The partition count is fixed when the directory is created. Opening it with another count
+//!   fails with [`FileError::PartitionsChanged`] rather than re-partitioning: the records of a
+//!   key would otherwise be split across partitions and lose their order.
+//! - Blocking disk work runs on tokio's blocking pool when called inside a tokio runtime, and
+//!   inline otherwise.
+//!
+//! ## On-disk layout (format version 1)
+//!
+//! One redb database file, [`DB_FILE_NAME`], in the data directory, with three tables:
+//!
+//! | table | key | value |
+//! |---|---|---|
+//! | `meta` | `&str` | `&[u8]`: `"format"` u32 LE (= 1), `"id"` UUID text, `"partitions"` u32 LE |
+//! | `records` | `(u32, u64)` partition, offset | `(&[u8], &[u8])` log key, enveloped value |
+//! | `earliest` | `u32` partition | `u64` earliest retained offset, present once truncated |
+//!
+//! The value bytes are stored as given; the backend never decodes the envelope.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+use actionstate_core::{BackendError, Error, LogIdentity, Position, ReadBatch, ReadRecord, StateLog, WireRecord};
+use redb::{ReadableDatabase, ReadableTableMetadata, TableDefinition};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use tokio::sync::oneshot;
+
+/// Name of the database file inside the data directory.
+pub const DB_FILE_NAME: &str = "actionstate.redb";
+
+/// The on-disk format version this build reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Backend name used in [`LogIdentity::backend`] and in [`BackendError`]s.
+pub const BACKEND: &str = "file";
+
+const META: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("meta");
+/// A stored record: its log key and its enveloped value.
+type Row<'a> = (&'a [u8], &'a [u8]);
+const RECORDS: TableDefinition<'_, (u32, u64), Row<'static>> = TableDefinition::new("records");
+const EARLIEST: TableDefinition<'_, u32, u64> = TableDefinition::new("earliest");
+
+/// redb's limit on one stored value, less room for the tuple encoding.
+const MAX_RECORD_BYTES: usize = (3 << 30) - 64;
+
+const META_FORMAT: &str = "format";
+const META_ID: &str = "id";
+const META_PARTITIONS: &str = "partitions";
+
+/// Where and how to open a [`FileLog`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileConfig {
+    /// The data directory; created if absent.
+    pub dir: PathBuf,
+    /// Number of partitions. Fixed when the directory is created; a later open must pass the
+    /// same number.
+    pub partitions: u32,
+    /// Verify the checksum of every page when opening, so a file damaged while closed is
+    /// reported as [`FileError::Corrupt`] instead of being trusted. It reads the whole file
+    /// (about 0.7–1 s per million 300-byte records on the reference machine). After a crash
+    /// redb verifies and repairs regardless of this setting.
+    pub verify_on_open: bool,
+}
+
+impl FileConfig {
+    /// A configuration for `dir` with `partitions` partitions and verification on open.
+    pub fn new(dir: impl Into<PathBuf>, partitions: u32) -> Self {
+        FileConfig { dir: dir.into(), partitions, verify_on_open: true }
+    }
+}
+
+/// Why a data directory could not be opened or used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FileError {
+    /// A file system operation failed.
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// The database file is not a valid actionstate database (garbage, damaged pages, missing
+    /// or malformed metadata).
+    #[error("{path} is corrupt or not an actionstate database: {source}")]
+    Corrupt {
+        /// The database file.
+        path: PathBuf,
+        /// What was found wrong.
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
+    /// The directory was written by a format version this build does not read.
+    #[error("{path} has format version {found}; this build reads version {supported}")]
+    UnknownFormat {
+        /// The database file.
+        path: PathBuf,
+        /// Version found.
+        found: u32,
+        /// Version this build reads.
+        supported: u32,
+    },
+    /// The directory was created with a different partition count than requested.
+    #[error("{path} was created with {stored} partitions, but {requested} were requested")]
+    PartitionsChanged {
+        /// The database file.
+        path: PathBuf,
+        /// Partitions on disk.
+        stored: u32,
+        /// Partitions in the configuration.
+        requested: u32,
+    },
+    /// Zero partitions were requested.
+    #[error("a log needs at least one partition (requested 0 for {path})")]
+    NoPartitions {
+        /// The data directory.
+        path: PathBuf,
+    },
+    /// A record too large for the engine (its key and value together over 3 GiB). Rejected
+    /// before it joins a commit, so it cannot fail the appends committed with it.
+    #[error("record of {len} bytes exceeds the {max}-byte limit of {path}")]
+    TooLarge {
+        /// The database file.
+        path: PathBuf,
+        /// Key and value bytes of the record.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// Another handle or process has the database open.
+    #[error("{path} is already open in another handle or process")]
+    Locked {
+        /// The database file.
+        path: PathBuf,
+    },
+    /// The database engine failed during an operation.
+    #[error("{operation} on {path} failed: {source}")]
+    Engine {
+        /// The database file.
+        path: PathBuf,
+        /// The operation (`"open"`, `"append"`, `"read"`, ...).
+        operation: &'static str,
+        /// The engine's error.
+        source: Box<redb::Error>,
+    },
+}
+
+impl FileError {
+    fn operation(&self) -> &'static str {
+        match self {
+            FileError::Engine { operation, .. } => operation,
+            FileError::TooLarge { .. } => "append",
+            _ => "open",
+        }
+    }
+}
+
+impl From<FileError> for Error {
+    fn from(e: FileError) -> Self {
+        match e {
+            FileError::PartitionsChanged { path, stored, requested } => Error::LogChanged {
+                expected: format!("{BACKEND}:{} ({requested} partitions)", path.display()),
+                found: format!("{BACKEND}:{} ({stored} partitions)", path.display()),
+            },
+            e => Error::Backend(BackendError::terminal(BACKEND, e.operation(), e)),
+        }
+    }
+}
+
+/// The embedded [`StateLog`]: a partitioned log in one redb database file.
+///
+/// Cheap to share: wrap it in an `Arc` and call it from many tasks. Only one `FileLog` (in
+/// any process) can have a directory open at a time; a second open fails with
+/// [`FileError::Locked`].
+#[derive(Debug)]
+pub struct FileLog {
+    inner: Arc<Inner>,
+    identity: LogIdentity,
+}
+
+#[derive(Debug)]
+struct Inner {
+    db: redb::Database,
+    path: PathBuf,
+    partitions: u32,
+    /// Appends waiting for the next commit.
+    queue: Mutex<Queue>,
+    /// Held while writing; guards the offsets the next records get.
+    writer: Mutex<Offsets>,
+    /// Committed offsets, for callers that must not wait for a commit in progress.
+    published: Mutex<Offsets>,
+}
+
+#[derive(Clone, Debug)]
+struct Offsets {
+    earliest: Vec<u64>,
+    end: Vec<u64>,
+}
+
+#[derive(Debug, Default)]
+struct Queue {
+    /// In arrival order, which is the order they get their offsets in.
+    pending: Vec<Pending>,
+    /// Whether a [`Committer`] is running; it drains `pending` until it finds it empty.
+    committing: bool,
+}
+
+#[derive(Debug)]
+struct Pending {
+    record: WireRecord,
+    reply: oneshot::Sender<Result<Position, Arc<FileError>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Shared state is only replaced after a commit succeeded, so a panic while a lock was held
+    // cannot have left it half-updated.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl FileLog {
+    /// Opens the log in `config.dir`, creating the directory and the database if absent.
+    ///
+    /// Errors name the file or directory at fault: [`FileError::UnknownFormat`],
+    /// [`FileError::Corrupt`], [`FileError::PartitionsChanged`], [`FileError::Locked`],
+    /// [`FileError::Io`]. This call blocks on disk I/O.
+    pub fn open(config: FileConfig) -> Result<FileLog, FileError> {
+        let dir = config.dir;
+        if config.partitions == 0 {
+            return Err(FileError::NoPartitions { path: dir });
+        }
+        std::fs::create_dir_all(&dir).map_err(|source| FileError::Io { path: dir.clone(), source })?;
+        let path = dir.join(DB_FILE_NAME);
+        let existed = std::fs::metadata(&path).is_ok_and(|m| m.len() > 0);
+        let db = redb::Database::builder()
+            .set_check_integrity_on_open(config.verify_on_open)
+            .create(&path)
+            .map_err(|e| open_error(&path, e))?;
+        if !existed {
+            // The new file's directory entry must survive a crash as well as its contents.
+            sync_dir(&dir)?;
+        }
+        let (identity, offsets) = load_or_init(&db, &path, config.partitions)?;
+        let inner = Inner {
+            db,
+            path,
+            partitions: identity.partitions,
+            queue: Mutex::new(Queue::default()),
+            writer: Mutex::new(offsets.clone()),
+            published: Mutex::new(offsets),
+        };
+        Ok(FileLog { inner: Arc::new(inner), identity })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Deletes the records of `partition` below `offset` and makes `offset` its earliest
+    /// offset. Returns the earliest offset afterwards (unchanged if it was already at or past
+    /// `offset`).
+    ///
+    /// Markers pointing below the new earliest offset then fail validation with
+    /// [`Error::DataLoss`]. Fails with [`Error::OffsetBeyondEnd`] if `offset` is past the end.
+    pub async fn truncate_before(&self, partition: u32, offset: u64) -> Result<u64, Error> {
+        self.check_partition(partition)?;
+        let inner = self.inner.clone();
+        blocking("truncate", move || inner.truncate_before(partition, offset)).await
+    }
+
+    fn check_partition(&self, partition: u32) -> Result<(), Error> {
+        if partition < self.inner.partitions {
+            Ok(())
+        } else {
+            Err(Error::UnknownPartition {
+                log: self.identity.to_string(),
+                partition,
+                partitions: self.inner.partitions,
+            })
+        }
+    }
+}
+
+/// Runs blocking disk work off the async executor when there is one to protect.
+async fn blocking<T: Send + 'static>(
+    operation: &'static str,
+    f: impl FnOnce() -> Result<T, Error> + Send + 'static,
+) -> Result<T, Error> {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => {
+            handle.spawn_blocking(f).await.map_err(|e| Error::Backend(BackendError::terminal(BACKEND, operation, e)))?
+        }
+        Err(_) => f(),
+    }
+}
+
+fn sync_dir(dir: &Path) -> Result<(), FileError> {
+    let io = |source| FileError::Io { path: dir.to_path_buf(), source };
+    std::fs::File::open(dir).map_err(io)?.sync_all().map_err(io)
+}
+
+fn open_error(path: &Path, e: redb::DatabaseError) -> FileError {
+    let path = path.to_path_buf();
+    match e {
+        redb::DatabaseError::DatabaseAlreadyOpen => FileError::Locked { path },
+        redb::DatabaseError::Storage(redb::StorageError::Io(source))
+            if source.kind() == std::io::ErrorKind::InvalidData =>
+        {
+            FileError::Corrupt { path, source: Box::new(source) }
+        }
+        redb::DatabaseError::Storage(redb::StorageError::Io(source)) => FileError::Io { path, source },
+        e @ (redb::DatabaseError::Storage(redb::StorageError::Corrupted(_))
+        | redb::DatabaseError::UpgradeRequired(_)
+        | redb::DatabaseError::RepairAborted) => FileError::Corrupt { path, source: Box::new(e) },
+        e => FileError::Engine { path, operation: "open", source: Box::new(e.into()) },
+    }
+}
+
+/// Attaches the database path and the operation to engine errors.
+trait OrEngine<T> {
+    fn or_engine(self, path: &Path, operation: &'static str) -> Result<T, FileError>;
+}
+
+impl<T, E: Into<redb::Error>> OrEngine<T> for Result<T, E> {
+    fn or_engine(self, path: &Path, operation: &'static str) -> Result<T, FileError> {
+        self.map_err(|e| FileError::Engine { path: path.to_path_buf(), operation, source: Box::new(e.into()) })
+    }
+}
+
+fn corrupt(path: &Path, detail: String) -> FileError {
+    FileError::Corrupt { path: path.to_path_buf(), source: detail.into() }
+}
+
+/// Reads the meta record (writing it on a fresh database) and the offsets of every partition.
+fn load_or_init(db: &redb::Database, path: &Path, partitions: u32) -> Result<(LogIdentity, Offsets), FileError> {
+    if let Some(identity) = read_identity(db, path)? {
+        if identity.partitions != partitions {
+            return Err(FileError::PartitionsChanged {
+                path: path.to_path_buf(),
+                stored: identity.partitions,
+                requested: partitions,
+            });
+        }
+        let offsets = read_offsets(db, path, partitions)?;
+        return Ok((identity, offsets));
+    }
+    let id = uuid::Uuid::new_v4().to_string();
+    let txn = db.begin_write().or_engine(path, "open")?;
+    {
+        if txn.open_table(RECORDS).or_engine(path, "open")?.len().or_engine(path, "open")? > 0 {
+            return Err(corrupt(path, "records present but the meta record is missing".into()));
+        }
+        txn.open_table(EARLIEST).or_engine(path, "open")?;
+        let mut meta = txn.open_table(META).or_engine(path, "open")?;
+        meta.insert(META_FORMAT, FORMAT_VERSION.to_le_bytes().as_slice()).or_engine(path, "open")?;
+        meta.insert(META_ID, id.as_bytes()).or_engine(path, "open")?;
+        meta.insert(META_PARTITIONS, partitions.to_le_bytes().as_slice()).or_engine(path, "open")?;
+    }
+    txn.commit().or_engine(path, "open")?;
+    let identity = LogIdentity { backend: BACKEND.to_string(), id, partitions };
+    let offsets = Offsets { earliest: vec![0; partitions as usize], end: vec![0; partitions as usize] };
+    Ok((identity, offsets))
+}
+
+/// The identity stored in the meta table; `None` for a database not yet initialized.
+fn read_identity(db: &redb::Database, path: &Path) -> Result<Option<LogIdentity>, FileError> {
+    let txn = db.begin_read().or_engine(path, "read meta")?;
+    let meta = match txn.open_table(META) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+        Err(x) => return Err(x).or_engine(path, "read meta"),
+    };
+    let get = |name: &str| -> Result<Vec<u8>, FileError> {
+        match meta.get(name).or_engine(path, "read meta")? {
+            Some(v) => Ok(v.value().to_vec()),
+            None => Err(corrupt(path, format!("meta record has no {name:?} entry"))),
+        }
+    };
+    let u32_of = |name: &str, bytes: Vec<u8>| -> Result<u32, FileError> {
+        let arr: [u8; 4] = bytes
+            .try_into()
+            .map_err(|b: Vec<u8>| corrupt(path, format!("meta {name:?} has {} bytes, expected 4", b.len())))?;
+        Ok(u32::from_le_bytes(arr))
+    };
+    // The format is checked before anything else: a newer format may lay out the rest differently.
+    let format = u32_of(META_FORMAT, get(META_FORMAT)?)?;
+    if format != FORMAT_VERSION {
+        return Err(FileError::UnknownFormat { path: path.to_path_buf(), found: format, supported: FORMAT_VERSION });
+    }
+    let id = String::from_utf8(get(META_ID)?).map_err(|_| corrupt(path, "meta \"id\" is not UTF-8".into()))?;
+    let partitions = u32_of(META_PARTITIONS, get(META_PARTITIONS)?)?;
+    if partitions == 0 {
+        return Err(corrupt(path, "meta \"partitions\" is 0".into()));
+    }
+    Ok(Some(LogIdentity { backend: BACKEND.to_string(), id, partitions }))
+}
+
+fn read_offsets(db: &redb::Database, path: &Path, partitions: u32) -> Result<Offsets, FileError> {
+    let txn = db.begin_read().or_engine(path, "read offsets")?;
+    let records = txn.open_table(RECORDS).or_engine(path, "read offsets")?;
+    let earliest_table = txn.open_table(EARLIEST).or_engine(path, "read offsets")?;
+    let mut offsets = Offsets { earliest: Vec::new(), end: Vec::new() };
+    for p in 0..partitions {
+        let earliest = earliest_table.get(p).or_engine(path, "read offsets")?.map_or(0, |v| v.value());
+        let last = records.range((p, 0)..=(p, u64::MAX)).or_engine(path, "read offsets")?.next_back();
+        let end = match last {
+            Some(row) => row.or_engine(path, "read offsets")?.0.value().1.saturating_add(1),
+            None => 0,
+        };
+        // A truncated partition with nothing appended since ends at its earliest offset.
+        offsets.earliest.push(earliest);
+        offsets.end.push(end.max(earliest));
+    }
+    Ok(offsets)
+}
+
+impl Inner {
+    /// Commits `batch` in one transaction and answers each caller.
+    fn commit(&self, batch: Vec<Pending>) {
+        let mut writer = lock(&self.writer);
+        match self.write(&mut writer, &batch) {
+            Ok(positions) => {
+                *lock(&self.published) = writer.clone();
+                for (pending, position) in batch.into_iter().zip(positions) {
+                    // A caller that gave up waiting dropped its receiver; its record is written
+                    // anyway, which the contract allows.
+                    let _ = pending.reply.send(Ok(position));
+                }
+            }
+            Err(e) => {
+                let e = Arc::new(e);
+                for pending in batch {
+                    let _ = pending.reply.send(Err(e.clone()));
+                }
+            }
+        }
+    }
+
+    fn write(&self, offsets: &mut Offsets, batch: &[Pending]) -> Result<Vec<Position>, FileError> {
+        let mut end = offsets.end.clone();
+        let mut positions = Vec::with_capacity(batch.len());
+        let txn = self.db.begin_write().or_engine(&self.path, "append")?;
+        {
+            let mut records = txn.open_table(RECORDS).or_engine(&self.path, "append")?;
+            for pending in batch {
+                let partition = pending.record.key_id.partition(self.partitions);
+                let slot = &mut end[partition as usize];
+                let offset = *slot;
+                records
+                    .insert((partition, offset), (pending.record.key.as_slice(), pending.record.value.as_slice()))
+                    .or_engine(&self.path, "append")?;
+                *slot += 1;
+                positions.push(Position { partition, offset, exact: true });
+            }
+        }
+        txn.commit().or_engine(&self.path, "append")?;
+        offsets.end = end;
+        Ok(positions)
+    }
+
+    fn truncate_before(&self, partition: u32, offset: u64) -> Result<u64, Error> {
+        let mut writer = lock(&self.writer);
+        let p = partition as usize;
+        let end = writer.end[p];
+        if offset > end {
+            return Err(Error::OffsetBeyondEnd { partition, offset, end });
+        }
+        if offset <= writer.earliest[p] {
+            return Ok(writer.earliest[p]);
+        }
+        let txn = self.db.begin_write().or_engine(&self.path, "truncate")?;
+        {
+            let mut records = txn.open_table(RECORDS).or_engine(&self.path, "truncate")?;
+            records.retain_in((partition, 0)..(partition, offset), |_, _| false).or_engine(&self.path, "truncate")?;
+            let mut earliest = txn.open_table(EARLIEST).or_engine(&self.path, "truncate")?;
+            earliest.insert(partition, offset).or_engine(&self.path, "truncate")?;
+        }
+        txn.commit().or_engine(&self.path, "truncate")?;
+        writer.earliest[p] = offset;
+        *lock(&self.published) = writer.clone();
+        Ok(offset)
+    }
+
+    fn read(&self, partition: u32, from: u64, to: u64, max: usize) -> Result<ReadBatch, Error> {
+        if from >= to || max == 0 {
+            return Ok(ReadBatch { records: Vec::new(), next: from });
+        }
+        let txn = self.db.begin_read().or_engine(&self.path, "read")?;
+        let table = txn.open_table(RECORDS).or_engine(&self.path, "read")?;
+        let mut records = Vec::new();
+        for row in table.range((partition, from)..(partition, to)).or_engine(&self.path, "read")?.take(max) {
+            let (k, v) = row.or_engine(&self.path, "read")?;
+            let (key, value) = v.value();
+            records.push(ReadRecord { offset: k.value().1, key: key.to_vec(), value: value.to_vec() });
+        }
+        let next = match records.last() {
+            Some(last) if records.len() == max => last.offset + 1,
+            _ => to,
+        };
+        Ok(ReadBatch { records, next })
+    }
+}
+
+/// Group commit: one committer at a time drains the queue, committing everything that arrived
+/// during the previous commit in one transaction, until the queue is empty.
+struct Committer {
+    inner: Arc<Inner>,
+    finished: bool,
+}
+
+impl Committer {
+    fn run(mut self) {
+        loop {
+            let batch = {
+                let mut queue = lock(&self.inner.queue);
+                if queue.pending.is_empty() {
+                    queue.committing = false;
+                    self.finished = true;
+                    return;
+                }
+                std::mem::take(&mut queue.pending)
+            };
+            self.inner.commit(batch);
+        }
+    }
+}
+
+impl Drop for Committer {
+    fn drop(&mut self) {
+        if !self.finished {
+            // The committer panicked or never ran (its runtime shut down): fail the waiting
+            // appends instead of leaving them hanging, and let the next append start another.
+            let mut queue = lock(&self.inner.queue);
+            queue.committing = false;
+            queue.pending.clear();
+        }
+    }
+}
+
+impl StateLog for FileLog {
+    fn identity(&self) -> &LogIdentity {
+        &self.identity
+    }
+
+    async fn current_identity(&self) -> Result<LogIdentity, Error> {
+        let inner = self.inner.clone();
+        blocking("identity", move || match read_identity(&inner.db, &inner.path)? {
+            Some(identity) => Ok(identity),
+            None => Err(corrupt(&inner.path, "the meta record is missing".into()).into()),
+        })
+        .await
+    }
+
+    async fn append(&self, record: WireRecord) -> Result<Position, Error> {
+        let len = record.key.len().saturating_add(record.value.len());
+        if len > MAX_RECORD_BYTES {
+            return Err(FileError::TooLarge { path: self.inner.path.clone(), len, max: MAX_RECORD_BYTES }.into());
+        }
+        let (reply, result) = oneshot::channel();
+        let start = {
+            let mut queue = lock(&self.inner.queue);
+            queue.pending.push(Pending { record, reply });
+            !std::mem::replace(&mut queue.committing, true)
+        };
+        if start {
+            let committer = Committer { inner: self.inner.clone(), finished: false };
+            match tokio::runtime::Handle::try_current() {
+                // Not awaited: this caller waits for its own record only, which may be committed
+                // by a committer another caller started.
+                Ok(handle) => drop(handle.spawn_blocking(move || committer.run())),
+                Err(_) => committer.run(),
+            }
+        }
+        match result.await {
+            Ok(Ok(position)) => Ok(position),
+            Ok(Err(e)) => Err(Error::Backend(BackendError::terminal(BACKEND, "append", e))),
+            // Only reachable if the committer panicked or could not run.
+            Err(e) => Err(Error::Backend(BackendError::terminal(BACKEND, "append", e))),
+        }
+    }
+
+    async fn earliest_offsets(&self) -> Result<Vec<u64>, Error> {
+        Ok(lock(&self.inner.published).earliest.clone())
+    }
+
+    async fn end_offsets(&self) -> Result<Vec<u64>, Error> {
+        Ok(lock(&self.inner.published).end.clone())
+    }
+
+    async fn read(&self, partition: u32, from: u64, to: u64, max: usize) -> Result<ReadBatch, Error> {
+        self.check_partition(partition)?;
+        let inner = self.inner.clone();
+        blocking("read", move || inner.read(partition, from, to, max)).await
+    }
+}

@@ -184,3 +184,36 @@ pub trait StateLog: Send + Sync + 'static {
         max: usize,
     ) -> impl Future<Output = Result<ReadBatch, Error>> + Send;
 }
+
+/// A shared log is a log: several stores (owners) of one process can use one handle.
+impl<L: StateLog> StateLog for std::sync::Arc<L> {
+    fn identity(&self) -> &LogIdentity {
+        (**self).identity()
+    }
+
+    fn current_identity(&self) -> impl Future<Output = Result<LogIdentity, Error>> + Send {
+        (**self).current_identity()
+    }
+
+    fn append(&self, record: WireRecord) -> impl Future<Output = Result<Position, Error>> + Send {
+        (**self).append(record)
+    }
+
+    fn earliest_offsets(&self) -> impl Future<Output = Result<Vec<u64>, Error>> + Send {
+        (**self).earliest_offsets()
+    }
+
+    fn end_offsets(&self) -> impl Future<Output = Result<Vec<u64>, Error>> + Send {
+        (**self).end_offsets()
+    }
+
+    fn read(
+        &self,
+        partition: u32,
+        from: u64,
+        to: u64,
+        max: usize,
+    ) -> impl Future<Output = Result<ReadBatch, Error>> + Send {
+        (**self).read(partition, from, to, max)
+    }
+}

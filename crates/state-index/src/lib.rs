@@ -331,6 +331,11 @@ impl Index {
             }
             LogRecord::Delete { key, .. } => {
                 if let Some(e) = self.take(&key) {
+                    if !e.state.outputs().is_empty()
+                        && let Some(round) = self.keys.get_mut(&key.key).and_then(|k| k.rounds.get_mut(key.seq))
+                    {
+                        round.orphaned_children();
+                    }
                     self.forget(&e);
                     self.drop_if_empty(&key.key, key.seq);
                 }
@@ -374,7 +379,7 @@ impl Index {
     /// The highest round recorded for `key`, if any.
     pub fn last_seq(&self, key: &KeyId) -> Option<u64> {
         let ki = self.keys.get(key)?;
-        ki.rounds.seqs_in(..).last().copied()
+        ki.rounds.last_seq()
     }
 
     /// Per partition `0..end.len()`, the offset of the oldest live record, or the given end

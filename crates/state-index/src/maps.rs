@@ -151,6 +151,10 @@ impl<V> RoundMap<V> {
     pub(crate) fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+    /// The highest sequence number, if any: `O(log R)`.
+    pub(crate) fn last_seq(&self) -> Option<u64> {
+        self.0.last_key_value().map(|(s, _)| *s)
+    }
     /// The sequence numbers in `range`, in order; visits exactly what it yields.
     pub(crate) fn seqs_in(&self, range: impl RangeBounds<u64>) -> Vec<u64> {
         let seqs: Vec<u64> = self.0.range(range).map(|(s, _)| *s).collect();

@@ -101,6 +101,10 @@ pub(crate) struct Round {
     /// Output event ids of completed states: a sorted multiset (the producer evidence).
     produced: Vec<EventId>,
     inputs: Inputs,
+    /// Whether the round may hold a child that its producer's current record does not reach
+    /// through its outputs (the producer was tombstoned alone, or the child was indexed
+    /// before or beyond its producer's outputs). Such a round finds descendants by trigger.
+    loose: bool,
 }
 
 impl Round {
@@ -142,6 +146,13 @@ impl Round {
 
     /// Inserts or replaces the state of `entry`, returning the replaced entry.
     pub(crate) fn insert(&mut self, entry: Entry) -> Option<Entry> {
+        if let Trigger::Emitted { producer, index } = &entry.state.trigger
+            && producer.key == entry.state.key.key
+            && producer.seq == entry.state.key.seq
+            && self.get(&producer.local()).is_none_or(|p| p.state.outputs().len() <= *index as usize)
+        {
+            self.loose = true;
+        }
         self.add_evidence(&entry.state);
         match self.find(&entry.local()) {
             Ok(i) => {
@@ -165,6 +176,12 @@ impl Round {
         Some(old)
     }
 
+    /// Notes that a state was removed without its descendants (a tombstone): its children
+    /// stay, unreachable from any producer record.
+    pub(crate) fn orphaned_children(&mut self) {
+        self.loose = true;
+    }
+
     /// Removes every state; visits exactly what it removes.
     pub(crate) fn drain(&mut self) -> Vec<Entry> {
         visit(self.states.len());
@@ -182,6 +199,9 @@ impl Round {
     /// Every state reachable from the completed `producer` through emitted triggers, not
     /// including the producer itself. Visits what it returns plus one probe per output.
     pub(crate) fn descendants(&self, producer: &ActionState) -> Vec<LocalKey> {
+        if self.loose {
+            return self.descendants_by_trigger(producer.key);
+        }
         let mut out: Vec<LocalKey> = Vec::new();
         let mut frontier: Vec<(actionstate_core::StateKey, usize)> = vec![(producer.key, producer.outputs().len())];
         while let Some((p, outputs)) = frontier.pop() {
@@ -195,6 +215,23 @@ impl Round {
                 // bound only protects against a corrupted round.
                 if out.len() > self.states.len() {
                     return out;
+                }
+            }
+        }
+        out
+    }
+
+    /// Every state reachable from `producer` through the producers named by triggers,
+    /// whatever outputs the producers' records hold now. Visits the round once per state
+    /// found (plus once): only for loose rounds.
+    fn descendants_by_trigger(&self, producer: actionstate_core::StateKey) -> Vec<LocalKey> {
+        let mut out: Vec<LocalKey> = Vec::new();
+        let mut frontier = vec![producer];
+        while let Some(p) = frontier.pop() {
+            for e in self.iter() {
+                if e.state.trigger.producer() == Some(&p) && !out.contains(&e.local()) {
+                    out.push(e.local());
+                    frontier.push(e.state.key);
                 }
             }
         }

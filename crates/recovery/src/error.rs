@@ -1,0 +1,58 @@
+//! The error type of the store.
+
+use actionstate_core::StateKey;
+
+/// Everything the store can fail with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The log failed (append, read, offsets) or a record failed to decode; see
+    /// [`actionstate_core::Error`].
+    #[error(transparent)]
+    Log(#[from] actionstate_core::Error),
+    /// A rebuild read of a partition made no progress within the configured time.
+    #[error("rebuild of partition {partition} stalled at offset {offset} (end {end}) for {seconds}s")]
+    RebuildStalled {
+        /// The partition.
+        partition: u32,
+        /// Where reading stopped.
+        offset: u64,
+        /// The end offset captured at the start.
+        end: u64,
+        /// How long it made no progress.
+        seconds: u64,
+    },
+    /// A durable call was made on a state that is not the one the handle was begun for.
+    #[error("action handle for {key:?} is stale: {detail}")]
+    StaleHandle {
+        /// The state.
+        key: StateKey,
+        /// What is wrong.
+        detail: &'static str,
+    },
+    /// A configuration value could not be understood.
+    #[error("invalid log configuration `{value}`: {detail}")]
+    Config {
+        /// The value.
+        value: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A rebuild task failed to run to completion.
+    #[error("rebuild task failed: {0}")]
+    Task(String),
+}
+
+impl StoreError {
+    /// Whether retrying the operation may succeed (a transient backend failure).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            StoreError::Log(e) => e.is_retryable(),
+            StoreError::RebuildStalled { .. } => true,
+            _ => false,
+        }
+    }
+}
+
+/// Result alias of the store.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;

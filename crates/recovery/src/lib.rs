@@ -1,0 +1,66 @@
+//! # actionstate-recovery
+//!
+//! The store agent runtimes hold: [`ActionStateStore`] over any [`StateLog`] backend.
+//!
+//! - [`begin`](ActionStateStore::begin) decides, for each action of a replayed round, whether to
+//!   **reuse** its completed result, **resume** it from its durable-call journal, or run it
+//!   **fresh** — invalidating recorded history that no longer matches (DESIGN.md section 4).
+//! - [`complete`](ActionStateStore::complete) makes the action's outputs and memory updates
+//!   durable; [`call`](ActionStateStore::call) and
+//!   [`call_reconciled`](ActionStateStore::call_reconciled) journal durable calls.
+//! - [`snapshot`](ActionStateStore::snapshot), [`checkpoint_complete`](ActionStateStore::checkpoint_complete)
+//!   and [`checkpoint_aborted`](ActionStateStore::checkpoint_aborted) follow the runtime's
+//!   checkpoints; [`rebuild`](ActionStateStore::rebuild) restores one.
+//!
+//! ## The put contract
+//!
+//! Every write is encoded, appended, and acknowledged as durable by the backend **before**
+//! the index changes. If the append fails, or the caller drops the future first, the index is
+//! unchanged and the error says whether retrying can help ([`StoreError::is_retryable`]). A
+//! fresh action without durable calls costs exactly one write, its completion; the pending
+//! record is written at its first durable call. Writes and lookups of one key are serialized,
+//! so index updates apply in log order, and the tombstones and audit record of an
+//! invalidation are appended before that key's next write.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), actionstate_recovery::StoreError> {
+//! use actionstate_core::{ActionId, Attributes, Event, KeyId, Trigger};
+//! use actionstate_recovery::{ActionStateStore, Begin, Round, StoreConfig, testkit::MemoryLog};
+//!
+//! let store = ActionStateStore::new(MemoryLog::new(4), StoreConfig::default());
+//! let input = Event::new("question", Attributes::new());
+//! let round = Round::new(KeyId::of(b"user-7"), 0, &input);
+//! let action = ActionId::new("answer");
+//!
+//! let Begin::Fresh(mut handle, _) = store.begin(&round, &action, &input, &Trigger::Input).await? else {
+//!     unreachable!("nothing recorded yet")
+//! };
+//! let llm = store.call(&mut handle, "llm.complete", [0; 32], || async { Ok(b"42".to_vec()) }).await?;
+//! store.complete(handle, vec![Event::new("answer", Attributes::new())], vec![]).await?;
+//!
+//! // Replaying the same input (a new event id, the same content) reuses the completion.
+//! let replayed = Event { id: actionstate_core::EventId::random(), ..input.clone() };
+//! assert!(matches!(store.begin(&round, &action, &replayed, &Trigger::Input).await?, Begin::Reuse(_)));
+//! # assert_eq!(llm.output, Ok(b"42".to_vec()));
+//! # Ok(()) }
+//! ```
+#![forbid(unsafe_code)]
+#![deny(clippy::unwrap_used)]
+#![warn(missing_docs)]
+
+mod config;
+mod error;
+mod metrics;
+mod rebuild;
+mod store;
+#[cfg(feature = "testkit")]
+pub mod testkit;
+
+pub use config::{AnyLog, DEFAULT_PARTITIONS, LogConfig, open};
+pub use error::{Result, StoreError};
+pub use rebuild::RebuildReport;
+pub use store::{
+    ActionHandle, ActionStateStore, Begin, Call, CallOutput, CallSource, Explanation, Ownership, Round, Snapshot,
+    StoreConfig,
+};

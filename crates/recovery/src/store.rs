@@ -1,0 +1,543 @@
+//! The store: lookups, the put contract, durable calls and the checkpoint lifecycle.
+
+use crate::error::{Result, StoreError};
+use crate::metrics as m;
+use actionstate_core::{
+    ActionId, ActionState, Audit, CallResult, CallStatus, Event, EventId, Fingerprint, KeyId, LogRecord, Marker,
+    MemoryUpdate, MissReason, Progress, StateKey, StateLog, Trigger, codec,
+};
+use actionstate_index::{Decision, Index, Invalidation, Probe, Stats};
+use parking_lot::Mutex;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Tuning of an [`ActionStateStore`].
+#[derive(Clone, Debug)]
+pub struct StoreConfig {
+    /// Number of lock stripes serializing the writes of one key (keys share stripes).
+    pub key_stripes: usize,
+    /// Records per read call during rebuild.
+    pub read_batch: usize,
+    /// A rebuild read that makes no progress for this long fails with
+    /// [`StoreError::RebuildStalled`].
+    pub rebuild_stall: Duration,
+    /// Checkpoints snapshotted but neither completed nor aborted that are remembered; older
+    /// ones are forgotten (as if aborted), so the map stays bounded.
+    pub max_pending_checkpoints: usize,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            key_stripes: 256,
+            read_batch: 4096,
+            rebuild_stall: Duration::from_secs(30),
+            max_pending_checkpoints: 64,
+        }
+    }
+}
+
+/// One round: the business key, the sequence number of its input, and the fingerprint of
+/// that input event (recorded in every state of the round, so a changed input is detected).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Round {
+    /// The business key.
+    pub key: KeyId,
+    /// The input's sequence number for this key.
+    pub seq: u64,
+    /// Fingerprint of the input event.
+    pub input: Fingerprint,
+}
+
+impl Round {
+    /// The round started by `input` as the `seq`-th input of `key`.
+    pub fn new(key: KeyId, seq: u64, input: &Event) -> Self {
+        Round { key, seq, input: input.fingerprint() }
+    }
+}
+
+/// What the runtime should do with an action.
+#[derive(Debug)]
+pub enum Begin {
+    /// The action completed before: replay its outputs and memory updates, do not run it.
+    Reuse(Arc<ActionState>),
+    /// The action started before: run it, and its durable calls replay from the journal.
+    Resume(ActionHandle),
+    /// Nothing reusable: run the action.
+    Fresh(ActionHandle, MissReason),
+}
+
+/// A running action: where its durable calls stand. Obtained from [`ActionStateStore::begin`].
+#[derive(Debug)]
+pub struct ActionHandle {
+    key: StateKey,
+    action: ActionId,
+    trigger: Trigger,
+    trigger_event: EventId,
+    input: Fingerprint,
+    journal: Vec<CallResult>,
+    cursor: usize,
+}
+
+impl ActionHandle {
+    /// The state key of this action.
+    pub fn key(&self) -> &StateKey {
+        &self.key
+    }
+
+    /// The durable-call journal as currently known (recovered slots plus calls made now).
+    pub fn journal(&self) -> &[CallResult] {
+        &self.journal
+    }
+
+    /// Index of the next durable call.
+    pub fn cursor(&self) -> usize {
+        self.cursor
+    }
+
+    fn state(&self, progress: Progress) -> ActionState {
+        ActionState {
+            key: self.key,
+            action: self.action.clone(),
+            trigger: self.trigger.clone(),
+            trigger_event: self.trigger_event,
+            input: self.input,
+            progress,
+        }
+    }
+}
+
+/// The outcome of a durable call as the called function reported it: an encoded value, or an
+/// encoded error. An empty value is a valid result (a unit or `None`).
+pub type CallOutput = std::result::Result<Vec<u8>, Vec<u8>>;
+
+/// Where a durable call's result came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallSource {
+    /// Replayed from the journal; the function did not run.
+    Journal,
+    /// The function ran now.
+    Executed,
+    /// A PENDING slot was resolved by the reconciler; the function did not run.
+    Reconciled,
+}
+
+/// The result of a durable call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Call {
+    /// The call's outcome.
+    pub output: CallOutput,
+    /// Where it came from.
+    pub source: CallSource,
+}
+
+/// What a checkpoint captured: where a rebuild must start, and the last round each key
+/// completed (rounds a restore of this checkpoint need not replay).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    /// The checkpoint id.
+    pub checkpoint: u64,
+    /// Covering marker: per partition, the oldest live record or the end.
+    pub marker: Marker,
+    /// Last completed round per key.
+    pub completed: Arc<HashMap<KeyId, u64>>,
+}
+
+/// Which keys this worker owns, for rebuild after a rescale.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ownership {
+    /// Every key.
+    All,
+    /// Keys whose [`KeyId::key_group`] among `max_groups` groups lies in `owned`.
+    Groups {
+        /// Total number of key groups.
+        max_groups: u16,
+        /// The groups this worker owns.
+        owned: std::ops::Range<u16>,
+    },
+}
+
+impl Ownership {
+    /// Whether this worker owns `key`.
+    pub fn owns(&self, key: &KeyId) -> bool {
+        match self {
+            Ownership::All => true,
+            Ownership::Groups { max_groups, owned } => owned.contains(&key.key_group(*max_groups)),
+        }
+    }
+}
+
+/// What a lookup would decide, for `explain`.
+#[derive(Clone, Debug)]
+pub struct Explanation {
+    /// The state key looked up.
+    pub key: StateKey,
+    /// Hit or miss.
+    pub decision: Decision,
+    /// The divergence the lookup would record, if any.
+    pub divergence: Option<(actionstate_core::InvalidationReason, actionstate_core::AuditDetail)>,
+    /// How many states the lookup would invalidate.
+    pub would_invalidate: usize,
+}
+
+pub(crate) struct Shared {
+    pub(crate) index: Index,
+    /// Invalidation records (tombstones, audits) not yet durable, per key, in order. They are
+    /// appended before the key's next write and before any snapshot.
+    pending: HashMap<KeyId, VecDeque<LogRecord>>,
+    last_completed: HashMap<KeyId, u64>,
+    checkpoints: BTreeMap<u64, Arc<HashMap<KeyId, u64>>>,
+}
+
+/// Durable action state over a [`StateLog`]. See the crate docs for the contract.
+pub struct ActionStateStore<L: StateLog> {
+    pub(crate) log: Arc<L>,
+    pub(crate) shared: Mutex<Shared>,
+    stripes: Vec<tokio::sync::Mutex<()>>,
+    /// Writers and lookups hold it shared; a snapshot holds it exclusively so that the marker
+    /// and the flushed invalidations describe one consistent moment.
+    pub(crate) epoch: tokio::sync::RwLock<()>,
+    pub(crate) config: StoreConfig,
+}
+
+impl<L: StateLog> std::fmt::Debug for ActionStateStore<L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ActionStateStore").field("log", self.log.identity()).field("stats", &self.stats()).finish()
+    }
+}
+
+impl<L: StateLog> ActionStateStore<L> {
+    /// A store over `log` with an empty index. Call [`rebuild`](Self::rebuild) to restore a
+    /// checkpoint.
+    pub fn new(log: L, config: StoreConfig) -> Self {
+        let stripes = (0..config.key_stripes.max(1)).map(|_| tokio::sync::Mutex::new(())).collect();
+        ActionStateStore {
+            log: Arc::new(log),
+            shared: Mutex::new(Shared {
+                index: Index::new(),
+                pending: HashMap::new(),
+                last_completed: HashMap::new(),
+                checkpoints: BTreeMap::new(),
+            }),
+            stripes,
+            epoch: tokio::sync::RwLock::new(()),
+            config,
+        }
+    }
+
+    /// The log behind the store.
+    pub fn log(&self) -> &L {
+        &self.log
+    }
+
+    /// Counts of what the index holds.
+    pub fn stats(&self) -> Stats {
+        self.shared.lock().index.stats()
+    }
+
+    /// Read-only access to the index (for inspection and verification).
+    pub fn with_index<R>(&self, f: impl FnOnce(&Index) -> R) -> R {
+        f(&self.shared.lock().index)
+    }
+
+    fn stripe(&self, key: &KeyId) -> &tokio::sync::Mutex<()> {
+        let n = self.stripes.len();
+        &self.stripes[key.partition(u32::try_from(n).unwrap_or(u32::MAX)) as usize % n]
+    }
+
+    /// Looks up the action triggered by `event` in `round` and says whether to reuse, resume
+    /// or run it. A miss may invalidate recorded history; the tombstones and the audit record
+    /// are appended before this key's next write (or the next snapshot).
+    #[tracing::instrument(level = "debug", skip_all, fields(key = %round.key, seq = round.seq, action = %action))]
+    pub async fn begin(&self, round: &Round, action: &ActionId, event: &Event, trigger: &Trigger) -> Result<Begin> {
+        let key = StateKey::new(round.key, round.seq, action, event, trigger);
+        let probe = Probe { key, trigger, event: event.id, input: round.input };
+        let _epoch = self.epoch.read().await;
+        let _key = self.stripe(&round.key).lock().await;
+        let decision = {
+            let mut sh = self.shared.lock();
+            let lookup = sh.index.lookup(&probe);
+            sh.enqueue(&key, Some(action), lookup.invalidation);
+            lookup.decision
+        };
+        let handle = |journal: Vec<CallResult>| ActionHandle {
+            key,
+            action: action.clone(),
+            trigger: trigger.clone(),
+            trigger_event: event.id,
+            input: round.input,
+            journal,
+            cursor: 0,
+        };
+        Ok(match decision {
+            Decision::Hit(state) if state.is_completed() => {
+                m::hit("reuse");
+                Begin::Reuse(state)
+            }
+            Decision::Hit(state) => {
+                m::hit("resume");
+                Begin::Resume(handle(state.calls().to_vec()))
+            }
+            Decision::Miss(reason) => {
+                m::miss(reason);
+                Begin::Fresh(handle(Vec::new()), reason)
+            }
+        })
+    }
+
+    /// What [`begin`](Self::begin) would decide, without changing anything.
+    pub fn explain(&self, round: &Round, action: &ActionId, event: &Event, trigger: &Trigger) -> Explanation {
+        let key = StateKey::new(round.key, round.seq, action, event, trigger);
+        let probe = Probe { key, trigger, event: event.id, input: round.input };
+        let (decision, divergence, would_invalidate) = self.shared.lock().index.explain(&probe);
+        Explanation { key, decision, divergence, would_invalidate }
+    }
+
+    /// Records the completion of an action: its outputs and memory updates become durable,
+    /// then indexed. Returns the indexed state.
+    #[tracing::instrument(level = "debug", skip_all, fields(key = %handle.key.key, seq = handle.key.seq))]
+    pub async fn complete(
+        &self,
+        handle: ActionHandle,
+        outputs: Vec<Event>,
+        memory: Vec<MemoryUpdate>,
+    ) -> Result<Arc<ActionState>> {
+        self.put(handle.state(Progress::Completed { outputs, memory })).await
+    }
+
+    /// Runs a durable call, or replays it.
+    ///
+    /// If the journal slot at the handle's cursor records a finished call with the same
+    /// `function_id` and `args_digest`, its result is returned and `f` does not run. Otherwise
+    /// the journal is truncated at the cursor (a different history), `f` runs, and its result
+    /// is made durable before it is returned. If persisting fails, or the returned future is
+    /// dropped before it completes, the call fails: its result is not returned, and the handle
+    /// keeps the journal the log is known to hold.
+    ///
+    /// A PENDING slot (written by [`call_reconciled`](Self::call_reconciled)) reached here has
+    /// an unknown outcome and no reconciler, so the call runs again.
+    pub async fn call<F, Fut>(
+        &self,
+        handle: &mut ActionHandle,
+        function_id: &str,
+        args_digest: [u8; 32],
+        f: F,
+    ) -> Result<Call>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = CallOutput>,
+    {
+        if let Some(output) = journaled(handle, function_id, &args_digest) {
+            handle.cursor += 1;
+            m::call("journal");
+            return Ok(Call { output, source: CallSource::Journal });
+        }
+        let output = f().await;
+        self.persist_slot(handle, slot(function_id, args_digest, finished(&output))).await?;
+        handle.cursor += 1;
+        m::call("executed");
+        Ok(Call { output, source: CallSource::Executed })
+    }
+
+    /// Runs a durable call in reconcile mode: a PENDING slot is made durable before `f` runs,
+    /// so that after a crash between the side effect and its result, recovery hands the
+    /// PENDING slot to `reconcile` (which finds out what happened) instead of running `f`
+    /// again. The same holds for a retry on this handle after the result failed to persist:
+    /// the handle keeps the durable PENDING slot.
+    pub async fn call_reconciled<F, Fut, R, RFut>(
+        &self,
+        handle: &mut ActionHandle,
+        function_id: &str,
+        args_digest: [u8; 32],
+        f: F,
+        reconcile: R,
+    ) -> Result<Call>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = CallOutput>,
+        R: FnOnce() -> RFut,
+        RFut: Future<Output = CallOutput>,
+    {
+        let (output, source) = match handle.journal.get(handle.cursor) {
+            Some(s) if s.matches(function_id, &args_digest) && s.status == CallStatus::Pending => {
+                (reconcile().await, CallSource::Reconciled)
+            }
+            _ => {
+                if let Some(output) = journaled(handle, function_id, &args_digest) {
+                    handle.cursor += 1;
+                    m::call("journal");
+                    return Ok(Call { output, source: CallSource::Journal });
+                }
+                self.persist_slot(handle, slot(function_id, args_digest, CallStatus::Pending)).await?;
+                (f().await, CallSource::Executed)
+            }
+        };
+        self.persist_slot(handle, slot(function_id, args_digest, finished(&output))).await?;
+        handle.cursor += 1;
+        m::call(if source == CallSource::Reconciled { "reconciled" } else { "executed" });
+        Ok(Call { output, source })
+    }
+
+    /// Makes the journal up to the cursor followed by `slot` durable, and only then adopts it
+    /// in the handle. If the write fails, or the caller drops the future first, the handle keeps
+    /// the journal the log is known to hold, so a retry never returns a result that is not
+    /// durable and never loses a durable PENDING slot.
+    async fn persist_slot(&self, handle: &mut ActionHandle, slot: CallResult) -> Result<()> {
+        let mut journal: Vec<CallResult> = handle.journal.iter().take(handle.cursor).cloned().collect();
+        journal.push(slot);
+        self.put(handle.state(Progress::Pending { calls: journal.clone() })).await?;
+        handle.journal = journal;
+        Ok(())
+    }
+
+    /// The put contract: encode, append durably, and only then index. On error — or if the
+    /// returned future is dropped before it completes — the index is unchanged.
+    async fn put(&self, state: ActionState) -> Result<Arc<ActionState>> {
+        let key = state.key;
+        let _epoch = self.epoch.read().await;
+        let _stripe = self.stripe(&key.key).lock().await;
+        self.flush_key(&key.key).await?;
+        let record = LogRecord::Upsert(state);
+        let wire = codec::encode(&record)?;
+        let bytes = wire.key.len() + wire.value.len();
+        let started = Instant::now();
+        let position = self.log.append(wire).await.inspect_err(|e| m::put_failed(e.is_retryable()))?;
+        m::put_latency(started.elapsed());
+        // No await between the acknowledgement and the index update: a dropped future either
+        // never saw the acknowledgement or has already indexed.
+        let mut sh = self.shared.lock();
+        let invalidation = sh.index.apply(record, position, bytes);
+        sh.enqueue(&key, None, invalidation);
+        sh.index.get(&key).cloned().ok_or(StoreError::StaleHandle { key, detail: "state vanished after indexing" })
+    }
+
+    /// Appends this key's pending invalidation records, oldest first.
+    async fn flush_key(&self, key: &KeyId) -> Result<()> {
+        loop {
+            let Some(record) = self.shared.lock().pending.get(key).and_then(|q| q.front().cloned()) else {
+                return Ok(());
+            };
+            self.log.append(codec::encode(&record)?).await?;
+            let mut sh = self.shared.lock();
+            if let Some(q) = sh.pending.get_mut(key) {
+                q.pop_front();
+                if q.is_empty() {
+                    sh.pending.remove(key);
+                }
+            }
+        }
+    }
+
+    /// Tells the store that every action of `seq` for `key` finished: a checkpoint taken from
+    /// now on need not replay the round.
+    pub fn round_completed(&self, key: KeyId, seq: u64) {
+        let mut sh = self.shared.lock();
+        let last = sh.last_completed.entry(key).or_insert(seq);
+        *last = (*last).max(seq);
+    }
+
+    /// Takes a checkpoint: appends every pending invalidation, then returns the covering
+    /// marker and the last completed round per key.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub async fn snapshot(&self, checkpoint: u64) -> Result<Snapshot> {
+        let _epoch = self.epoch.write().await;
+        let keys: Vec<KeyId> = self.shared.lock().pending.keys().copied().collect();
+        for key in keys {
+            self.flush_key(&key).await?;
+        }
+        let end = self.log.end_offsets().await?;
+        let mut sh = self.shared.lock();
+        let marker = sh.index.marker(self.log.identity(), &end);
+        let completed = Arc::new(sh.last_completed.clone());
+        sh.checkpoints.insert(checkpoint, Arc::clone(&completed));
+        while sh.checkpoints.len() > self.config.max_pending_checkpoints.max(1) {
+            sh.checkpoints.pop_first();
+        }
+        Ok(Snapshot { checkpoint, marker, completed })
+    }
+
+    /// The checkpoint is durable: prune the rounds it completed from memory, and forget it and
+    /// every older checkpoint. Returns the number of states pruned.
+    pub fn checkpoint_complete(&self, checkpoint: u64) -> usize {
+        let mut sh = self.shared.lock();
+        let Some(completed) = sh.checkpoints.remove(&checkpoint) else { return 0 };
+        sh.checkpoints.retain(|id, _| *id > checkpoint);
+        completed.iter().map(|(key, seq)| sh.index.prune(key, *seq)).sum()
+    }
+
+    /// The checkpoint failed: forget it without pruning.
+    pub fn checkpoint_aborted(&self, checkpoint: u64) {
+        self.shared.lock().checkpoints.remove(&checkpoint);
+    }
+
+    /// Checkpoints snapshotted and not yet completed or aborted.
+    pub fn pending_checkpoints(&self) -> usize {
+        self.shared.lock().checkpoints.len()
+    }
+
+    /// Pending invalidation records not yet appended (for tests and metrics).
+    pub fn pending_invalidations(&self) -> usize {
+        self.shared.lock().pending.values().map(VecDeque::len).sum()
+    }
+
+    pub(crate) fn install(&self, index: Index, completed: HashMap<KeyId, u64>) {
+        let mut sh = self.shared.lock();
+        sh.index = index;
+        sh.pending.clear();
+        sh.last_completed = completed;
+        sh.checkpoints.clear();
+    }
+}
+
+impl Shared {
+    /// Queues the records that log an invalidation: one tombstone per removed state, then an
+    /// audit of the divergence.
+    fn enqueue(&mut self, probe: &StateKey, action: Option<&ActionId>, inv: Invalidation) {
+        if inv.is_empty() {
+            return;
+        }
+        m::invalidated(&inv);
+        let queue = self.pending.entry(probe.key).or_default();
+        let removed = inv.removed.len() as u64;
+        for r in inv.removed {
+            queue.push_back(LogRecord::Delete { key: r.key, reason: r.reason });
+        }
+        if let Some((reason, detail)) = inv.divergence {
+            tracing::info!(key = %probe.key, seq = probe.seq, %reason, removed, "divergence");
+            queue.push_back(LogRecord::Audit(Audit {
+                key: probe.key,
+                seq: probe.seq,
+                probe: *probe,
+                action: action.cloned(),
+                reason,
+                detail,
+                removed,
+            }));
+        }
+    }
+}
+
+fn journaled(handle: &ActionHandle, function_id: &str, args_digest: &[u8; 32]) -> Option<CallOutput> {
+    let s = handle.journal.get(handle.cursor)?;
+    if !s.matches(function_id, args_digest) {
+        return None;
+    }
+    match &s.status {
+        CallStatus::Succeeded { result } => Some(Ok(result.clone())),
+        CallStatus::Failed { error } => Some(Err(error.clone())),
+        CallStatus::Pending => None,
+    }
+}
+
+fn slot(function_id: &str, args_digest: [u8; 32], status: CallStatus) -> CallResult {
+    CallResult { function_id: function_id.to_owned(), args_digest, status }
+}
+
+fn finished(output: &CallOutput) -> CallStatus {
+    match output {
+        Ok(result) => CallStatus::Succeeded { result: result.clone() },
+        Err(error) => CallStatus::Failed { error: error.clone() },
+    }
+}

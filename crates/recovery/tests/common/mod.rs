@@ -1,0 +1,430 @@
+//! Helpers shared by the store-level tests: events, a small agent that drives the store as a
+//! runtime would, backends to run scenarios on, and views of the index to compare.
+#![allow(dead_code, reason = "each test binary uses a different part of the helpers")]
+
+use actionstate_core::{
+    ActionId, ActionState, Attributes, Error, Event, EventId, KeyId, LogIdentity, LogRecord, MemoryOp, MemoryUpdate,
+    Position, ReadBatch, StateKey, StateLog, TaggedBytes, Trigger, Value, WireRecord, codec,
+};
+use actionstate_index::Stats;
+use actionstate_recovery::testkit::MemoryLog;
+use actionstate_recovery::{ActionStateStore, AnyLog, Begin, LogConfig, Round, StoreConfig, StoreError};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use tempfile::TempDir;
+
+/// Partitions of every log the tests open.
+pub(crate) const PARTITIONS: u32 = 4;
+
+/// The business key named `name`.
+pub(crate) fn key(name: &str) -> KeyId {
+    KeyId::of(name.as_bytes())
+}
+
+/// An event of `event_type` with one attribute `v`, with a fresh id.
+pub(crate) fn event(event_type: &str, v: impl Into<Value>) -> Event {
+    let mut attributes = Attributes::new();
+    attributes.insert("v".into(), v.into());
+    Event::new(event_type, attributes)
+}
+
+/// The input event number `n`.
+pub(crate) fn input(n: i64) -> Event {
+    event("input", n)
+}
+
+/// The same event content with a new id, as a restored input arrives.
+pub(crate) fn replayed(e: &Event) -> Event {
+    Event { id: EventId::random(), ..e.clone() }
+}
+
+/// The action that plans a round: it emits two steps.
+pub(crate) fn plan() -> ActionId {
+    ActionId::new("plan")
+}
+
+/// The action that runs one step.
+pub(crate) fn act() -> ActionId {
+    ActionId::new("act")
+}
+
+/// A memory write.
+pub(crate) fn note(n: u64) -> MemoryUpdate {
+    MemoryUpdate {
+        path: format!("/notes/{n}"),
+        op: MemoryOp::Set(TaggedBytes { tag: "le".into(), bytes: n.to_le_bytes().to_vec() }),
+    }
+}
+
+/// What processing one input did: how many actions were reused, resumed and run fresh.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Outcome {
+    /// Completed actions replayed from the store.
+    pub(crate) reused: usize,
+    /// Actions resumed from their journal.
+    pub(crate) resumed: usize,
+    /// Actions run from scratch.
+    pub(crate) fresh: usize,
+}
+
+/// Processes one input as an agent would: `plan` runs on the input and emits two steps,
+/// `act` runs on each step. Returns what was reused and what ran.
+pub(crate) async fn process<L: StateLog>(
+    store: &ActionStateStore<L>,
+    key: KeyId,
+    seq: u64,
+    input: &Event,
+) -> Result<Outcome, StoreError> {
+    let round = Round::new(key, seq, input);
+    let mut outcome = Outcome::default();
+    let planned = run(store, &round, &plan(), input, &Trigger::Input, &mut outcome, |_| {
+        (vec![event("step", format!("{seq}/0")), event("step", format!("{seq}/1"))], vec![note(seq)])
+    })
+    .await?;
+    for (index, step) in (0u32..).zip(planned.outputs()) {
+        let trigger = Trigger::Emitted { producer: planned.key, index };
+        run(store, &round, &act(), step, &trigger, &mut outcome, |_| {
+            (Vec::new(), vec![note(seq * 10 + u64::from(index))])
+        })
+        .await?;
+    }
+    Ok(outcome)
+}
+
+async fn run<L: StateLog>(
+    store: &ActionStateStore<L>,
+    round: &Round,
+    action: &ActionId,
+    event: &Event,
+    trigger: &Trigger,
+    outcome: &mut Outcome,
+    body: impl FnOnce(&Event) -> (Vec<Event>, Vec<MemoryUpdate>),
+) -> Result<Arc<ActionState>, StoreError> {
+    let handle = match store.begin(round, action, event, trigger).await? {
+        Begin::Reuse(state) => {
+            outcome.reused += 1;
+            return Ok(state);
+        }
+        Begin::Resume(handle) => {
+            outcome.resumed += 1;
+            handle
+        }
+        Begin::Fresh(handle, _) => {
+            outcome.fresh += 1;
+            handle
+        }
+    };
+    let (outputs, memory) = body(event);
+    store.complete(handle, outputs, memory).await
+}
+
+/// Number of states `process` records per input.
+pub(crate) const STATES_PER_ROUND: usize = 3;
+
+/// The backends store scenarios run on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Backend {
+    /// The in-memory test log.
+    Memory,
+    /// The embedded file backend.
+    File,
+}
+
+/// One log that survives "crashes": stores are dropped and new ones open the same records.
+#[derive(Debug)]
+pub(crate) struct Env {
+    /// The backend.
+    pub(crate) backend: Backend,
+    memory: MemoryLog,
+    dir: TempDir,
+}
+
+impl Env {
+    /// A new, empty log on `backend`.
+    pub(crate) fn new(backend: Backend) -> Env {
+        Env { backend, memory: MemoryLog::new(PARTITIONS), dir: tempfile::tempdir().unwrap() }
+    }
+
+    /// The data directory of the file backend.
+    pub(crate) fn data_dir(&self) -> std::path::PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// Opens a handle on the log, as a restarted process would. The file backend allows one
+    /// handle at a time: drop the previous one first.
+    pub(crate) async fn open(&self) -> AnyLog {
+        match self.backend {
+            Backend::Memory => AnyLog::Memory(self.memory.reopen()),
+            Backend::File => {
+                let config = LogConfig::File { dir: self.data_dir(), partitions: PARTITIONS };
+                actionstate_recovery::open(&config).await.unwrap()
+            }
+        }
+    }
+
+    /// A store with an empty index over a new handle on the log.
+    pub(crate) async fn store(&self) -> ActionStateStore<AnyLog> {
+        ActionStateStore::new(self.open().await, StoreConfig::default())
+    }
+
+    /// A store over a handle that can be shared with other stores (several workers on one log).
+    pub(crate) async fn shared(&self) -> Arc<AnyLog> {
+        Arc::new(self.open().await)
+    }
+}
+
+/// Defines one test per backend running `$scenario(Backend)`: `$name::memory` and
+/// `$name::file`.
+#[macro_export]
+macro_rules! on_every_backend {
+    ($name:ident, $scenario:ident) => {
+        mod $name {
+            #[tokio::test]
+            async fn memory() {
+                super::$scenario($crate::common::Backend::Memory).await;
+            }
+
+            #[tokio::test]
+            async fn file() {
+                super::$scenario($crate::common::Backend::File).await;
+            }
+        }
+    };
+}
+
+/// A handle on a log shared by several stores (workers of one job writing to one log).
+#[derive(Debug, Clone)]
+pub(crate) struct SharedLog<L>(pub(crate) Arc<L>);
+
+impl<L: StateLog> StateLog for SharedLog<L> {
+    fn identity(&self) -> &LogIdentity {
+        self.0.identity()
+    }
+
+    async fn current_identity(&self) -> Result<LogIdentity, Error> {
+        self.0.current_identity().await
+    }
+
+    async fn append(&self, record: WireRecord) -> Result<Position, Error> {
+        self.0.append(record).await
+    }
+
+    async fn earliest_offsets(&self) -> Result<Vec<u64>, Error> {
+        self.0.earliest_offsets().await
+    }
+
+    async fn end_offsets(&self) -> Result<Vec<u64>, Error> {
+        self.0.end_offsets().await
+    }
+
+    async fn read(&self, partition: u32, from: u64, to: u64, max: usize) -> Result<ReadBatch, Error> {
+        self.0.read(partition, from, to, max).await
+    }
+}
+
+/// Every indexed state with its log position.
+pub(crate) type Dump = BTreeMap<StateKey, (Arc<ActionState>, Position)>;
+
+/// The whole index of `store`.
+pub(crate) fn dump<L: StateLog>(store: &ActionStateStore<L>) -> Dump {
+    store.with_index(|ix| {
+        let _scan = actionstate_index::allow_scans();
+        ix.dump()
+    })
+}
+
+/// Index statistics of `store`.
+pub(crate) fn stats<L: StateLog>(store: &ActionStateStore<L>) -> Stats {
+    store.with_index(|ix| ix.stats())
+}
+
+/// Everything observable about the index: statistics, every state with its position, and
+/// what `explain` says for each probe.
+#[derive(Debug, PartialEq)]
+pub(crate) struct View {
+    /// Index statistics.
+    pub(crate) stats: Stats,
+    /// The whole index.
+    pub(crate) dump: Dump,
+    /// `explain` of each probe, rendered.
+    pub(crate) explained: Vec<String>,
+}
+
+/// A lookup a test explains before and after an operation.
+#[derive(Clone, Debug)]
+pub(crate) struct Probe {
+    /// The round.
+    pub(crate) round: Round,
+    /// The action.
+    pub(crate) action: ActionId,
+    /// The trigger event.
+    pub(crate) event: Event,
+    /// How it came about.
+    pub(crate) trigger: Trigger,
+}
+
+impl Probe {
+    /// The root action `plan` of round `seq` of `key` on `input`.
+    pub(crate) fn root(key: KeyId, seq: u64, input: &Event) -> Probe {
+        Probe { round: Round::new(key, seq, input), action: plan(), event: input.clone(), trigger: Trigger::Input }
+    }
+}
+
+/// The view of `store` with `probes` explained.
+pub(crate) fn view<L: StateLog>(store: &ActionStateStore<L>, probes: &[Probe]) -> View {
+    let explained = probes
+        .iter()
+        .map(|p| {
+            let e = store.explain(&p.round, &p.action, &p.event, &p.trigger);
+            format!("{:?} {:?} {:?} {}", e.key, e.decision, e.divergence, e.would_invalidate)
+        })
+        .collect();
+    View { stats: stats(store), dump: dump(store), explained }
+}
+
+/// Total records in the log (sum of end offsets).
+pub(crate) async fn records<L: StateLog>(log: &L) -> u64 {
+    log.end_offsets().await.unwrap().iter().sum()
+}
+
+/// Every record of `partition` from the earliest retained offset, decoded, with offsets.
+pub(crate) async fn decoded<L: StateLog>(log: &L, partition: u32) -> Vec<(u64, LogRecord)> {
+    let earliest = log.earliest_offsets().await.unwrap()[partition as usize];
+    let end = log.end_offsets().await.unwrap()[partition as usize];
+    let mut out = Vec::new();
+    let mut next = earliest;
+    while next < end {
+        let batch = log.read(partition, next, end, 256).await.unwrap();
+        for r in batch.records {
+            out.push((r.offset, codec::decode(&r.key, &r.value).unwrap()));
+        }
+        next = batch.next;
+    }
+    out
+}
+
+/// The upserts of state `sk` in the log, oldest first.
+pub(crate) async fn upserts_of<L: StateLog>(log: &L, sk: &StateKey) -> Vec<ActionState> {
+    decoded(log, sk.key.partition(log.identity().partitions))
+        .await
+        .into_iter()
+        .filter_map(|(_, r)| match r {
+            LogRecord::Upsert(s) if s.key == *sk => Some(s),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The number of indexed states of `key` in rounds `seq > after`.
+pub(crate) fn states_after<L: StateLog>(store: &ActionStateStore<L>, key: &KeyId, after: u64) -> usize {
+    store.with_index(|ix| ix.rounds_of(key).into_iter().filter(|(s, _)| *s > after).map(|(_, v)| v.len()).sum())
+}
+
+/// When a [`GatedLog`] holds appends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Hold {
+    /// Appends go through.
+    Off,
+    /// Appends wait forever before they reach the backend.
+    BeforeAppend,
+    /// Appends reach the backend (the record is durable) and then wait forever before
+    /// reporting it: the acknowledgement is in flight.
+    BeforeAck,
+}
+
+/// A memory log whose appends can be held, so that a test can drop a write's future while
+/// it waits.
+#[derive(Clone, Debug)]
+pub(crate) struct GatedLog {
+    /// The log behind the gate.
+    pub(crate) inner: MemoryLog,
+    hold: Arc<std::sync::Mutex<Hold>>,
+}
+
+impl GatedLog {
+    /// A gate, open, in front of `inner`.
+    pub(crate) fn new(inner: MemoryLog) -> Self {
+        GatedLog { inner, hold: Arc::new(std::sync::Mutex::new(Hold::Off)) }
+    }
+
+    /// Holds later appends as `hold` says.
+    pub(crate) fn set(&self, hold: Hold) {
+        *self.hold.lock().unwrap() = hold;
+    }
+}
+
+impl StateLog for GatedLog {
+    fn identity(&self) -> &LogIdentity {
+        self.inner.identity()
+    }
+
+    async fn current_identity(&self) -> Result<LogIdentity, Error> {
+        self.inner.current_identity().await
+    }
+
+    async fn append(&self, record: WireRecord) -> Result<Position, Error> {
+        let hold = *self.hold.lock().unwrap();
+        match hold {
+            Hold::Off => self.inner.append(record).await,
+            Hold::BeforeAppend => {
+                std::future::pending::<()>().await;
+                self.inner.append(record).await
+            }
+            Hold::BeforeAck => {
+                let position = self.inner.append(record).await;
+                std::future::pending::<()>().await;
+                position
+            }
+        }
+    }
+
+    async fn earliest_offsets(&self) -> Result<Vec<u64>, Error> {
+        self.inner.earliest_offsets().await
+    }
+
+    async fn end_offsets(&self) -> Result<Vec<u64>, Error> {
+        self.inner.end_offsets().await
+    }
+
+    async fn read(&self, partition: u32, from: u64, to: u64, max: usize) -> Result<ReadBatch, Error> {
+        self.inner.read(partition, from, to, max).await
+    }
+}
+
+/// A durable-call body that counts its executions and returns `output`.
+pub(crate) fn counted(
+    runs: &std::sync::atomic::AtomicUsize,
+    output: actionstate_recovery::CallOutput,
+) -> impl FnOnce() -> std::future::Ready<actionstate_recovery::CallOutput> + '_ {
+    move || {
+        runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        std::future::ready(output)
+    }
+}
+
+/// Begins the root action `plan` of round `seq` of `key` on `input`, expecting nothing
+/// reusable.
+pub(crate) async fn fresh<L: StateLog>(
+    store: &ActionStateStore<L>,
+    key: KeyId,
+    seq: u64,
+    input: &Event,
+) -> actionstate_recovery::ActionHandle {
+    match store.begin(&Round::new(key, seq, input), &plan(), input, &Trigger::Input).await.unwrap() {
+        Begin::Fresh(handle, _) => handle,
+        other => panic!("expected a fresh action, got {other:?}"),
+    }
+}
+
+/// Begins the root action `plan` of round `seq` of `key` on `input`, expecting to resume it.
+pub(crate) async fn resume<L: StateLog>(
+    store: &ActionStateStore<L>,
+    key: KeyId,
+    seq: u64,
+    input: &Event,
+) -> actionstate_recovery::ActionHandle {
+    match store.begin(&Round::new(key, seq, input), &plan(), input, &Trigger::Input).await.unwrap() {
+        Begin::Resume(handle) => handle,
+        other => panic!("expected to resume the action, got {other:?}"),
+    }
+}

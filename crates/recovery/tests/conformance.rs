@@ -1,0 +1,76 @@
+//! The backend conformance suite on the in-memory log and on the embedded file backend.
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+use actionstate_core::Error;
+use actionstate_file::{FileConfig, FileLog};
+use actionstate_recovery::testkit::{MemoryHarness, conformance};
+use std::path::PathBuf;
+use std::sync::Mutex;
+use tempfile::TempDir;
+
+/// Conformance harness for [`FileLog`]: every fresh log in its own temporary directory, kept
+/// until the harness is dropped.
+#[derive(Debug, Default)]
+struct FileHarness {
+    dirs: Mutex<Vec<TempDir>>,
+}
+
+impl FileHarness {
+    fn new_dir(&self) -> PathBuf {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        self.dirs.lock().unwrap().push(dir);
+        path
+    }
+}
+
+/// The data directory of an open log.
+fn data_dir(log: &FileLog) -> PathBuf {
+    log.path().parent().unwrap().to_path_buf()
+}
+
+impl conformance::Harness for FileHarness {
+    type Log = FileLog;
+
+    async fn fresh(&self, partitions: u32) -> Result<FileLog, Error> {
+        Ok(FileLog::open(FileConfig::new(self.new_dir(), partitions))?)
+    }
+
+    async fn reopen(&self, log: FileLog) -> Result<FileLog, Error> {
+        let (dir, partitions) = (data_dir(&log), actionstate_core::StateLog::identity(&log).partitions);
+        drop(log);
+        Ok(FileLog::open(FileConfig::new(dir, partitions))?)
+    }
+
+    async fn recreate(&self, log: FileLog, partitions: u32) -> Result<FileLog, Error> {
+        // The directory cannot be deleted under an open handle: close it, delete the
+        // directory, and create the log again.
+        let dir = data_dir(&log);
+        drop(log);
+        std::fs::remove_dir_all(&dir).unwrap();
+        Ok(FileLog::open(FileConfig::new(dir, partitions))?)
+    }
+
+    async fn unreachable(&self) -> Result<FileLog, Error> {
+        // A data directory below a regular file cannot be created.
+        let file = self.new_dir();
+        std::fs::write(&file, b"not a directory").unwrap();
+        Ok(FileLog::open(FileConfig::new(file.join("sub"), 1))?)
+    }
+}
+
+#[tokio::test]
+async fn memory_log_conforms() {
+    conformance::run_all(&MemoryHarness).await;
+}
+
+#[tokio::test]
+async fn file_log_conforms() {
+    conformance::run_all(&FileHarness::default()).await;
+}
+
+#[tokio::test]
+async fn file_harness_unreachable_fails_on_open() {
+    let err = conformance::Harness::unreachable(&FileHarness::default()).await.unwrap_err();
+    assert!(err.to_string().contains("sub"), "the error does not name the path: {err}");
+}

@@ -1,0 +1,131 @@
+//! Crash injection: a [`StateLog`] wrapper that fails chosen appends, before or after they
+//! are written, and records that the process "crashed".
+
+use actionstate_core::{BackendError, Error, LogIdentity, Position, ReadBatch, StateLog, WireRecord};
+use parking_lot::Mutex;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Where an injected crash strikes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub enum CrashPoint {
+    /// Before the `n`-th store operation (lookup, durable call, completion, snapshot),
+    /// counted from 1 over the whole run.
+    BeforeOperation(u64),
+    /// The `n`-th append (from 1, over the whole run) fails before its record is written: the
+    /// side effect that preceded it happened, its persist did not.
+    BeforeAppend(u64),
+    /// The `n`-th append is written but its acknowledgement never arrives.
+    AfterAppend(u64),
+}
+
+/// Shared crash bookkeeping of one simulated run: counters and the points still armed.
+#[derive(Debug, Default)]
+pub struct Crashes {
+    operations: AtomicU64,
+    appends: AtomicU64,
+    armed: Mutex<BTreeMap<CrashPoint, ()>>,
+    crashed: AtomicBool,
+}
+
+/// The reason an operation failed because of an injected crash.
+#[derive(Debug, thiserror::Error)]
+#[error("injected crash at {0:?}")]
+pub struct InjectedCrash(pub CrashPoint);
+
+impl Crashes {
+    /// Crash bookkeeping with `points` armed.
+    pub fn new(points: impl IntoIterator<Item = CrashPoint>) -> Arc<Self> {
+        let c = Crashes::default();
+        c.armed.lock().extend(points.into_iter().map(|p| (p, ())));
+        Arc::new(c)
+    }
+
+    /// Counts one store operation; `Err` if a crash is armed before it.
+    pub fn operation(&self) -> Result<(), InjectedCrash> {
+        let n = self.operations.fetch_add(1, Ordering::Relaxed) + 1;
+        self.fire(CrashPoint::BeforeOperation(n))
+    }
+
+    fn fire(&self, point: CrashPoint) -> Result<(), InjectedCrash> {
+        if self.armed.lock().remove(&point).is_some() {
+            self.crashed.store(true, Ordering::Relaxed);
+            return Err(InjectedCrash(point));
+        }
+        Ok(())
+    }
+
+    /// Whether a crash fired since the last [`take_crashed`](Self::take_crashed).
+    pub fn take_crashed(&self) -> bool {
+        self.crashed.swap(false, Ordering::Relaxed)
+    }
+
+    /// Store operations counted so far.
+    pub fn operations(&self) -> u64 {
+        self.operations.load(Ordering::Relaxed)
+    }
+
+    /// Appends counted so far.
+    pub fn appends(&self) -> u64 {
+        self.appends.load(Ordering::Relaxed)
+    }
+
+    /// Crash points not fired yet.
+    pub fn armed(&self) -> usize {
+        self.armed.lock().len()
+    }
+}
+
+/// A log that crashes where [`Crashes`] says.
+#[derive(Debug)]
+pub struct CrashLog<L> {
+    inner: L,
+    crashes: Arc<Crashes>,
+}
+
+impl<L: StateLog> CrashLog<L> {
+    /// Wraps `inner`.
+    pub fn new(inner: L, crashes: Arc<Crashes>) -> Self {
+        CrashLog { inner, crashes }
+    }
+
+    /// The wrapped log.
+    pub fn inner(&self) -> &L {
+        &self.inner
+    }
+}
+
+fn crash_error(e: InjectedCrash) -> Error {
+    BackendError::retryable("sim", "append", e).into()
+}
+
+impl<L: StateLog> StateLog for CrashLog<L> {
+    fn identity(&self) -> &LogIdentity {
+        self.inner.identity()
+    }
+
+    async fn current_identity(&self) -> Result<LogIdentity, Error> {
+        self.inner.current_identity().await
+    }
+
+    async fn append(&self, record: WireRecord) -> Result<Position, Error> {
+        let n = self.crashes.appends.fetch_add(1, Ordering::Relaxed) + 1;
+        self.crashes.fire(CrashPoint::BeforeAppend(n)).map_err(crash_error)?;
+        let position = self.inner.append(record).await?;
+        self.crashes.fire(CrashPoint::AfterAppend(n)).map_err(crash_error)?;
+        Ok(position)
+    }
+
+    async fn earliest_offsets(&self) -> Result<Vec<u64>, Error> {
+        self.inner.earliest_offsets().await
+    }
+
+    async fn end_offsets(&self) -> Result<Vec<u64>, Error> {
+        self.inner.end_offsets().await
+    }
+
+    async fn read(&self, partition: u32, from: u64, to: u64, max: usize) -> Result<ReadBatch, Error> {
+        self.inner.read(partition, from, to, max).await
+    }
+}

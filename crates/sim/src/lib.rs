@@ -1,0 +1,24 @@
+//! # actionstate-sim
+//!
+//! A small, deterministic agent runtime that drives [`actionstate_recovery::ActionStateStore`]
+//! the way a real one does — keyed inputs with per-key sequence numbers, fan-out and cascades,
+//! identical-attribute outputs, a bootstrap event, memory writes and durable calls — and a
+//! **side-effect ledger** that records every real execution. Checkpoints are taken every few
+//! inputs (some aborted), crashes are injected between store operations, after a side effect
+//! before its persist, or between an append and its acknowledgement, and each crash is
+//! followed by a restore from a checkpoint and a replay of the inputs. Everything is seeded.
+#![forbid(unsafe_code)]
+#![deny(clippy::unwrap_used)]
+#![warn(missing_docs)]
+
+pub mod agent;
+mod crash;
+mod ledger;
+mod runtime;
+
+pub use crash::{CrashLog, CrashPoint, Crashes, InjectedCrash};
+pub use ledger::{CallKey, Ledger};
+pub use runtime::{
+    FileSource, InputChange, LogSource, Memory, MemorySource, Outcome, RestoreFrom, RoundResults, RunPlan, Sim,
+    SimConfig, SimError, inputs, key_id,
+};

@@ -1,0 +1,688 @@
+//! The runtime: processes keyed inputs round by round through the store, takes checkpoints,
+//! crashes where told, restores and replays.
+
+use crate::agent::{self, BOOTSTRAP, Kind};
+use crate::crash::{CrashLog, CrashPoint, Crashes, InjectedCrash};
+use crate::ledger::Ledger;
+use actionstate_core::{
+    ActionState, Attributes, Event, EventId, KeyId, LogRecord, MemoryOp, MemoryUpdate, StateKey, StateLog, TaggedBytes,
+    Trigger, Value, codec,
+};
+use actionstate_recovery::{
+    ActionHandle, ActionStateStore, Begin, CallSource, Ownership, Round, Snapshot, StoreConfig, StoreError,
+};
+use parking_lot::Mutex;
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Opens the log a simulated process uses; called again after every crash.
+pub trait LogSource: Send + Sync {
+    /// The log type.
+    type Log: StateLog;
+    /// Backend name for reports.
+    fn backend(&self) -> &'static str;
+    /// Opens (or reopens) the log.
+    fn open(&self) -> impl Future<Output = Result<Self::Log, StoreError>> + Send;
+}
+
+/// The embedded file backend in a directory.
+#[derive(Clone, Debug)]
+pub struct FileSource {
+    /// Data directory.
+    pub dir: std::path::PathBuf,
+    /// Partitions.
+    pub partitions: u32,
+}
+
+impl LogSource for FileSource {
+    type Log = actionstate_file::FileLog;
+    fn backend(&self) -> &'static str {
+        "file"
+    }
+    async fn open(&self) -> Result<Self::Log, StoreError> {
+        let config = actionstate_file::FileConfig::new(self.dir.clone(), self.partitions);
+        Ok(actionstate_file::FileLog::open(config).map_err(actionstate_core::Error::from)?)
+    }
+}
+
+/// The in-memory log (records survive "crashes" because the source keeps them).
+#[derive(Clone, Debug)]
+pub struct MemorySource {
+    /// The shared log.
+    pub log: actionstate_recovery::testkit::MemoryLog,
+}
+
+impl LogSource for MemorySource {
+    type Log = actionstate_recovery::testkit::MemoryLog;
+    fn backend(&self) -> &'static str {
+        "memory"
+    }
+    async fn open(&self) -> Result<Self::Log, StoreError> {
+        Ok(self.log.reopen())
+    }
+}
+
+/// What to simulate.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    /// Seed of everything random (inputs, event ids, aborted checkpoints).
+    pub seed: u64,
+    /// Distinct business keys.
+    pub keys: u32,
+    /// Inputs in the source.
+    pub inputs: usize,
+    /// A checkpoint is taken after every this many inputs.
+    pub checkpoint_every: usize,
+    /// Every this-many-th checkpoint is aborted instead of completed (0: never).
+    pub abort_every: u64,
+    /// Owners (workers) at the start; keys are split among them by key group.
+    pub owners: u32,
+    /// Whether `work` uses reconcile mode for its second call.
+    pub reconcile: bool,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig { seed: 1, keys: 4, inputs: 24, checkpoint_every: 4, abort_every: 3, owners: 1, reconcile: false }
+    }
+}
+
+/// Which checkpoint a restore goes back to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RestoreFrom {
+    /// The newest completed checkpoint.
+    Latest,
+    /// The `n`-th newest completed checkpoint (0 = latest), or the oldest if there are fewer.
+    Back(usize),
+}
+
+/// A change to the input source seen after the first restore.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputChange {
+    /// The first input replayed after the restore gets another value.
+    ChangeFirstReplayed,
+    /// The first two replayed inputs of one key swap places.
+    SwapFirstReplayed,
+}
+
+/// How a run goes: where it crashes and how it restores.
+#[derive(Clone, Debug)]
+pub struct RunPlan {
+    /// Injected crashes.
+    pub crashes: Vec<CrashPoint>,
+    /// Restore policy per restore, in order; the last one repeats.
+    pub restore_from: Vec<RestoreFrom>,
+    /// Owners after each restore, in order; the last one repeats (empty: keep).
+    pub owners_after_restore: Vec<u32>,
+    /// Input change after the first restore.
+    pub change: Option<InputChange>,
+    /// Keep only the first `n` inputs of the source after the first restore (a truncated
+    /// replay).
+    pub truncate_after_restore: Option<usize>,
+}
+
+impl RunPlan {
+    /// A run without crashes.
+    pub fn clean() -> Self {
+        RunPlan {
+            crashes: Vec::new(),
+            restore_from: vec![RestoreFrom::Latest],
+            owners_after_restore: Vec::new(),
+            change: None,
+            truncate_after_restore: None,
+        }
+    }
+
+    /// Crashes at `points`, restoring from the latest checkpoint each time.
+    pub fn crashing(points: impl IntoIterator<Item = CrashPoint>) -> Self {
+        RunPlan { crashes: points.into_iter().collect(), ..RunPlan::clean() }
+    }
+}
+
+/// Why a simulated run stopped early.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// An injected crash (expected; the runner restores).
+    #[error(transparent)]
+    Crash(#[from] InjectedCrash),
+    /// The store failed for real.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Per round, the actions and the attributes of what they emitted (ids differ between runs).
+pub type RoundResults = BTreeMap<(KeyId, u64), Vec<(String, Vec<Attributes>)>>;
+/// Per key, the agent memory.
+pub type Memory = BTreeMap<KeyId, BTreeMap<String, Vec<u8>>>;
+
+/// Everything a run produced and observed.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Backend name.
+    pub backend: &'static str,
+    /// Inputs processed (the source length after any truncation).
+    pub inputs: usize,
+    /// The side-effect ledger.
+    pub ledger: Ledger,
+    /// Completed actions reused.
+    pub reused: u64,
+    /// Pending actions resumed.
+    pub resumed: u64,
+    /// Final outputs per round.
+    pub results: RoundResults,
+    /// Final memory.
+    pub memory: Memory,
+    /// Crashes that fired.
+    pub crashes: u64,
+    /// Restores performed.
+    pub restores: u64,
+    /// Total rebuild time.
+    pub rebuild_time: Duration,
+    /// Records read by rebuilds.
+    pub rebuild_records: u64,
+    /// Acknowledged completions that are neither in the log at the end nor legitimately
+    /// invalidated.
+    pub lost_acknowledged: u64,
+    /// Checkpoints taken (completed and aborted).
+    pub checkpoints: u64,
+}
+
+#[derive(Clone, Debug)]
+struct Checkpoint {
+    pos: usize,
+    next_seq: HashMap<KeyId, u64>,
+    memory: Memory,
+    snapshots: Vec<Snapshot>,
+}
+
+type Log<S> = Arc<CrashLog<<S as LogSource>::Log>>;
+
+struct Attempt<S: LogSource> {
+    stores: Vec<ActionStateStore<Log<S>>>,
+    owners: Vec<Ownership>,
+    pos: usize,
+    next_seq: HashMap<KeyId, u64>,
+    memory: Memory,
+    ids: u64,
+    attempt: u64,
+}
+
+/// A deterministic simulated agent runtime over a log source.
+#[derive(Debug)]
+pub struct Sim<S: LogSource> {
+    source: S,
+    config: SimConfig,
+}
+
+/// Key groups used to split keys among owners.
+const MAX_GROUPS: u16 = 128;
+
+fn ownerships(owners: u32) -> Vec<Ownership> {
+    let n = u16::try_from(owners.clamp(1, u32::from(MAX_GROUPS))).unwrap_or(1);
+    (0..n)
+        .map(|i| {
+            let lo = MAX_GROUPS / n * i;
+            let hi = if i + 1 == n { MAX_GROUPS } else { MAX_GROUPS / n * (i + 1) };
+            if n == 1 { Ownership::All } else { Ownership::Groups { max_groups: MAX_GROUPS, owned: lo..hi } }
+        })
+        .collect()
+}
+
+fn mix(seed: u64, a: u64, b: u64) -> u64 {
+    let mut h = blake3::Hasher::new();
+    h.update(&seed.to_le_bytes());
+    h.update(&a.to_le_bytes());
+    h.update(&b.to_le_bytes());
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&h.finalize().as_bytes()[..8]);
+    u64::from_le_bytes(w)
+}
+
+/// The input source: (key number, value).
+pub fn inputs(config: &SimConfig) -> Vec<(u32, i64)> {
+    (0..config.inputs as u64)
+        .map(|i| {
+            let r = mix(config.seed, 0x1, i);
+            ((r % u64::from(config.keys.max(1))) as u32, ((r >> 32) % 1000) as i64)
+        })
+        .collect()
+}
+
+/// The business key of key number `k`.
+pub fn key_id(k: u32) -> KeyId {
+    KeyId::of(format!("sim-key-{k}").as_bytes())
+}
+
+impl<S: LogSource> Sim<S> {
+    /// A simulator.
+    pub fn new(source: S, config: SimConfig) -> Self {
+        Sim { source, config }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SimConfig {
+        &self.config
+    }
+
+    /// Runs the whole input source under `plan`: crashes where it says, restores and replays
+    /// until every input is processed. `progress` is told the input position as it advances.
+    pub async fn run(&self, plan: &RunPlan, progress: &(dyn Fn(usize) + Sync)) -> Result<Outcome, StoreError> {
+        let crashes = Crashes::new(plan.crashes.iter().copied());
+        let ledger = Mutex::new(Ledger::default());
+        let mut source = inputs(&self.config);
+        let mut outcome = Outcome {
+            backend: self.source.backend(),
+            inputs: source.len(),
+            ledger: Ledger::default(),
+            reused: 0,
+            resumed: 0,
+            results: BTreeMap::new(),
+            memory: BTreeMap::new(),
+            crashes: 0,
+            restores: 0,
+            rebuild_time: Duration::ZERO,
+            rebuild_records: 0,
+            lost_acknowledged: 0,
+            checkpoints: 0,
+        };
+        let mut checkpoints: Vec<Checkpoint> = Vec::new();
+        let mut changed_keys: HashMap<KeyId, u64> = HashMap::new();
+        let mut attempt_no = 0u64;
+        let mut owners = self.config.owners;
+        let mut restore_point: Option<Checkpoint> = None;
+        loop {
+            let log: Log<S> = Arc::new(CrashLog::new(self.source.open().await?, Arc::clone(&crashes)));
+            let mut attempt = self.restore(log, owners, attempt_no, restore_point.as_ref(), &mut outcome).await?;
+            if restore_point.is_none() && attempt_no == 0 {
+                // Checkpoint 0 before any input: a crash before the first periodic checkpoint
+                // restores from it and replays the log from the start.
+                let cp = self.checkpoint(&mut attempt, 0, &crashes, &mut outcome).await;
+                match cp {
+                    Ok(Some(cp)) => checkpoints.push(cp),
+                    Ok(None) => {}
+                    Err(SimError::Store(e)) => return Err(e),
+                    Err(SimError::Crash(_)) => {
+                        outcome.crashes += 1;
+                        attempt_no += 1;
+                        continue;
+                    }
+                }
+            }
+            let result =
+                self.process(&mut attempt, &source, &crashes, &ledger, &mut outcome, &mut checkpoints, progress).await;
+            match result {
+                Ok(()) => {
+                    outcome.memory = attempt.memory.clone();
+                    break;
+                }
+                Err(SimError::Store(e)) if !crashes.take_crashed() => return Err(e),
+                Err(_) => {
+                    crashes.take_crashed();
+                    outcome.crashes += 1;
+                    attempt_no += 1;
+                    let n = (outcome.restores as usize).min(plan.restore_from.len().saturating_sub(1));
+                    let back = match plan.restore_from.get(n).copied().unwrap_or(RestoreFrom::Latest) {
+                        RestoreFrom::Latest => 0,
+                        RestoreFrom::Back(b) => b,
+                    };
+                    let chosen = checkpoints.len().saturating_sub(1 + back);
+                    restore_point = checkpoints.get(chosen).cloned();
+                    checkpoints.truncate(chosen + 1);
+                    if let Some(o) = plan.owners_after_restore.get(n).or(plan.owners_after_restore.last()) {
+                        owners = *o;
+                    }
+                    if outcome.restores == 0 {
+                        let from = restore_point.as_ref().map_or(0, |c| c.pos);
+                        self.change_source(&mut source, from, plan, &mut changed_keys, restore_point.as_ref());
+                        outcome.inputs = source.len();
+                    }
+                    drop(attempt);
+                }
+            }
+        }
+        outcome.ledger = ledger.into_inner();
+        outcome.lost_acknowledged = self.lost_acknowledged(&outcome.ledger, &changed_keys).await?;
+        Ok(outcome)
+    }
+
+    fn change_source(
+        &self,
+        source: &mut Vec<(u32, i64)>,
+        from: usize,
+        plan: &RunPlan,
+        changed: &mut HashMap<KeyId, u64>,
+        at: Option<&Checkpoint>,
+    ) {
+        if let Some(n) = plan.truncate_after_restore {
+            source.truncate(n.max(from));
+        }
+        let seq_of = |k: u32| at.and_then(|c| c.next_seq.get(&key_id(k)).copied()).unwrap_or(0);
+        match plan.change {
+            Some(InputChange::ChangeFirstReplayed) => {
+                if let Some(input) = source.get_mut(from) {
+                    input.1 += 1_000;
+                    changed.insert(key_id(input.0), seq_of(input.0));
+                }
+            }
+            Some(InputChange::SwapFirstReplayed) => {
+                if let Some(&(k, _)) = source.get(from)
+                    && let Some(j) = (from + 1..source.len()).find(|&j| source[j].0 == k)
+                {
+                    source.swap(from, j);
+                    changed.insert(key_id(k), seq_of(k));
+                }
+            }
+            None => {}
+        }
+    }
+
+    async fn restore(
+        &self,
+        log: Log<S>,
+        owners: u32,
+        attempt: u64,
+        from: Option<&Checkpoint>,
+        outcome: &mut Outcome,
+    ) -> Result<Attempt<S>, StoreError> {
+        let owners = ownerships(owners);
+        let stores: Vec<_> =
+            owners.iter().map(|_| ActionStateStore::new(Arc::clone(&log), StoreConfig::default())).collect();
+        if let Some(cp) = from {
+            let markers: Vec<_> = cp.snapshots.iter().map(|s| s.marker.clone()).collect();
+            let mut completed = HashMap::new();
+            for s in &cp.snapshots {
+                completed.extend(s.completed.iter().map(|(k, v)| (*k, *v)));
+            }
+            let started = Instant::now();
+            for (store, ownership) in stores.iter().zip(&owners) {
+                let report = store.rebuild(&markers, ownership, &completed).await?;
+                outcome.rebuild_records += report.records;
+            }
+            outcome.rebuild_time += started.elapsed();
+            outcome.restores += 1;
+        }
+        Ok(Attempt {
+            stores,
+            owners,
+            pos: from.map_or(0, |c| c.pos),
+            next_seq: from.map(|c| c.next_seq.clone()).unwrap_or_default(),
+            memory: from.map(|c| c.memory.clone()).unwrap_or_default(),
+            ids: 0,
+            attempt,
+        })
+    }
+
+    #[allow(clippy::too_many_arguments, reason = "internal; the pieces are the run's state")]
+    async fn process(
+        &self,
+        a: &mut Attempt<S>,
+        source: &[(u32, i64)],
+        crashes: &Crashes,
+        ledger: &Mutex<Ledger>,
+        outcome: &mut Outcome,
+        checkpoints: &mut Vec<Checkpoint>,
+        progress: &(dyn Fn(usize) + Sync),
+    ) -> Result<(), SimError> {
+        while a.pos < source.len() {
+            let (k, v) = source[a.pos];
+            self.round(a, k, v, crashes, ledger, outcome).await?;
+            a.pos += 1;
+            progress(a.pos);
+            if a.pos.is_multiple_of(self.config.checkpoint_every.max(1)) {
+                let id = outcome.checkpoints;
+                if let Some(cp) = self.checkpoint(a, id, crashes, outcome).await? {
+                    checkpoints.push(cp);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn checkpoint(
+        &self,
+        a: &mut Attempt<S>,
+        id: u64,
+        crashes: &Crashes,
+        outcome: &mut Outcome,
+    ) -> Result<Option<Checkpoint>, SimError> {
+        crashes.operation()?;
+        let mut snapshots = Vec::new();
+        for store in &a.stores {
+            snapshots.push(store.snapshot(id).await.map_err(|e| crash_or(e, crashes))?);
+        }
+        outcome.checkpoints += 1;
+        let abort = self.config.abort_every > 0
+            && id > 0
+            && mix(self.config.seed, 0x2, id).is_multiple_of(self.config.abort_every);
+        if abort {
+            for store in &a.stores {
+                store.checkpoint_aborted(id);
+            }
+            return Ok(None);
+        }
+        let cp = Checkpoint { pos: a.pos, next_seq: a.next_seq.clone(), memory: a.memory.clone(), snapshots };
+        for store in &a.stores {
+            store.checkpoint_complete(id);
+        }
+        Ok(Some(cp))
+    }
+
+    fn fresh_id(&self, a: &mut Attempt<S>) -> EventId {
+        a.ids += 1;
+        let hi = mix(self.config.seed, 0x10 + a.attempt, a.ids);
+        let lo = mix(self.config.seed, 0x20 + a.attempt, a.ids);
+        EventId((u128::from(hi) << 64) | u128::from(lo))
+    }
+
+    async fn round(
+        &self,
+        a: &mut Attempt<S>,
+        k: u32,
+        v: i64,
+        crashes: &Crashes,
+        ledger: &Mutex<Ledger>,
+        outcome: &mut Outcome,
+    ) -> Result<(), SimError> {
+        let key = key_id(k);
+        let owner = a.owners.iter().position(|o| o.owns(&key)).unwrap_or(0);
+        let seq = {
+            let next = a.next_seq.entry(key).or_insert(0);
+            let seq = *next;
+            *next += 1;
+            seq
+        };
+        let input = agent::event(self.fresh_id(a), "input", [("key", Value::Int(i64::from(k))), ("v", Value::Int(v))]);
+        let boot = agent::event(self.fresh_id(a), BOOTSTRAP, []);
+        let round = Round::new(key, seq, &input);
+        let mut queue: VecDeque<(Kind, Event, Trigger)> = VecDeque::from([
+            (Kind::Plan, input, Trigger::Input),
+            (Kind::Greet, boot, Trigger::Bootstrap { label: BOOTSTRAP.into() }),
+        ]);
+        let mut results: Vec<(String, Vec<Attributes>)> = Vec::new();
+        while let Some((kind, event, trigger)) = queue.pop_front() {
+            crashes.operation()?;
+            let store = &a.stores[owner];
+            let begun =
+                store.begin(&round, &kind.action(), &event, &trigger).await.map_err(|e| crash_or(e, crashes))?;
+            let state: Arc<ActionState> = match begun {
+                Begin::Reuse(state) => {
+                    outcome.reused += 1;
+                    state
+                }
+                Begin::Resume(handle) => {
+                    outcome.resumed += 1;
+                    self.execute(a, owner, kind, &event, seq, handle, "resumed", crashes, ledger).await?
+                }
+                Begin::Fresh(handle, reason) => {
+                    self.execute(a, owner, kind, &event, seq, handle, reason.as_str(), crashes, ledger).await?
+                }
+            };
+            apply_memory(a.memory.entry(key).or_default(), &state);
+            results.push((kind.name().to_owned(), state.outputs().iter().map(|e| e.attributes.clone()).collect()));
+            for (index, out) in state.outputs().iter().enumerate() {
+                for child in Kind::triggered_by(&out.event_type) {
+                    let trigger = Trigger::Emitted { producer: state.key, index: index as u32 };
+                    queue.push_back((*child, out.clone(), trigger));
+                }
+            }
+        }
+        outcome.results.insert((key, seq), results);
+        a.stores[owner].round_completed(key, seq);
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments, reason = "internal; the pieces are the run's state")]
+    async fn execute(
+        &self,
+        a: &mut Attempt<S>,
+        owner: usize,
+        kind: Kind,
+        event: &Event,
+        seq: u64,
+        mut handle: ActionHandle,
+        reason: &str,
+        crashes: &Crashes,
+        ledger: &Mutex<Ledger>,
+    ) -> Result<Arc<ActionState>, SimError> {
+        let sk: StateKey = *handle.key();
+        ledger.lock().execute(&sk, reason);
+        let (outputs, memory) = match kind {
+            Kind::Plan => {
+                let v = agent::int(event, "v");
+                let plan =
+                    self.durable(a, owner, &mut handle, "llm.plan", &v.to_le_bytes(), false, crashes, ledger).await?;
+                let task = [("topic", Value::Int(v % 3))];
+                let t1 = agent::event(self.fresh_id(a), "task", task.clone());
+                let t2 = agent::event(self.fresh_id(a), "task", task);
+                (vec![t1, t2], vec![set("plan/last", plan)])
+            }
+            Kind::Work => {
+                let topic = agent::int(event, "topic");
+                let found = self
+                    .durable(a, owner, &mut handle, "tool.search", &topic.to_le_bytes(), false, crashes, ledger)
+                    .await?;
+                let fetched = self
+                    .durable(a, owner, &mut handle, "tool.fetch", &found, self.config.reconcile, crashes, ledger)
+                    .await?;
+                let result = agent::event(
+                    self.fresh_id(a),
+                    "result",
+                    [("topic", Value::Int(topic)), ("answer", Value::Bytes(fetched))],
+                );
+                (vec![result], Vec::new())
+            }
+            Kind::Summarize => (Vec::new(), vec![set(&format!("summary/{seq}"), agent::bytes(event, "answer"))]),
+            Kind::Greet => (vec![agent::event(self.fresh_id(a), "note", [("text", Value::from("hello"))])], Vec::new()),
+            Kind::Jot => (Vec::new(), vec![set("notes/last_seq", seq.to_le_bytes().to_vec())]),
+        };
+        crashes.operation()?;
+        let state = a.stores[owner].complete(handle, outputs, memory).await.map_err(|e| crash_or(e, crashes))?;
+        ledger.lock().completion_acked(sk);
+        Ok(state)
+    }
+
+    #[allow(clippy::too_many_arguments, reason = "internal; the pieces are the run's state")]
+    async fn durable(
+        &self,
+        a: &Attempt<S>,
+        owner: usize,
+        handle: &mut ActionHandle,
+        function: &'static str,
+        args: &[u8],
+        reconcile: bool,
+        crashes: &Crashes,
+        ledger: &Mutex<Ledger>,
+    ) -> Result<Vec<u8>, SimError> {
+        crashes.operation()?;
+        let call_key = (*handle.key(), handle.cursor(), function);
+        let run = || async {
+            ledger.lock().call(call_key);
+            Ok(agent::external(function, args))
+        };
+        let store = &a.stores[owner];
+        let call = if reconcile {
+            let reconciler = || async { Ok(agent::external(function, args)) };
+            store.call_reconciled(handle, function, agent::digest(args), run, reconciler).await
+        } else {
+            store.call(handle, function, agent::digest(args), run).await
+        }
+        .map_err(|e| crash_or(e, crashes))?;
+        let mut l = ledger.lock();
+        match call.source {
+            CallSource::Journal => l.calls_replayed += 1,
+            CallSource::Reconciled => l.calls_reconciled += 1,
+            CallSource::Executed => {}
+        }
+        l.call_acked(call_key);
+        Ok(call.output.unwrap_or_default())
+    }
+
+    /// Replays the whole log into a fresh index and counts acknowledged completions that are
+    /// missing, except in rounds whose history was changed on purpose.
+    async fn lost_acknowledged(&self, ledger: &Ledger, changed: &HashMap<KeyId, u64>) -> Result<u64, StoreError> {
+        let log = self.source.open().await?;
+        let end = log.end_offsets().await?;
+        let earliest = log.earliest_offsets().await?;
+        let mut present: HashSet<StateKey> = HashSet::new();
+        let mut gone: HashSet<StateKey> = HashSet::new();
+        for (p, (&from, &to)) in (0u32..).zip(earliest.iter().zip(&end)) {
+            let mut next = from;
+            while next < to {
+                let batch = log.read(p, next, to, 4096).await?;
+                for r in &batch.records {
+                    match codec::decode(&r.key, &r.value).map_err(|e| e.at(p, r.offset))? {
+                        LogRecord::Upsert(s) if s.is_completed() => {
+                            gone.remove(&s.key);
+                            present.insert(s.key);
+                        }
+                        LogRecord::Delete { key, .. } => {
+                            present.remove(&key);
+                            gone.insert(key);
+                        }
+                        _ => {}
+                    }
+                }
+                next = batch.next.max(next + 1);
+            }
+        }
+        let lost = ledger
+            .acked()
+            .iter()
+            .filter(|k| !present.contains(k))
+            .filter(|k| changed.get(&k.key).is_none_or(|from| k.seq < *from))
+            .count();
+        Ok(lost as u64)
+    }
+}
+
+fn crash_or(e: StoreError, crashes: &Crashes) -> SimError {
+    if crashes.take_crashed() {
+        SimError::Crash(InjectedCrash(CrashPoint::BeforeAppend(0)))
+    } else {
+        SimError::Store(e)
+    }
+}
+
+fn set(path: &str, bytes: Vec<u8>) -> MemoryUpdate {
+    MemoryUpdate { path: path.to_owned(), op: MemoryOp::Set(TaggedBytes { tag: "bytes".into(), bytes }) }
+}
+
+fn apply_memory(memory: &mut BTreeMap<String, Vec<u8>>, state: &ActionState) {
+    if let actionstate_core::Progress::Completed { memory: updates, .. } = &state.progress {
+        for u in updates {
+            match &u.op {
+                MemoryOp::Set(v) => {
+                    memory.insert(u.path.clone(), v.bytes.clone());
+                }
+                MemoryOp::NewObject => {
+                    memory.insert(u.path.clone(), Vec::new());
+                }
+                MemoryOp::Delete => {
+                    memory.remove(&u.path);
+                }
+            }
+        }
+    }
+}
