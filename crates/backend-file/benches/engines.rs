@@ -6,7 +6,7 @@
 //! `ACTIONSTATE_BENCH_APPENDS` (default 2000), `ACTIONSTATE_BENCH_RECORDS` (default 1000000),
 //! `ACTIONSTATE_BENCH_ROUNDS` (default 2), `ACTIONSTATE_BENCH_DIR` (default: the system temp
 //! directory; it must be on a real disk, or fsync measures nothing), `ACTIONSTATE_BENCH_PARTS`
-//! (default `append,filelog,scan`).
+//! (default `append,filelog,scan,damage`).
 //!
 //! What one durable append is, per engine:
 //! - redb: one write transaction (`Durability::Immediate`, the default; one-phase commit with
@@ -335,6 +335,84 @@ fn bench_file_log(base: &Path, appends: u64) {
     });
 }
 
+/// Overwrites 64 bytes of every 4 KiB page of `file` after the first, up to `upto` bytes: damage
+/// spread over the data an engine wrote, sparing its first page (headers).
+fn damage(file: &Path, upto: usize) {
+    let mut bytes = std::fs::read(file).unwrap();
+    let upto = upto.min(bytes.len());
+    for at in (4096..upto.saturating_sub(64)).step_by(4096) {
+        bytes[at..at + 64].copy_from_slice(&value(at as u64)[..64]);
+    }
+    std::fs::write(file, bytes).unwrap();
+}
+
+/// What each engine does when the file holding acknowledged records is damaged while closed:
+/// 5000 records committed durably (100 per commit), the engine closed, the file damaged, then
+/// opened again (redb with its integrity check on open) and scanned.
+fn probe_damage() {
+    const N: u64 = 5000;
+    let report = |name: &str, outcome: std::thread::Result<String>| {
+        println!("damage  {name:<20} {}", outcome.unwrap_or_else(|_| "panicked".into()));
+    };
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log.redb");
+    {
+        let db = redb::Database::create(&path).unwrap();
+        for chunk in 0..N / 100 {
+            let txn = db.begin_write().unwrap();
+            {
+                let mut t = txn.open_table(REDB_TABLE).unwrap();
+                for o in chunk * 100..(chunk + 1) * 100 {
+                    t.insert(key(o).as_slice(), value(o).as_slice()).unwrap();
+                }
+            }
+            txn.commit().unwrap();
+        }
+    }
+    let len = std::fs::metadata(&path).unwrap().len() as usize;
+    damage(&path, len);
+    report(
+        "redb 4",
+        std::panic::catch_unwind(|| match redb::Database::builder().set_check_integrity_on_open(true).open(&path) {
+            Err(e) => format!("open fails: {e}"),
+            Ok(db) => format!("opens; scan finds {} of {N}", Redb(db).scan().0),
+        }),
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let engine = FjallSyncAll::open(dir.path());
+        for chunk in 0..N / 100 {
+            let mut batch = engine.0.db.batch().durability(Some(fjall::PersistMode::SyncAll));
+            for o in chunk * 100..(chunk + 1) * 100 {
+                batch.insert(&engine.0.log, key(o), value(o));
+            }
+            batch.commit().unwrap();
+        }
+        engine.0.db.persist(fjall::PersistMode::SyncAll).unwrap();
+    }
+    // The records are in the journal (no memtable was flushed); the journal file is
+    // preallocated, so damage only the part written.
+    let journal = std::fs::read_dir(dir.path().join("fjall"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "jnl"))
+        .unwrap();
+    damage(&journal, (N as usize) * (VALUE_LEN + 40));
+    report(
+        "fjall 3",
+        std::panic::catch_unwind(|| match fjall::Database::builder(dir.path().join("fjall")).open() {
+            Err(e) => format!("open fails: {e}"),
+            Ok(db) => {
+                let log = db.keyspace("log", fjall::KeyspaceCreateOptions::default).unwrap();
+                let engine = Fjall { db, log, mode: fjall::PersistMode::SyncAll };
+                format!("opens; scan finds {} of {N}", engine.scan_all().0)
+            }
+        }),
+    );
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` passes nothing we act on: keep
     // that run cheap.
@@ -348,7 +426,7 @@ fn main() {
     let rounds = env_u64("ACTIONSTATE_BENCH_ROUNDS", 2);
     let base: PathBuf = std::env::var_os("ACTIONSTATE_BENCH_DIR").map_or_else(std::env::temp_dir, PathBuf::from);
     println!("engines: {appends} durable appends of {VALUE_LEN} B, scan of {records} records, in {}", base.display());
-    let parts = std::env::var("ACTIONSTATE_BENCH_PARTS").unwrap_or_else(|_| "append,filelog,scan".into());
+    let parts = std::env::var("ACTIONSTATE_BENCH_PARTS").unwrap_or_else(|_| "append,filelog,scan,damage".into());
     let part = |name: &str| parts.split(',').any(|p| p == name);
     for round in 1..=rounds {
         if !part("append") {
@@ -369,5 +447,8 @@ fn main() {
         println!("-- round {round}");
         bench_scan::<Redb>(&base, records);
         bench_scan::<FjallSyncAll>(&base, records);
+    }
+    if part("damage") {
+        probe_damage();
     }
 }

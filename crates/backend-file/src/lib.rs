@@ -28,6 +28,9 @@
 //! - The partition count is fixed when the directory is created. Opening it with another count
 //!   fails with [`FileError::PartitionsChanged`] rather than re-partitioning: the records of a
 //!   key would otherwise be split across partitions and lose their order.
+//! - A directory's identity ([`LogIdentity`]: backend `"file"`, a random UUID written at
+//!   creation, the partition count) is read from disk, so a deleted and recreated directory is
+//!   a different log and markers of the old one are refused.
 //! - Blocking disk work runs on tokio's blocking pool when called inside a tokio runtime, and
 //!   inline otherwise.
 //!
@@ -82,9 +85,10 @@ pub struct FileConfig {
     /// same number.
     pub partitions: u32,
     /// Verify the checksum of every page when opening, so a file damaged while closed is
-    /// reported as [`FileError::Corrupt`] instead of being trusted. It reads the whole file
-    /// (about 0.7–1 s per million 300-byte records on the reference machine). After a crash
-    /// redb verifies and repairs regardless of this setting.
+    /// reported as [`FileError::Corrupt`] instead of being trusted (an unverified open of a
+    /// damaged file may panic inside the engine). It reads the whole file: 0.25–0.55 s per
+    /// million 300-byte records in `BENCHMARKS.md`. After a crash redb verifies and repairs
+    /// the file whatever this says.
     pub verify_on_open: bool,
 }
 
@@ -441,25 +445,12 @@ fn read_offsets(db: &redb::Database, path: &Path, partitions: u32) -> Result<Off
 }
 
 impl Inner {
-    /// Commits `batch` in one transaction and answers each caller.
-    fn commit(&self, batch: Vec<Pending>) {
+    /// Commits `batch` in one transaction and publishes the new end offsets.
+    fn commit(&self, batch: &[Pending]) -> Result<Vec<Position>, Arc<FileError>> {
         let mut writer = lock(&self.writer);
-        match self.write(&mut writer, &batch) {
-            Ok(positions) => {
-                *lock(&self.published) = writer.clone();
-                for (pending, position) in batch.into_iter().zip(positions) {
-                    // A caller that gave up waiting dropped its receiver; its record is written
-                    // anyway, which the contract allows.
-                    let _ = pending.reply.send(Ok(position));
-                }
-            }
-            Err(e) => {
-                let e = Arc::new(e);
-                for pending in batch {
-                    let _ = pending.reply.send(Err(e.clone()));
-                }
-            }
-        }
+        let positions = self.write(&mut writer, batch).map_err(Arc::new)?;
+        *lock(&self.published) = writer.clone();
+        Ok(positions)
     }
 
     fn write(&self, offsets: &mut Offsets, batch: &[Pending]) -> Result<Vec<Position>, FileError> {
@@ -530,33 +521,58 @@ impl Inner {
 /// Group commit: one committer at a time drains the queue, committing everything that arrived
 /// during the previous commit in one transaction, until the queue is empty.
 struct Committer {
-    inner: Arc<Inner>,
-    finished: bool,
+    /// Released before the last batch is answered, so a caller that drops the log right after
+    /// its append returns closes the database and can open it again at once.
+    inner: Option<Arc<Inner>>,
 }
 
 impl Committer {
     fn run(mut self) {
-        loop {
-            let batch = {
-                let mut queue = lock(&self.inner.queue);
-                if queue.pending.is_empty() {
-                    queue.committing = false;
-                    self.finished = true;
-                    return;
+        let Some(mut batch) = self.next_batch() else { return };
+        while let Some(inner) = &self.inner {
+            let result = inner.commit(&batch);
+            let next = self.next_batch();
+            // A caller that gave up waiting dropped its receiver; its record may be written
+            // anyway, which the contract allows.
+            match result {
+                Ok(positions) => {
+                    for (pending, position) in batch.into_iter().zip(positions) {
+                        let _ = pending.reply.send(Ok(position));
+                    }
                 }
-                std::mem::take(&mut queue.pending)
-            };
-            self.inner.commit(batch);
+                Err(e) => {
+                    for pending in batch {
+                        let _ = pending.reply.send(Err(e.clone()));
+                    }
+                }
+            }
+            match next {
+                Some(b) => batch = b,
+                None => return,
+            }
         }
+    }
+
+    /// Takes the queued appends, or, if there are none, stops this committer.
+    fn next_batch(&mut self) -> Option<Vec<Pending>> {
+        let inner = self.inner.as_ref()?;
+        let mut queue = lock(&inner.queue);
+        if queue.pending.is_empty() {
+            queue.committing = false;
+            drop(queue);
+            self.inner = None;
+            return None;
+        }
+        Some(std::mem::take(&mut queue.pending))
     }
 }
 
 impl Drop for Committer {
     fn drop(&mut self) {
-        if !self.finished {
+        if let Some(inner) = &self.inner {
             // The committer panicked or never ran (its runtime shut down): fail the waiting
             // appends instead of leaving them hanging, and let the next append start another.
-            let mut queue = lock(&self.inner.queue);
+            let mut queue = lock(&inner.queue);
             queue.committing = false;
             queue.pending.clear();
         }
@@ -589,7 +605,7 @@ impl StateLog for FileLog {
             !std::mem::replace(&mut queue.committing, true)
         };
         if start {
-            let committer = Committer { inner: self.inner.clone(), finished: false };
+            let committer = Committer { inner: Some(self.inner.clone()) };
             match tokio::runtime::Handle::try_current() {
                 // Not awaited: this caller waits for its own record only, which may be committed
                 // by a committer another caller started.
@@ -617,5 +633,24 @@ impl StateLog for FileLog {
         self.check_partition(partition)?;
         let inner = self.inner.clone();
         blocking("read", move || inner.read(partition, from, to, max)).await
+    }
+}
+
+impl FileLog {
+    /// Opens an existing data directory with the partition count stored in it, for tools
+    /// that inspect a directory they did not create. A directory without a database is
+    /// [`FileError::Io`] (not found) rather than a new, empty log.
+    pub fn open_existing(dir: impl Into<PathBuf>) -> Result<FileLog, FileError> {
+        let dir = dir.into();
+        let path = dir.join(DB_FILE_NAME);
+        if !path.is_file() {
+            let source = std::io::Error::new(std::io::ErrorKind::NotFound, "no actionstate database in this directory");
+            return Err(FileError::Io { path, source });
+        }
+        // The stored count is read by `open`, which refuses a different one and names it.
+        match FileLog::open(FileConfig::new(&dir, 1)) {
+            Err(FileError::PartitionsChanged { stored, .. }) => FileLog::open(FileConfig::new(dir, stored)),
+            other => other,
+        }
     }
 }

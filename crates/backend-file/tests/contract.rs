@@ -373,3 +373,15 @@ async fn damaged_pages_are_reported_on_open() {
         other => panic!("expected Corrupt, got {other:?}"),
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reopen_right_after_the_last_append_returns() {
+    // The committer thread must have let go of the database by the time an append returns, or
+    // an immediate reopen finds it still locked.
+    let dir = tempfile::tempdir().unwrap();
+    for n in 0..30 {
+        let log = open(dir.path());
+        assert_eq!(log.append(rec("again", n)).await.unwrap().offset, n);
+        drop(log);
+    }
+}

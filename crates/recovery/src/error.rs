@@ -38,6 +38,15 @@ pub enum StoreError {
         /// What is wrong.
         detail: String,
     },
+    /// The log holds records of one business key in two partitions (a backend broke the
+    /// one-partition-per-key rule).
+    #[error("records of key {key} found in partition {partition} and in another partition")]
+    KeyInTwoPartitions {
+        /// The key.
+        key: actionstate_core::KeyId,
+        /// One of the partitions.
+        partition: u32,
+    },
     /// A rebuild task failed to run to completion.
     #[error("rebuild task failed: {0}")]
     Task(String),

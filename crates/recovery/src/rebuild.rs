@@ -4,7 +4,6 @@ use crate::error::{Result, StoreError};
 use crate::store::{ActionStateStore, Ownership};
 use actionstate_core::{KeyId, Marker, Position, StateLog, codec};
 use actionstate_index::Index;
-use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -64,25 +63,25 @@ impl<L: StateLog> ActionStateStore<L> {
         let end = self.log.end_offsets().await?;
         marker.validate(&current, &earliest, &end)?;
 
-        let index = Arc::new(Mutex::new(Index::new()));
+        // Each partition is replayed into an index of its own, in parallel; a key's records all
+        // live in one partition, so the indexes are joined by moving keys.
         let mut tasks = tokio::task::JoinSet::new();
         for (partition, (&from, &to)) in (0u32..).zip(marker.offsets.iter().zip(&end)) {
             let log = Arc::clone(&self.log);
-            let index = Arc::clone(&index);
             let ownership = ownership.clone();
             let (batch, stall) = (self.config.read_batch.max(1), self.config.rebuild_stall);
-            tasks.spawn(
-                async move { read_partition(&*log, &index, &ownership, partition, from, to, batch, stall).await },
-            );
+            tasks.spawn(async move { read_partition(&*log, &ownership, partition, from, to, batch, stall).await });
         }
         let mut report = RebuildReport { partitions: current.partitions, ..RebuildReport::default() };
+        let mut index = Index::new();
         while let Some(joined) = tasks.join_next().await {
             let part = joined.map_err(|e| StoreError::Task(e.to_string()))??;
             report.records += part.records;
             report.bytes += part.bytes;
             report.foreign += part.foreign;
+            let partition = part.partition;
+            index.absorb(part.index).map_err(|key| StoreError::KeyInTwoPartitions { key, partition })?;
         }
-        let mut index = Arc::try_unwrap(index).map_err(|_| StoreError::Task("index still shared".into()))?.into_inner();
         for (key, seq) in &owned_completed {
             index.prune(key, *seq);
         }
@@ -101,17 +100,16 @@ impl<L: StateLog> ActionStateStore<L> {
     }
 }
 
-#[derive(Default)]
 struct PartitionRead {
+    partition: u32,
+    index: Index,
     records: u64,
     bytes: u64,
     foreign: u64,
 }
 
-#[allow(clippy::too_many_arguments, reason = "one call site; a struct would only rename them")]
 async fn read_partition<L: StateLog>(
     log: &L,
-    index: &Mutex<Index>,
     ownership: &Ownership,
     partition: u32,
     from: u64,
@@ -119,7 +117,7 @@ async fn read_partition<L: StateLog>(
     batch: usize,
     stall: Duration,
 ) -> Result<PartitionRead> {
-    let mut out = PartitionRead::default();
+    let mut out = PartitionRead { partition, index: Index::new(), records: 0, bytes: 0, foreign: 0 };
     let mut next = from;
     while next < to {
         let read = tokio::time::timeout(stall, log.read(partition, next, to, batch))
@@ -128,24 +126,28 @@ async fn read_partition<L: StateLog>(
         if read.records.is_empty() && read.next <= next {
             return Err(StoreError::RebuildStalled { partition, offset: next, end: to, seconds: stall.as_secs() });
         }
-        // Decode outside the index lock; apply the batch in order under it.
-        let mut decoded = Vec::with_capacity(read.records.len());
         for r in read.records {
             out.records += 1;
             let bytes = r.key.len() + r.value.len();
             out.bytes += bytes as u64;
-            let record = codec::decode(&r.key, &r.value).map_err(|e| e.at(partition, r.offset))?;
-            if !ownership.owns(&record.key_id()) {
+            // The key id sits at the same place in every log key: skip foreign records before
+            // paying for their decode.
+            if let Some(key) = log_key_id(&r.key)
+                && !ownership.owns(&key)
+            {
                 out.foreign += 1;
                 continue;
             }
-            decoded.push((record, Position { partition, offset: r.offset, exact: true }, bytes));
-        }
-        let mut ix = index.lock();
-        for (record, position, bytes) in decoded {
-            ix.apply(record, position, bytes);
+            let record = codec::decode(&r.key, &r.value).map_err(|e| e.at(partition, r.offset))?;
+            out.index.apply(record, Position { partition, offset: r.offset, exact: true }, bytes);
         }
         next = read.next;
     }
     Ok(out)
+}
+
+/// The key id of a log key (state keys and audit keys both carry it at bytes 1..33), if the
+/// key is long enough; anything else is left for the decoder to reject with a typed error.
+fn log_key_id(key: &[u8]) -> Option<KeyId> {
+    key.get(1..33).and_then(|b| <[u8; 32]>::try_from(b).ok()).map(KeyId)
 }

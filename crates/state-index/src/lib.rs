@@ -399,6 +399,30 @@ impl Index {
         Marker { log: log.clone(), offsets: self.covering_offsets(end) }
     }
 
+    /// Moves every key of `other` into this index. Rebuild uses it to replay partitions in
+    /// parallel into separate indexes and join them: the records of one key live in one
+    /// partition, so the key sets are disjoint. A key present in both is refused (the log put
+    /// one key's records in two partitions) and returned; this index is then left with the
+    /// keys moved before it.
+    pub fn absorb(&mut self, mut other: Index) -> Result<(), KeyId> {
+        for (key, ki) in other.keys.drain() {
+            if self.keys.get(&key).is_some() {
+                return Err(key);
+            }
+            self.keys.entry(key).or_insert(ki);
+        }
+        for (partition, offsets) in other.live.drain() {
+            let mine = self.live.entry(partition).or_default();
+            for (offset, n) in offsets {
+                *mine.entry(offset).or_insert(0) += n;
+            }
+        }
+        self.rounds += other.rounds;
+        self.states += other.states;
+        self.record_bytes += other.record_bytes;
+        Ok(())
+    }
+
     /// Counts of what the index holds.
     pub fn stats(&self) -> Stats {
         Stats {

@@ -118,6 +118,11 @@ impl<K: Eq + Hash, V> TopMap<K, V> {
     pub(crate) fn len(&self) -> usize {
         self.0.len()
     }
+    /// Takes every entry out of this map; visits exactly what it moves.
+    pub(crate) fn drain(&mut self) -> impl Iterator<Item = (K, V)> + '_ {
+        visit(self.0.len());
+        self.0.drain()
+    }
     /// Whole-map iteration: only for dumps and verification (guarded under `scan-guard`).
     pub(crate) fn scan(&self, what: &str) -> impl Iterator<Item = (&K, &V)> {
         check_scan(what, self.0.len());

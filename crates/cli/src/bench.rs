@@ -1,0 +1,252 @@
+//! `actionstate bench --backend file`: end-to-end store paths side by side with the raw
+//! embedded database, in the same run.
+//!
+//! - **put**: `ActionStateStore::complete` (encode, durable append, index) against a raw redb
+//!   write transaction inserting the same bytes with the same durability and committing.
+//! - **rebuild**: `ActionStateStore::rebuild` of N records (read, checksum, decode, index)
+//!   against a raw scan of the same records in the same database file, copying each key and
+//!   value out as any reader must.
+
+use actionstate_core::{
+    ActionId, ActionState, Attributes, Event, EventId, KeyId, LogRecord, MemoryOp, MemoryUpdate, Progress, StateKey,
+    StateLog, TaggedBytes, Trigger, Value, codec,
+};
+use actionstate_file::{FileConfig, FileLog};
+use actionstate_recovery::{ActionStateStore, Begin, Ownership, Round, StoreConfig};
+use anyhow::{Context, Result, bail};
+use redb::{ReadableDatabase, ReadableTable};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct BenchArgs {
+    /// Backend to measure: `file` (the embedded default).
+    #[arg(long, default_value = "file")]
+    backend: String,
+    /// Sequential puts measured (each side).
+    #[arg(long, default_value_t = 2000)]
+    puts: usize,
+    /// Records written and rebuilt.
+    #[arg(long, default_value_t = 1_000_000)]
+    records: usize,
+    /// Partitions of the log.
+    #[arg(long, default_value_t = 8)]
+    partitions: u32,
+    /// Directory for the data (default: a fresh directory under the system temp dir).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize, Debug)]
+struct Report {
+    backend: &'static str,
+    puts: usize,
+    put_median_us: f64,
+    put_p99_us: f64,
+    raw_median_us: f64,
+    raw_p99_us: f64,
+    put_ratio: f64,
+    records: u64,
+    record_bytes: u64,
+    rebuild_records_per_s: f64,
+    raw_scan_records_per_s: f64,
+    rebuild_ratio: f64,
+}
+
+/// A stored record: log key and enveloped value.
+type Row<'a> = (&'a [u8], &'a [u8]);
+const RAW: redb::TableDefinition<'_, u64, Row<'static>> = redb::TableDefinition::new("raw");
+/// The backend's record table (see `actionstate_file`'s on-disk layout).
+const RECORDS: redb::TableDefinition<'_, (u32, u64), Row<'static>> = redb::TableDefinition::new("records");
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted.get(i).copied().unwrap_or(0.0)
+}
+
+/// A completed state of about 300 encoded bytes: one output event, one memory write.
+fn state(key: KeyId, seq: u64, n: u64) -> (ActionState, Event) {
+    let mut a = Attributes::new();
+    a.insert("n".into(), Value::Int(n as i64));
+    a.insert("text".into(), Value::String("a moderately long input text for the benchmark".into()));
+    let input = Event { id: EventId(u128::from(n) + 1), event_type: "input".into(), attributes: a };
+    let action = ActionId::new("bench-action");
+    let sk = StateKey::new(key, seq, &action, &input, &Trigger::Input);
+    let mut out = Attributes::new();
+    out.insert("answer".into(), Value::Bytes(vec![7; 48]));
+    let output = Event { id: EventId((u128::from(n) << 64) | 1), event_type: "answer".into(), attributes: out };
+    let memory = vec![MemoryUpdate {
+        path: "answers/last".into(),
+        op: MemoryOp::Set(TaggedBytes { tag: "bytes".into(), bytes: vec![1; 32] }),
+    }];
+    let s = ActionState {
+        key: sk,
+        action,
+        trigger: Trigger::Input,
+        trigger_event: input.id,
+        input: input.fingerprint(),
+        progress: Progress::Completed { outputs: vec![output], memory },
+    };
+    (s, input)
+}
+
+pub(crate) async fn run(args: BenchArgs) -> Result<ExitCode> {
+    if args.backend != "file" {
+        bail!("backend `{}` is not available in this build; use `file`", args.backend);
+    }
+    let dir = args
+        .dir
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join(format!("actionstate-bench-{}", std::process::id())));
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).with_context(|| format!("clearing {}", dir.display()))?;
+    }
+    std::fs::create_dir_all(&dir)?;
+    let (ours, raw) = put_latency(&dir, &args).await?;
+    let (records, bytes, rebuild, scan) = rebuild_throughput(&dir, &args).await?;
+    let report = Report {
+        backend: "file",
+        puts: args.puts,
+        put_median_us: percentile(&ours, 0.5),
+        put_p99_us: percentile(&ours, 0.99),
+        raw_median_us: percentile(&raw, 0.5),
+        raw_p99_us: percentile(&raw, 0.99),
+        put_ratio: percentile(&ours, 0.5) / percentile(&raw, 0.5).max(1e-9),
+        records,
+        record_bytes: bytes / records.max(1),
+        rebuild_records_per_s: rebuild,
+        raw_scan_records_per_s: scan,
+        rebuild_ratio: rebuild / scan.max(1e-9),
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    if args.json {
+        outln!("{}", serde_json::to_string(&report)?);
+    } else {
+        outln!("file backend, {} sequential puts each side:", report.puts);
+        outln!("  store put   median {:.0} µs  p99 {:.0} µs", report.put_median_us, report.put_p99_us);
+        outln!("  raw redb    median {:.0} µs  p99 {:.0} µs", report.raw_median_us, report.raw_p99_us);
+        outln!("  put_ratio   {:.3} (target ≤ 1.3)", report.put_ratio);
+        outln!("rebuild of {} records ({} bytes each):", report.records, report.record_bytes);
+        outln!("  store rebuild {:.0} records/s", report.rebuild_records_per_s);
+        outln!("  raw scan      {:.0} records/s", report.raw_scan_records_per_s);
+        outln!("  rebuild_ratio {:.3} (target ≥ 0.7)", report.rebuild_ratio);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Alternates store puts and raw commits so both see the same disk and background load.
+async fn put_latency(dir: &Path, args: &BenchArgs) -> Result<(Vec<f64>, Vec<f64>)> {
+    let log =
+        FileLog::open(FileConfig::new(dir.join("store"), args.partitions)).map_err(actionstate_core::Error::from)?;
+    let store = ActionStateStore::new(log, StoreConfig::default());
+    let raw = redb::Database::create(dir.join("raw.redb")).context("creating the raw redb database")?;
+    let key = KeyId::of(b"bench-put");
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    let warmup = 50;
+    for n in 0..(args.puts + warmup) as u64 {
+        let (s, input) = state(key, n, n);
+        let round = Round::new(key, n, &input);
+        let Begin::Fresh(handle, _) = store.begin(&round, &s.action, &input, &Trigger::Input).await? else {
+            bail!("benchmark state {n} unexpectedly recorded");
+        };
+        let Progress::Completed { outputs, memory } = s.progress.clone() else { unreachable!() };
+        let t = Instant::now();
+        store.complete(handle, outputs, memory).await?;
+        let ours_us = t.elapsed().as_secs_f64() * 1e6;
+
+        let wire = codec::encode(&LogRecord::Upsert(s))?;
+        let t = Instant::now();
+        let txn = raw.begin_write()?;
+        {
+            let mut table = txn.open_table(RAW)?;
+            table.insert(n, (wire.key.as_slice(), wire.value.as_slice()))?;
+        }
+        txn.commit()?;
+        let raw_us = t.elapsed().as_secs_f64() * 1e6;
+        if n >= warmup as u64 {
+            ours.push(ours_us);
+            theirs.push(raw_us);
+        }
+    }
+    ours.sort_by(f64::total_cmp);
+    theirs.sort_by(f64::total_cmp);
+    Ok((ours, theirs))
+}
+
+/// Writes `records` states through the log (many concurrent appends share commits), then
+/// times a store rebuild and a raw scan of the same file, alternating, best of two each.
+async fn rebuild_throughput(dir: &Path, args: &BenchArgs) -> Result<(u64, u64, f64, f64)> {
+    let path = dir.join("rebuild");
+    let log = Arc::new(FileLog::open(FileConfig::new(&path, args.partitions)).map_err(actionstate_core::Error::from)?);
+    let writers = 256usize;
+    let per = args.records.div_ceil(writers);
+    let mut tasks = tokio::task::JoinSet::new();
+    for w in 0..writers {
+        let log = Arc::clone(&log);
+        let total = args.records;
+        tasks.spawn(async move {
+            let key = KeyId::of(format!("bench-key-{w}").as_bytes());
+            let mut bytes = 0u64;
+            for i in 0..per {
+                let n = (w * per + i) as u64;
+                if n as usize >= total {
+                    break;
+                }
+                let wire = codec::encode(&LogRecord::Upsert(state(key, i as u64, n).0))?;
+                bytes += (wire.key.len() + wire.value.len()) as u64;
+                log.append(wire).await?;
+            }
+            anyhow::Ok(bytes)
+        });
+    }
+    let mut bytes = 0;
+    while let Some(r) = tasks.join_next().await {
+        bytes += r??;
+    }
+    let end = log.end_offsets().await?;
+    let marker = actionstate_core::Marker { log: log.identity().clone(), offsets: vec![0; end.len()] };
+    drop(log);
+
+    let (mut best_rebuild, mut best_scan, mut records) = (0f64, 0f64, 0u64);
+    for _ in 0..2 {
+        let log = FileLog::open(FileConfig { verify_on_open: false, ..FileConfig::new(&path, args.partitions) })
+            .map_err(actionstate_core::Error::from)?;
+        let store = ActionStateStore::new(log, StoreConfig::default());
+        let report = store.rebuild(std::slice::from_ref(&marker), &Ownership::All, &HashMap::new()).await?;
+        records = report.records;
+        best_rebuild = best_rebuild.max(report.records_per_second());
+        drop(store);
+        let (n, rate) = raw_scan(&path.join(actionstate_file::DB_FILE_NAME))?;
+        if n != records {
+            bail!("raw scan saw {n} records, rebuild {records}");
+        }
+        best_scan = best_scan.max(rate);
+    }
+    Ok((records, bytes, best_rebuild, best_scan))
+}
+
+/// Iterates every record of the database file, copying key and value out.
+fn raw_scan(file: &Path) -> Result<(u64, f64)> {
+    let db = redb::Database::builder().set_check_integrity_on_open(false).open(file)?;
+    let t = Instant::now();
+    let txn = db.begin_read()?;
+    let table = txn.open_table(RECORDS)?;
+    let mut n = 0u64;
+    let mut sink = 0usize;
+    for row in table.iter()? {
+        let (_, v) = row?;
+        let (key, value) = v.value();
+        let (key, value) = (key.to_vec(), value.to_vec());
+        sink = sink.wrapping_add(key.len() + value.len());
+        n += 1;
+    }
+    std::hint::black_box(sink);
+    Ok((n, n as f64 / t.elapsed().as_secs_f64()))
+}

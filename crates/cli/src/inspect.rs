@@ -1,0 +1,364 @@
+//! `inspect`, `explain` and `verify`: read a data directory of the embedded store.
+
+use actionstate_core::{
+    ActionState, Audit, AuditDetail, CallStatus, EventId, KeyId, LogRecord, Position, Progress, StateLog, Trigger,
+    codec,
+};
+use actionstate_file::FileLog;
+use actionstate_index::{Decision, Index, Probe, allow_scans};
+use anyhow::{Context, Result};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+/// Everything read from a log: the index of its latest view, audits, and undecodable records.
+struct Loaded {
+    index: Index,
+    audits: Vec<(Position, Audit)>,
+    corrupt: Vec<(u32, u64, String)>,
+    records: u64,
+    partitions: u32,
+}
+
+fn open(data: &Path) -> Result<FileLog> {
+    FileLog::open_existing(data).with_context(|| format!("opening data directory {}", data.display()))
+}
+
+/// Replays every retained record of every partition, in order, into a fresh index.
+async fn load(log: &FileLog) -> Result<Loaded> {
+    let earliest = log.earliest_offsets().await?;
+    let end = log.end_offsets().await?;
+    let mut loaded = Loaded {
+        index: Index::new(),
+        audits: Vec::new(),
+        corrupt: Vec::new(),
+        records: 0,
+        partitions: log.identity().partitions,
+    };
+    for (p, (&from, &to)) in (0u32..).zip(earliest.iter().zip(&end)) {
+        let mut next = from;
+        while next < to {
+            let batch = log.read(p, next, to, 4096).await?;
+            for r in batch.records {
+                loaded.records += 1;
+                let position = Position { partition: p, offset: r.offset, exact: true };
+                match codec::decode(&r.key, &r.value) {
+                    Ok(LogRecord::Audit(a)) => loaded.audits.push((position, a)),
+                    Ok(record) => {
+                        loaded.index.apply(record, position, r.key.len() + r.value.len());
+                    }
+                    Err(e) => loaded.corrupt.push((p, r.offset, e.to_string())),
+                }
+            }
+            next = batch.next.max(next + 1);
+        }
+    }
+    Ok(loaded)
+}
+
+#[derive(Serialize)]
+struct StateView {
+    state_key: String,
+    action: String,
+    trigger: String,
+    status: &'static str,
+    outputs: Vec<String>,
+    memory: Vec<String>,
+    journal: Vec<String>,
+    position: String,
+    #[serde(skip)]
+    offset: (u32, u64),
+}
+
+#[derive(Serialize)]
+struct RoundView {
+    seq: u64,
+    states: Vec<StateView>,
+}
+
+#[derive(Serialize)]
+struct KeyView {
+    key: String,
+    rounds: Vec<RoundView>,
+}
+
+#[derive(Serialize)]
+struct AuditView {
+    key: String,
+    seq: u64,
+    action: Option<String>,
+    reason: String,
+    removed: u64,
+    detail: String,
+    position: String,
+}
+
+fn short(hex: impl std::fmt::Display) -> String {
+    let s = hex.to_string();
+    s.chars().take(16).collect()
+}
+
+/// The producer of an emitted trigger, by action name when it is indexed.
+fn trigger_text(t: &Trigger, index: &Index) -> String {
+    match t {
+        Trigger::Input => "input".into(),
+        Trigger::Emitted { producer, index: i } => match index.get(producer) {
+            Some(p) => format!("output {i} of {}", p.action),
+            None => format!("output {i} of {}", short(hex_key(producer))),
+        },
+        Trigger::Bootstrap { label } => format!("bootstrap {label}"),
+    }
+}
+
+fn hex_key(k: &actionstate_core::StateKey) -> String {
+    k.to_bytes()[33..].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn state_view(s: &ActionState, position: Option<Position>, index: &Index) -> StateView {
+    let (status, outputs, memory, journal) = match &s.progress {
+        Progress::Pending { calls } => {
+            let journal = calls
+                .iter()
+                .map(|c| match &c.status {
+                    CallStatus::Pending => format!("{} pending", c.function_id),
+                    CallStatus::Succeeded { result } => format!("{} ok ({} bytes)", c.function_id, result.len()),
+                    CallStatus::Failed { error } => format!("{} failed ({} bytes)", c.function_id, error.len()),
+                })
+                .collect();
+            ("pending", Vec::new(), Vec::new(), journal)
+        }
+        Progress::Completed { outputs, memory } => (
+            "completed",
+            outputs.iter().map(|e| format!("{} {}", e.event_type, e.id)).collect(),
+            memory.iter().map(|m| m.path.clone()).collect(),
+            Vec::new(),
+        ),
+    };
+    StateView {
+        state_key: hex_key(&s.key),
+        action: s.action.to_string(),
+        trigger: trigger_text(&s.trigger, index),
+        status,
+        outputs,
+        memory,
+        journal,
+        position: position.map_or_else(|| "-".into(), |p| format!("p{}:{}", p.partition, p.offset)),
+        offset: position.map_or((0, 0), |p| (p.partition, p.offset)),
+    }
+}
+
+fn audit_view(position: &Position, a: &Audit) -> AuditView {
+    let detail = match &a.detail {
+        AuditDetail::Absent => "no recorded state for the lookup".to_owned(),
+        AuditDetail::RootChanged { recorded, current } => format!(
+            "input changed: recorded {} now {}",
+            recorded.iter().map(short).collect::<Vec<_>>().join(","),
+            short(current)
+        ),
+        AuditDetail::OccurrenceConflict { recorded, current } => {
+            format!("trigger event {recorded} was a completed output; now {current}")
+        }
+        AuditDetail::ProducerReplaced { producer } => format!("producer {} re-ran", short(hex_key(producer))),
+    };
+    AuditView {
+        key: short(a.key),
+        seq: a.seq,
+        action: a.action.as_ref().map(ToString::to_string),
+        reason: a.reason.to_string(),
+        removed: a.removed,
+        detail,
+        position: format!("p{}:{}", position.partition, position.offset),
+    }
+}
+
+pub(crate) async fn inspect(data: &Path, key: Option<&str>, json: bool) -> Result<ExitCode> {
+    let log = open(data)?;
+    let loaded = load(&log).await?;
+    let filter = key.map(|k| KeyId::of(k.as_bytes()));
+    let dump = {
+        let _scan = allow_scans();
+        loaded.index.dump()
+    };
+    let mut keys: BTreeMap<KeyId, BTreeMap<u64, Vec<StateView>>> = BTreeMap::new();
+    for (sk, (state, position)) in &dump {
+        if filter.is_some_and(|f| f != sk.key) {
+            continue;
+        }
+        keys.entry(sk.key).or_default().entry(sk.seq).or_default().push(state_view(
+            state,
+            Some(*position),
+            &loaded.index,
+        ));
+    }
+    let views: Vec<KeyView> = keys
+        .into_iter()
+        .map(|(k, rounds)| KeyView {
+            key: short(k),
+            rounds: rounds
+                .into_iter()
+                .map(|(seq, mut states)| {
+                    states.sort_by_key(|s| s.offset);
+                    RoundView { seq, states }
+                })
+                .collect(),
+        })
+        .collect();
+    let audits: Vec<AuditView> = loaded
+        .audits
+        .iter()
+        .filter(|(_, a)| filter.is_none_or(|f| f == a.key))
+        .map(|(p, a)| audit_view(p, a))
+        .collect();
+    let stats = loaded.index.stats();
+    if json {
+        let out = serde_json::json!({
+            "records": loaded.records,
+            "partitions": loaded.partitions,
+            "keys": stats.keys,
+            "rounds": stats.rounds,
+            "states": stats.states,
+            "corrupt_records": loaded.corrupt.len(),
+            "index": views,
+            "audit": audits,
+        });
+        outln!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    outln!(
+        "{} records in {} partitions: {} keys, {} rounds, {} live states",
+        loaded.records,
+        loaded.partitions,
+        stats.keys,
+        stats.rounds,
+        stats.states
+    );
+    for k in &views {
+        outln!("\nkey {}", k.key);
+        for r in &k.rounds {
+            outln!("  round {}", r.seq);
+            for s in &r.states {
+                let what = if s.status == "pending" {
+                    format!("journal [{}]", s.journal.join(", "))
+                } else {
+                    format!("{} outputs, {} memory writes", s.outputs.len(), s.memory.len())
+                };
+                outln!("    {:<10} {:<9} {:<28} {:<40} {}", s.action, s.status, s.trigger, what, s.position);
+            }
+        }
+    }
+    outln!("\naudit of divergences: {}", audits.len());
+    for a in &audits {
+        outln!(
+            "  key {} round {} {} {}: removed {} — {} ({})",
+            a.key,
+            a.seq,
+            a.action.as_deref().unwrap_or("-"),
+            a.reason,
+            a.removed,
+            a.detail,
+            a.position
+        );
+    }
+    if !loaded.corrupt.is_empty() {
+        outln!("\n{} corrupt records (run `actionstate verify`)", loaded.corrupt.len());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) async fn explain(data: &Path, key: &str, seq: u64, action: &str, json: bool) -> Result<ExitCode> {
+    let log = open(data)?;
+    let loaded = load(&log).await?;
+    let key_id = KeyId::of(key.as_bytes());
+    let rounds = loaded.index.rounds_of(&key_id);
+    let later: usize = rounds.iter().filter(|(s, _)| *s > seq).map(|(_, st)| st.len()).sum();
+    let mine: Vec<Arc<ActionState>> = rounds
+        .iter()
+        .filter(|(s, _)| *s == seq)
+        .flat_map(|(_, st)| st.iter().filter(|s| s.action.name == action).cloned())
+        .collect();
+    let mut lines = Vec::new();
+    for s in &mine {
+        // A replay presents roots with a new event id and emitted events with the producer's
+        // recorded output id; ask the index what it would decide for exactly that.
+        let event = if s.trigger.is_input() || matches!(s.trigger, Trigger::Bootstrap { .. }) {
+            EventId::random()
+        } else {
+            s.trigger_event
+        };
+        let probe = Probe { key: s.key, trigger: &s.trigger, event, input: s.input };
+        let (decision, divergence, would) = loaded.index.explain(&probe);
+        let verdict = match (&decision, s.is_completed()) {
+            (Decision::Hit(_), true) => "reuse: completed, its outputs and memory writes are replayed".to_owned(),
+            (Decision::Hit(_), false) => format!("resume: pending with {} journaled calls", s.calls().len()),
+            (Decision::Miss(r), _) => format!("run again: miss ({r}), invalidating {would} states"),
+        };
+        let why = match (&s.trigger, divergence) {
+            (_, Some((reason, detail))) => format!("{reason}: {detail:?}"),
+            (Trigger::Input, None) => "root event: matched by fingerprint (restored inputs get new ids)".into(),
+            (Trigger::Bootstrap { .. }, None) => "bootstrap event: matched by fingerprint".into(),
+            (Trigger::Emitted { .. }, None) => {
+                "emitted event: the producer's recorded output id matches the recorded trigger".into()
+            }
+        };
+        lines.push(serde_json::json!({
+            "state": state_view(s, loaded.index.position(&s.key), &loaded.index),
+            "decision": verdict,
+            "why": why,
+        }));
+    }
+    let audits: Vec<AuditView> =
+        loaded.audits.iter().filter(|(_, a)| a.key == key_id && a.seq == seq).map(|(p, a)| audit_view(p, a)).collect();
+    if json {
+        let out = serde_json::json!({
+            "key": key, "seq": seq, "action": action,
+            "states": lines, "later_states": later, "audit": audits,
+        });
+        outln!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    outln!("key {key} ({}) round {seq} action {action}", short(key_id));
+    if mine.is_empty() {
+        outln!(
+            "  no recorded state: a lookup misses (absent) and invalidates the {later} states of later rounds of this key"
+        );
+    }
+    for l in &lines {
+        outln!(
+            "  state at {} ({}, trigger {})",
+            l["state"]["position"].as_str().unwrap_or_default(),
+            l["state"]["status"].as_str().unwrap_or_default(),
+            l["state"]["trigger"].as_str().unwrap_or_default()
+        );
+        outln!("    → {}", l["decision"].as_str().unwrap_or_default());
+        outln!("    because {}", l["why"].as_str().unwrap_or_default());
+    }
+    for a in &audits {
+        outln!("  audit: {} removed {} — {} ({})", a.reason, a.removed, a.detail, a.position);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) async fn verify(data: &Path) -> Result<ExitCode> {
+    let log = open(data)?;
+    let loaded = load(&log).await?;
+    let invariants = {
+        let _scan = allow_scans();
+        loaded.index.check_invariants()
+    };
+    for (p, o, e) in &loaded.corrupt {
+        outln!("corrupt record at partition {p} offset {o}: {e}");
+    }
+    if let Err(e) = &invariants {
+        outln!("index invariant violated: {e}");
+    }
+    outln!(
+        "verified {} records in {} partitions: {} corrupt, index invariants {}",
+        loaded.records,
+        loaded.partitions,
+        loaded.corrupt.len(),
+        if invariants.is_ok() { "hold" } else { "VIOLATED" }
+    );
+    Ok(if loaded.corrupt.is_empty() && invariants.is_ok() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}

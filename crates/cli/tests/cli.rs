@@ -1,0 +1,84 @@
+#![allow(clippy::unwrap_used, reason = "tests")]
+//! The `actionstate` binary end to end: demo, inspect, explain, verify.
+
+use actionstate_core::{KeyId, StateLog, WireRecord};
+use std::process::Command;
+
+fn actionstate(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_actionstate")).args(args).output().unwrap()
+}
+
+fn stdout(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn demo_reports_no_duplicates_and_no_lost_states_and_the_directory_verifies() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let data = data.to_str().unwrap();
+    let out = actionstate(&["demo", "--json", "--inputs", "40", "--keys", "4", "--data", data]);
+    assert!(out.status.success(), "demo failed: {}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    let summary: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    for key in [
+        "backend",
+        "inputs",
+        "executed",
+        "reused",
+        "resumed",
+        "reexecuted",
+        "duplicate_side_effects",
+        "lost_acknowledged",
+    ] {
+        assert!(summary.get(key).is_some(), "summary lacks `{key}`: {summary}");
+    }
+    assert_eq!(summary["backend"], "file");
+    assert_eq!(summary["inputs"], 40);
+    assert_eq!(summary["duplicate_side_effects"], 0);
+    assert_eq!(summary["lost_acknowledged"], 0);
+    assert_eq!(summary["matches_crash_free_run"], true);
+    assert!(summary["crashes"].as_u64().unwrap() >= 1, "the demo must crash: {summary}");
+    assert!(summary["reused"].as_u64().unwrap() > 0, "a restore must reuse completed actions: {summary}");
+
+    let verify = actionstate(&["verify", "--data", data]);
+    assert!(verify.status.success(), "verify failed: {}", stdout(&verify));
+    assert!(stdout(&verify).contains("0 corrupt, index invariants hold"), "{}", stdout(&verify));
+
+    let inspect = actionstate(&["inspect", "--data", data, "--json"]);
+    assert!(inspect.status.success());
+    let view: serde_json::Value = serde_json::from_str(&stdout(&inspect)).unwrap();
+    assert_eq!(view["keys"], 4, "{view}");
+    assert_eq!(view["corrupt_records"], 0);
+
+    let explain = actionstate(&["explain", "--data", data, "--key", "sim-key-0", "--seq", "0", "--action", "plan"]);
+    assert!(explain.status.success());
+    assert!(stdout(&explain).contains("reuse: completed"), "{}", stdout(&explain));
+}
+
+#[test]
+fn verify_names_the_position_of_a_corrupt_record_and_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    {
+        let log = actionstate_file::FileLog::open(actionstate_file::FileConfig::new(&data, 2)).unwrap();
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let key_id = KeyId::of(b"broken");
+        let mut key = vec![1u8];
+        key.extend_from_slice(&key_id.0);
+        rt.block_on(log.append(WireRecord { key_id, key, value: b"not an envelope".to_vec() })).unwrap();
+    }
+    let out = actionstate(&["verify", "--data", data.to_str().unwrap()]);
+    assert!(!out.status.success(), "verify must fail on a corrupt record");
+    let text = stdout(&out);
+    assert!(text.contains("corrupt record at partition") && text.contains("offset 0"), "{text}");
+    assert!(text.contains("bad magic"), "{text}");
+}
+
+#[test]
+fn inspecting_a_directory_without_a_store_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = actionstate(&["inspect", "--data", dir.path().to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no actionstate database"), "{err}");
+}
