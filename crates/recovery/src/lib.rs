@@ -1,6 +1,6 @@
 //! # actionstate-recovery
 //!
-//! The store agent runtimes hold: [`ActionStateStore`] over any [`StateLog`] backend.
+//! The store agent runtimes hold: [`ActionStateStore`] over any [`StateLog`](actionstate_core::StateLog) backend.
 //!
 //! - [`begin`](ActionStateStore::begin) decides, for each action of a replayed round, whether to
 //!   **reuse** its completed result, **resume** it from its durable-call journal, or run it

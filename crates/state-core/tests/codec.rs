@@ -268,7 +268,7 @@ fn fixed_state_key() -> StateKey {
 // ---------------------------------------------------------------------------------------------
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 256, failure_persistence: Some(Box::new(proptest::test_runner::FileFailurePersistence::WithSource("proptest-regressions"))), ..ProptestConfig::default() })]
 
     #[test]
     fn round_trip_upsert_pending(state in arb_action_state(arb_pending())) {
@@ -791,7 +791,7 @@ fn check_decoded(value: &[u8]) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 512, failure_persistence: Some(Box::new(proptest::test_runner::FileFailurePersistence::WithSource("proptest-regressions"))), ..ProptestConfig::default() })]
 
     #[test]
     fn random_bytes_never_panic(value in proptest::collection::vec(any::<u8>(), 0..400),
@@ -1476,7 +1476,7 @@ mod spec {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 256, failure_persistence: Some(Box::new(proptest::test_runner::FileFailurePersistence::WithSource("proptest-regressions"))), ..ProptestConfig::default() })]
 
     #[test]
     fn digests_match_documented_encodings(
