@@ -4,6 +4,7 @@
 //!   tests including doc tests, and rustdoc with warnings denied. A test that reports a skip
 //!   (a missing server) fails the run.
 //! - `bench index` — criterion benchmarks of the replay index and its summary line.
+//! - `bench file` — store put and rebuild on the embedded backend against raw redb.
 //! - `fuzz [--time SECONDS]` — the decoder fuzz target (needs a nightly toolchain and
 //!   cargo-fuzz; both are installed on demand when missing).
 
@@ -45,6 +46,7 @@ fn print_help() {
          tasks:\n  \
          ci                   fmt check, clippy -D warnings, all tests, rustdoc -D warnings\n  \
          bench index          replay-index benchmarks and their summary line\n  \
+         bench file           store put and rebuild on the embedded backend vs raw redb\n  \
          fuzz [--time SECS]   run the record-decoder fuzz target (default 60 s)"
     );
 }
@@ -126,8 +128,12 @@ fn ci() -> Result<()> {
 fn bench(what: Option<&str>) -> Result<()> {
     match what {
         Some("index") => run("bench index", cargo().args(["bench", "-p", "actionstate-index", "--bench", "index"])),
-        Some(other) => bail!("unknown benchmark `{other}` (known: index)"),
-        None => bail!("usage: cargo xtask bench <index>"),
+        Some("file") => run(
+            "bench file",
+            cargo().args(["run", "--release", "-p", "actionstate", "--", "bench", "--backend", "file"]),
+        ),
+        Some(other) => bail!("unknown benchmark `{other}` (known: index, file)"),
+        None => bail!("usage: cargo xtask bench <index|file>"),
     }
 }
 

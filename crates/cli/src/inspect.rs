@@ -23,7 +23,13 @@ struct Loaded {
 }
 
 fn open(data: &Path) -> Result<FileLog> {
-    FileLog::open_existing(data).with_context(|| format!("opening data directory {}", data.display()))
+    FileLog::open_existing(data).with_context(|| {
+        format!(
+            "cannot open the store in {} (pass --data with a directory an actionstate store wrote, e.g. by \
+             `actionstate demo --data DIR`)",
+            data.display()
+        )
+    })
 }
 
 /// Replays every retained record of every partition, in order, into a fresh index.

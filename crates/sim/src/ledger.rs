@@ -10,6 +10,28 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 /// and its function id.
 pub type CallKey = (StateKey, usize, &'static str);
 
+/// One entry of the ledger's history, in the order things happened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LedgerEntry {
+    /// The body of `key` ran in `attempt` (0 = before the first crash); `reason` says why it
+    /// was not reused (a miss reason, or `resumed`).
+    Executed {
+        /// The attempt.
+        attempt: u64,
+        /// The action's state key.
+        key: StateKey,
+        /// Why it ran.
+        reason: String,
+    },
+    /// The completion of `key` was acknowledged as durable in `attempt`.
+    Completed {
+        /// The attempt.
+        attempt: u64,
+        /// The action's state key.
+        key: StateKey,
+    },
+}
+
 /// Every execution of an action body and of a durable call, across all attempts of a run.
 #[derive(Debug, Default)]
 pub struct Ledger {
@@ -31,11 +53,24 @@ pub struct Ledger {
     pub calls_replayed: u64,
     /// Durable calls resolved by the reconciler.
     pub calls_reconciled: u64,
+    attempt: u64,
+    history: Vec<LedgerEntry>,
 }
 
 impl Ledger {
+    /// Sets the attempt later entries of the history belong to (0 before the first crash).
+    pub fn set_attempt(&mut self, attempt: u64) {
+        self.attempt = attempt;
+    }
+
+    /// Every execution and acknowledged completion, in order, with its attempt.
+    pub fn history(&self) -> &[LedgerEntry] {
+        &self.history
+    }
+
     /// Records that the body of `key` runs now, `reason` being why it was not reused.
     pub fn execute(&mut self, key: &StateKey, reason: &str) {
+        self.history.push(LedgerEntry::Executed { attempt: self.attempt, key: *key, reason: reason.to_owned() });
         self.executed += 1;
         let n = self.executions.entry(*key).or_default();
         *n += 1;
@@ -63,6 +98,7 @@ impl Ledger {
 
     /// Records that the completion of `key` was acknowledged as durable.
     pub fn completion_acked(&mut self, key: StateKey) {
+        self.history.push(LedgerEntry::Completed { attempt: self.attempt, key });
         self.acked.insert(key);
     }
 
@@ -74,6 +110,11 @@ impl Ledger {
     /// How often the body of `key` ran.
     pub fn executions(&self, key: &StateKey) -> u32 {
         self.executions.get(key).copied().unwrap_or(0)
+    }
+
+    /// How often the function of a durable call ran.
+    pub fn call_executions(&self, call: &CallKey) -> u32 {
+        self.calls.get(call).copied().unwrap_or(0)
     }
 
     /// Duplicate side effects: executions of acknowledged work.

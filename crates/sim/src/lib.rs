@@ -17,7 +17,7 @@ mod ledger;
 mod runtime;
 
 pub use crash::{CrashLog, CrashPoint, Crashes, InjectedCrash};
-pub use ledger::{CallKey, Ledger};
+pub use ledger::{CallKey, Ledger, LedgerEntry};
 pub use runtime::{
     FileSource, InputChange, LogSource, Memory, MemorySource, Outcome, RestoreFrom, RoundResults, RunPlan, Sim,
     SimConfig, SimError, inputs, key_id,

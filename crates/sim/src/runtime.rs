@@ -101,8 +101,13 @@ pub enum RestoreFrom {
 /// A change to the input source seen after the first restore.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum InputChange {
-    /// The first input replayed after the restore gets another value.
+    /// The first input replayed after the restore gets another value (+1000, which also
+    /// changes `v % 3` and with it the attributes of the `task` events `plan` emits).
     ChangeFirstReplayed,
+    /// The first input replayed after the restore gets another value with the same `v % 3`
+    /// (+999): the changed root emits `task` events with the same attributes as before, so
+    /// only their producer tells the new children from the old ones.
+    ChangeFirstReplayedSameChildren,
     /// The first two replayed inputs of one key swap places.
     SwapFirstReplayed,
 }
@@ -187,6 +192,17 @@ pub struct Outcome {
     pub lost_acknowledged: u64,
     /// Checkpoints taken (completed and aborted).
     pub checkpoints: u64,
+    /// The input source as finally processed (after any change or truncation).
+    pub source: Vec<(u32, i64)>,
+    /// Per crash that fired, the input position the attempt had reached: the round in
+    /// progress, or the checkpoint taken once the rounds before it were done.
+    pub crashed_at: Vec<usize>,
+    /// Per restore, the input position of the checkpoint it restored.
+    pub restored_from: Vec<usize>,
+    /// Store operations counted over the whole run (see [`CrashPoint::BeforeOperation`]).
+    pub operations: u64,
+    /// Appends counted over the whole run (see [`CrashPoint::BeforeAppend`]).
+    pub appends: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -214,6 +230,7 @@ struct Attempt<S: LogSource> {
 pub struct Sim<S: LogSource> {
     source: S,
     config: SimConfig,
+    inputs: Option<Vec<(u32, i64)>>,
 }
 
 /// Key groups used to split keys among owners.
@@ -258,7 +275,15 @@ pub fn key_id(k: u32) -> KeyId {
 impl<S: LogSource> Sim<S> {
     /// A simulator.
     pub fn new(source: S, config: SimConfig) -> Self {
-        Sim { source, config }
+        Sim { source, config, inputs: None }
+    }
+
+    /// Processes `inputs` (key number, value) instead of the source [`inputs`] derives from
+    /// the configuration — for example a crash-free reference over an input source a crashing
+    /// run changed ([`Outcome::source`]).
+    pub fn with_inputs(mut self, inputs: Vec<(u32, i64)>) -> Self {
+        self.inputs = Some(inputs);
+        self
     }
 
     /// The configuration.
@@ -271,7 +296,7 @@ impl<S: LogSource> Sim<S> {
     pub async fn run(&self, plan: &RunPlan, progress: &(dyn Fn(usize) + Sync)) -> Result<Outcome, StoreError> {
         let crashes = Crashes::new(plan.crashes.iter().copied());
         let ledger = Mutex::new(Ledger::default());
-        let mut source = inputs(&self.config);
+        let mut source = self.inputs.clone().unwrap_or_else(|| inputs(&self.config));
         let mut outcome = Outcome {
             backend: self.source.backend(),
             inputs: source.len(),
@@ -286,6 +311,11 @@ impl<S: LogSource> Sim<S> {
             rebuild_records: 0,
             lost_acknowledged: 0,
             checkpoints: 0,
+            source: Vec::new(),
+            crashed_at: Vec::new(),
+            restored_from: Vec::new(),
+            operations: 0,
+            appends: 0,
         };
         let mut checkpoints: Vec<Checkpoint> = Vec::new();
         let mut changed_keys: HashMap<KeyId, u64> = HashMap::new();
@@ -293,11 +323,14 @@ impl<S: LogSource> Sim<S> {
         let mut owners = self.config.owners;
         let mut restore_point: Option<Checkpoint> = None;
         loop {
+            ledger.lock().set_attempt(attempt_no);
             let log: Log<S> = Arc::new(CrashLog::new(self.source.open().await?, Arc::clone(&crashes)));
             let mut attempt = self.restore(log, owners, attempt_no, restore_point.as_ref(), &mut outcome).await?;
-            if restore_point.is_none() && attempt_no == 0 {
+            if checkpoints.is_empty() {
                 // Checkpoint 0 before any input: a crash before the first periodic checkpoint
-                // restores from it and replays the log from the start.
+                // restores from it and replays the log from the start. Taken again by every
+                // attempt until it succeeds (a crash can hit it), or a later crash would
+                // restart with an empty index and run acknowledged actions again.
                 let cp = self.checkpoint(&mut attempt, 0, &crashes, &mut outcome).await;
                 match cp {
                     Ok(Some(cp)) => checkpoints.push(cp),
@@ -305,6 +338,7 @@ impl<S: LogSource> Sim<S> {
                     Err(SimError::Store(e)) => return Err(e),
                     Err(SimError::Crash(_)) => {
                         outcome.crashes += 1;
+                        outcome.crashed_at.push(attempt.pos);
                         attempt_no += 1;
                         continue;
                     }
@@ -321,6 +355,7 @@ impl<S: LogSource> Sim<S> {
                 Err(_) => {
                     crashes.take_crashed();
                     outcome.crashes += 1;
+                    outcome.crashed_at.push(attempt.pos);
                     attempt_no += 1;
                     let n = (outcome.restores as usize).min(plan.restore_from.len().saturating_sub(1));
                     let back = match plan.restore_from.get(n).copied().unwrap_or(RestoreFrom::Latest) {
@@ -343,6 +378,9 @@ impl<S: LogSource> Sim<S> {
             }
         }
         outcome.ledger = ledger.into_inner();
+        outcome.source = source;
+        outcome.operations = crashes.operations();
+        outcome.appends = crashes.appends();
         outcome.lost_acknowledged = self.lost_acknowledged(&outcome.ledger, &changed_keys).await?;
         Ok(outcome)
     }
@@ -360,9 +398,9 @@ impl<S: LogSource> Sim<S> {
         }
         let seq_of = |k: u32| at.and_then(|c| c.next_seq.get(&key_id(k)).copied()).unwrap_or(0);
         match plan.change {
-            Some(InputChange::ChangeFirstReplayed) => {
+            Some(change @ (InputChange::ChangeFirstReplayed | InputChange::ChangeFirstReplayedSameChildren)) => {
                 if let Some(input) = source.get_mut(from) {
-                    input.1 += 1_000;
+                    input.1 += if change == InputChange::ChangeFirstReplayed { 1_000 } else { 999 };
                     changed.insert(key_id(input.0), seq_of(input.0));
                 }
             }
@@ -402,6 +440,7 @@ impl<S: LogSource> Sim<S> {
             }
             outcome.rebuild_time += started.elapsed();
             outcome.restores += 1;
+            outcome.restored_from.push(cp.pos);
         }
         Ok(Attempt {
             stores,

@@ -1,7 +1,6 @@
-//! The backend conformance suite on the in-memory log and on the embedded file backend.
-#![allow(clippy::unwrap_used, reason = "tests")]
+//! The backend conformance suite on every backend available without external services.
 
-use actionstate_core::Error;
+use actionstate_core::{Error, StateLog};
 use actionstate_file::{FileConfig, FileLog};
 use actionstate_recovery::testkit::{MemoryHarness, conformance};
 use std::path::PathBuf;
@@ -24,7 +23,6 @@ impl FileHarness {
     }
 }
 
-/// The data directory of an open log.
 fn data_dir(log: &FileLog) -> PathBuf {
     log.path().parent().unwrap().to_path_buf()
 }
@@ -37,14 +35,13 @@ impl conformance::Harness for FileHarness {
     }
 
     async fn reopen(&self, log: FileLog) -> Result<FileLog, Error> {
-        let (dir, partitions) = (data_dir(&log), actionstate_core::StateLog::identity(&log).partitions);
+        let (dir, partitions) = (data_dir(&log), log.identity().partitions);
         drop(log);
         Ok(FileLog::open(FileConfig::new(dir, partitions))?)
     }
 
     async fn recreate(&self, log: FileLog, partitions: u32) -> Result<FileLog, Error> {
-        // The directory cannot be deleted under an open handle: close it, delete the
-        // directory, and create the log again.
+        // An open database's directory cannot be deleted: close it first.
         let dir = data_dir(&log);
         drop(log);
         std::fs::remove_dir_all(&dir).unwrap();
@@ -70,7 +67,7 @@ async fn file_log_conforms() {
 }
 
 #[tokio::test]
-async fn file_harness_unreachable_fails_on_open() {
+async fn unreachable_file_log_names_the_path() {
     let err = conformance::Harness::unreachable(&FileHarness::default()).await.unwrap_err();
     assert!(err.to_string().contains("sub"), "the error does not name the path: {err}");
 }

@@ -1,0 +1,275 @@
+//! # actionstate-tests
+//!
+//! Helpers shared by the integration tests (`tests/all`): the backends every scenario runs
+//! on, simulated runs over a fresh log of each, and views of a run's ledger and log that the
+//! scenarios and the crash campaign assert on.
+#![forbid(unsafe_code)]
+#![deny(clippy::unwrap_used)]
+
+use actionstate_core::{ActionDigest, KeyId, LogRecord, StateKey, StateLog, codec};
+use actionstate_recovery::testkit::MemoryLog;
+use actionstate_recovery::{AnyLog, StoreError};
+use actionstate_sim::agent::Kind;
+use actionstate_sim::{FileSource, Ledger, LedgerEntry, LogSource, MemorySource, Outcome, RunPlan, Sim, SimConfig};
+use std::collections::{BTreeMap, HashMap};
+use tempfile::TempDir;
+
+/// Partitions of every log the tests open.
+pub const PARTITIONS: u32 = 4;
+
+/// A backend the scenarios run on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// The in-memory log of the test kit.
+    Memory,
+    /// The embedded file backend, in a temporary directory.
+    File,
+}
+
+impl Backend {
+    /// Every backend available without external services.
+    pub const ALL: [Backend; 2] = [Backend::Memory, Backend::File];
+
+    /// The backend's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Memory => "memory",
+            Backend::File => "file",
+        }
+    }
+}
+
+/// One fresh, empty log of a backend; a file log's directory is deleted when this is
+/// dropped.
+#[derive(Debug)]
+pub struct Env {
+    backend: Backend,
+    memory: MemoryLog,
+    dir: Option<TempDir>,
+}
+
+impl Env {
+    /// A fresh log of `backend`.
+    pub fn new(backend: Backend) -> std::io::Result<Env> {
+        let dir = match backend {
+            Backend::Memory => None,
+            Backend::File => Some(tempfile::tempdir()?),
+        };
+        Ok(Env { backend, memory: MemoryLog::new(PARTITIONS), dir })
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    fn file_source(&self) -> Option<FileSource> {
+        self.dir.as_ref().map(|d| FileSource { dir: d.path().join("log"), partitions: PARTITIONS })
+    }
+
+    /// Runs the simulator over this log: the source `config` derives, or `inputs` if given.
+    pub async fn run(
+        &self,
+        config: &SimConfig,
+        inputs: Option<&[(u32, i64)]>,
+        plan: &RunPlan,
+    ) -> Result<Outcome, StoreError> {
+        async fn go<S: LogSource>(
+            sim: Sim<S>,
+            inputs: Option<&[(u32, i64)]>,
+            plan: &RunPlan,
+        ) -> Result<Outcome, StoreError> {
+            let sim = match inputs {
+                Some(i) => sim.with_inputs(i.to_vec()),
+                None => sim,
+            };
+            sim.run(plan, &|_| {}).await
+        }
+        match self.file_source() {
+            Some(source) => go(Sim::new(source, config.clone()), inputs, plan).await,
+            None => go(Sim::new(MemorySource { log: self.memory.clone() }, config.clone()), inputs, plan).await,
+        }
+    }
+
+    /// Opens (a new handle on) the log. A file log must not be open elsewhere.
+    pub async fn open(&self) -> Result<AnyLog, StoreError> {
+        Ok(match self.file_source() {
+            Some(source) => AnyLog::File(source.open().await?),
+            None => AnyLog::Memory(self.memory.reopen()),
+        })
+    }
+
+    /// Every record of the log, decoded, per partition in log order: (partition, offset,
+    /// record).
+    pub async fn records(&self) -> Result<Vec<(u32, u64, LogRecord)>, StoreError> {
+        let log = self.open().await?;
+        read_records(&log).await
+    }
+}
+
+/// Every record of `log` from its earliest retained offsets to its end, decoded.
+pub async fn read_records<L: StateLog>(log: &L) -> Result<Vec<(u32, u64, LogRecord)>, StoreError> {
+    let earliest = log.earliest_offsets().await?;
+    let end = log.end_offsets().await?;
+    let mut out = Vec::new();
+    for (p, (&from, &to)) in (0u32..).zip(earliest.iter().zip(&end)) {
+        let mut next = from;
+        while next < to {
+            let batch = log.read(p, next, to, 1024).await?;
+            for r in batch.records {
+                let record = codec::decode(&r.key, &r.value).map_err(|e| e.at(p, r.offset))?;
+                out.push((p, r.offset, record));
+            }
+            next = batch.next.max(next + 1);
+        }
+    }
+    Ok(out)
+}
+
+/// Runs `plan` on a fresh log of `backend`.
+pub async fn run(backend: Backend, config: &SimConfig, plan: &RunPlan) -> Result<Outcome, StoreError> {
+    Env::new(backend).map_err(|e| StoreError::Task(e.to_string()))?.run(config, None, plan).await
+}
+
+/// A crash-free run of `config` on a fresh log of `backend`, over `inputs` if given.
+pub async fn reference(
+    backend: Backend,
+    config: &SimConfig,
+    inputs: Option<&[(u32, i64)]>,
+) -> Result<Outcome, StoreError> {
+    Env::new(backend).map_err(|e| StoreError::Task(e.to_string()))?.run(config, inputs, &RunPlan::clean()).await
+}
+
+/// Per input position of `source`, the round it starts: (business key, sequence number).
+pub fn rounds(source: &[(u32, i64)]) -> Vec<(KeyId, u64)> {
+    let mut next: HashMap<u32, u64> = HashMap::new();
+    source
+        .iter()
+        .map(|&(k, _)| {
+            let seq = next.entry(k).or_insert(0);
+            *seq += 1;
+            (actionstate_sim::key_id(k), *seq - 1)
+        })
+        .collect()
+}
+
+/// The action digest of an agent action, as state keys carry it.
+pub fn action(kind: Kind) -> ActionDigest {
+    kind.action().digest()
+}
+
+/// Actions the simulated agent runs per round: plan, greet, two works, jot, two summarizes.
+pub const ACTIONS_PER_ROUND: usize = 7;
+
+/// One execution of an action body, from the ledger's history.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Execution {
+    /// The attempt it ran in (0 before the first crash).
+    pub attempt: u64,
+    /// The action's state key.
+    pub key: StateKey,
+    /// Why it ran (a miss reason, or `resumed`).
+    pub reason: String,
+    /// The attempt in which a completion of the same state had been acknowledged before this
+    /// execution, if any (the latest such attempt).
+    pub acked_in: Option<u64>,
+}
+
+/// Every execution of an action body, in order, each with the latest earlier acknowledged
+/// completion of its state.
+pub fn executions(ledger: &Ledger) -> Vec<Execution> {
+    let mut acked: HashMap<StateKey, u64> = HashMap::new();
+    let mut out = Vec::new();
+    for entry in ledger.history() {
+        match entry {
+            LedgerEntry::Executed { attempt, key, reason } => out.push(Execution {
+                attempt: *attempt,
+                key: *key,
+                reason: reason.clone(),
+                acked_in: acked.get(key).copied(),
+            }),
+            LedgerEntry::Completed { attempt, key } => {
+                acked.insert(*key, *attempt);
+            }
+        }
+    }
+    out
+}
+
+/// Executions in `attempt` of actions of round `seq` of `key`.
+pub fn executed_in_round(ledger: &Ledger, attempt: u64, key: KeyId, seq: u64) -> Vec<Execution> {
+    executions(ledger).into_iter().filter(|e| e.attempt == attempt && e.key.key == key && e.key.seq == seq).collect()
+}
+
+/// The states whose completion was acknowledged in `attempt`.
+pub fn completed_in(ledger: &Ledger, attempt: u64) -> Vec<StateKey> {
+    ledger
+        .history()
+        .iter()
+        .filter_map(|e| match e {
+            LedgerEntry::Completed { attempt: a, key } if *a == attempt => Some(*key),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Executions of states whose completion had already been acknowledged (the ledger's
+/// duplicates), in order.
+pub fn repeats(ledger: &Ledger) -> Vec<Execution> {
+    executions(ledger).into_iter().filter(|e| e.acked_in.is_some()).collect()
+}
+
+/// Delete and audit records per business key in a log's records.
+pub fn invalidations_by_key(records: &[(u32, u64, LogRecord)]) -> BTreeMap<KeyId, usize> {
+    let mut out = BTreeMap::new();
+    for (_, _, r) in records {
+        if matches!(r, LogRecord::Delete { .. } | LogRecord::Audit(_)) {
+            *out.entry(r.key_id()).or_default() += 1;
+        }
+    }
+    out
+}
+
+/// The smallest `n` in `lo..hi` for which the monotone predicate `holds` is true, or `hi`.
+pub async fn smallest(lo: u64, hi: u64, holds: impl AsyncFn(u64) -> bool) -> u64 {
+    let (mut lo, mut hi) = (lo, hi);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if holds(mid).await {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    lo
+}
+
+/// A small deterministic generator (splitmix64) for seeded choices.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator seeded with `seed`.
+    pub fn new(seed: u64) -> Self {
+        Rng(seed ^ 0x5851_f42d_4c95_7f2d)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `lo..=hi`.
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next_u64() % (hi.saturating_sub(lo).saturating_add(1)).max(1)
+    }
+
+    /// One of `items`.
+    pub fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[(self.next_u64() % items.len().max(1) as u64) as usize]
+    }
+}
