@@ -7,7 +7,10 @@
 //! - `bench file` — store put and rebuild on the embedded backend against raw redb.
 //! - `fuzz [--time SECONDS]` — the decoder fuzz target (needs a nightly toolchain and
 //!   cargo-fuzz; both are installed on demand when missing).
+//! - `services up|down|status [kafka]` — a local Apache Kafka broker for integration tests and
+//!   benchmarks (needs Java 17, and Maven to fetch it once); see `services.rs`.
 
+mod services;
 #[cfg(test)]
 mod tidy;
 
@@ -29,6 +32,7 @@ fn main() -> Result<()> {
         Some("ci") => ci(),
         Some("bench") => bench(args.get(1).map(String::as_str)),
         Some("fuzz") => fuzz(parse_time(&args[1..])?),
+        Some("services") => services::run(&args[1..]),
         Some("help") | None => {
             print_help();
             Ok(())
@@ -47,7 +51,10 @@ fn print_help() {
          ci                   fmt check, clippy -D warnings, all tests, rustdoc -D warnings\n  \
          bench index          replay-index benchmarks and their summary line\n  \
          bench file           store put and rebuild on the embedded backend vs raw redb\n  \
-         fuzz [--time SECS]   run the record-decoder fuzz target (default 60 s)"
+         fuzz [--time SECS]   run the record-decoder fuzz target (default 60 s)\n  \
+         services up [kafka]  start a local Kafka broker; addresses in target/services/kafka.env\n  \
+         services down        stop the services `services up` started\n  \
+         services status      whether they run and answer"
     );
 }
 

@@ -2,11 +2,125 @@
 
 use crate::canonical;
 use crate::id::{Fingerprint, context};
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::BTreeMap;
+use std::fmt;
 
-/// Attributes of an event: a map with sorted keys.
-pub type Attributes = BTreeMap<String, Value>;
+/// Attributes of an event: string keys, kept sorted, each present once.
+///
+/// A sorted vector rather than a `BTreeMap`: events carry a handful of attributes, and a B-tree
+/// allocates a whole node (over 600 bytes) even for one entry, which dominated the memory and
+/// the rebuild time of recorded outputs. It serializes as a map, so its encoding is exactly a
+/// map's (keys in order), and it fingerprints like one.
+#[derive(Clone, Default, PartialEq)]
+pub struct Attributes(Vec<(String, Value)>);
+
+impl Attributes {
+    /// No attributes.
+    pub fn new() -> Self {
+        Attributes(Vec::new())
+    }
+
+    /// Sets `key` to `value`, returning the previous value.
+    pub fn insert(&mut self, key: String, value: Value) -> Option<Value> {
+        match self.0.binary_search_by(|(k, _)| k.as_str().cmp(&key)) {
+            Ok(i) => Some(std::mem::replace(&mut self.0[i].1, value)),
+            Err(i) => {
+                self.0.insert(i, (key, value));
+                None
+            }
+        }
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.0.binary_search_by(|(k, _)| k.as_str().cmp(key)).ok().map(|i| &self.0[i].1)
+    }
+
+    /// Removes `key`, returning its value.
+    pub fn remove(&mut self, key: &str) -> Option<Value> {
+        self.0.binary_search_by(|(k, _)| k.as_str().cmp(key)).ok().map(|i| self.0.remove(i).1)
+    }
+
+    /// Number of attributes.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The attributes in key order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&String, &Value)> {
+        self.0.iter().map(|(k, v)| (k, v))
+    }
+}
+
+impl fmt::Debug for Attributes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+impl FromIterator<(String, Value)> for Attributes {
+    /// Later entries win over earlier ones with the same key, as with a map.
+    fn from_iter<I: IntoIterator<Item = (String, Value)>>(iter: I) -> Self {
+        let mut out = Attributes::new();
+        for (k, v) in iter {
+            out.insert(k, v);
+        }
+        out
+    }
+}
+
+impl From<BTreeMap<String, Value>> for Attributes {
+    fn from(map: BTreeMap<String, Value>) -> Self {
+        // Already sorted and unique.
+        Attributes(map.into_iter().collect())
+    }
+}
+
+impl IntoIterator for Attributes {
+    type Item = (String, Value);
+    type IntoIter = std::vec::IntoIter<(String, Value)>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
+}
+
+impl Serialize for Attributes {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.iter())
+    }
+}
+
+impl<'de> Deserialize<'de> for Attributes {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Attributes;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map of attributes")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Attributes, A::Error> {
+                let mut out = Vec::with_capacity(map.size_hint().unwrap_or(0).min(64));
+                while let Some((k, v)) = map.next_entry::<String, Value>()? {
+                    out.push((k, v));
+                }
+                // Written in key order; anything else (hand-made bytes) is put in order, the
+                // last of equal keys winning, exactly as a map would read it.
+                if out.windows(2).all(|w| w[0].0 < w[1].0) {
+                    Ok(Attributes(out))
+                } else {
+                    Ok(out.into_iter().collect())
+                }
+            }
+        }
+        deserializer.deserialize_map(Visit)
+    }
+}
 
 /// A canonical attribute value.
 ///
@@ -125,15 +239,15 @@ impl Value {
             }
             Value::Map(map) => {
                 h.update(&[7]);
-                write_map(h, map);
+                write_map(h, map.len(), map.iter());
             }
         }
     }
 }
 
-fn write_map(h: &mut blake3::Hasher, map: &BTreeMap<String, Value>) {
-    canonical::write_len(h, map.len());
-    for (k, v) in map {
+fn write_map<'a>(h: &mut blake3::Hasher, len: usize, entries: impl Iterator<Item = (&'a String, &'a Value)>) {
+    canonical::write_len(h, len);
+    for (k, v) in entries {
         canonical::write_str(h, k);
         v.write_canonical(h);
     }
@@ -156,7 +270,7 @@ impl Fingerprint {
     pub fn of(event_type: &str, attributes: &Attributes) -> Self {
         let mut h = blake3::Hasher::new_derive_key(context::FINGERPRINT);
         canonical::write_str(&mut h, event_type);
-        write_map(&mut h, attributes);
+        write_map(&mut h, attributes.len(), attributes.iter());
         Fingerprint(*h.finalize().as_bytes())
     }
 }

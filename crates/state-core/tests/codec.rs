@@ -83,7 +83,7 @@ fn arb_value() -> impl Strategy<Value = Value> {
 }
 
 fn arb_attributes() -> impl Strategy<Value = Attributes> {
-    proptest::collection::btree_map("\\PC{0,8}", arb_value(), 0..5)
+    proptest::collection::btree_map("\\PC{0,8}", arb_value(), 0..5).prop_map(Attributes::from)
 }
 
 fn arb_event() -> impl Strategy<Value = Event> {
@@ -248,7 +248,7 @@ fn attrs(entries: &[(&str, Value)]) -> Attributes {
 }
 
 fn map(entries: &[(&str, Value)]) -> Value {
-    Value::Map(attrs(entries))
+    Value::Map(entries.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect())
 }
 
 fn fixed_event(id: u128, event_type: &str, attributes: Attributes) -> Event {
@@ -1405,12 +1405,12 @@ mod spec {
             }
             Value::Map(m) => {
                 out.push(7);
-                map(out, m);
+                map(out, m.iter());
             }
         }
     }
 
-    fn map(out: &mut Vec<u8>, m: &BTreeMap<String, Value>) {
+    fn map<'a>(out: &mut Vec<u8>, m: impl ExactSizeIterator<Item = (&'a String, &'a Value)>) {
         len(out, m.len());
         for (k, v) in m {
             bytes(out, k.as_bytes());
@@ -1421,7 +1421,7 @@ mod spec {
     pub(super) fn fingerprint(event_type: &str, attributes: &Attributes) -> [u8; 32] {
         let mut out = Vec::new();
         bytes(&mut out, event_type.as_bytes());
-        map(&mut out, attributes);
+        map(&mut out, attributes.iter());
         blake3::derive_key(FINGERPRINT, &out)
     }
 
