@@ -9,6 +9,7 @@ use actionstate_index::Decision;
 use actionstate_recovery::{ActionStateStore, Begin, Ownership, Round, Snapshot, StoreConfig};
 use common::*;
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 const KEYS: usize = 40;
 
@@ -65,8 +66,7 @@ on_every_backend!(ownership_groups_split_keys_disjointly_and_cover_a_single_owne
 async fn rescale(backend: Backend) {
     let env = Env::new(backend);
     let log = env.shared().await;
-    let workers =
-        [half(0), half(1)].map(|o| (ActionStateStore::new(SharedLog(log.clone()), StoreConfig::default()), o));
+    let workers = [half(0), half(1)].map(|o| (ActionStateStore::new(Arc::clone(&log), StoreConfig::default()), o));
     let inputs: Vec<Event> = (0..4).map(input).collect();
     let mut checkpoints: Vec<Snapshot> = Vec::new();
     for (checkpoint, rounds) in [(1u64, 0..2u64), (2, 2..4)] {
@@ -98,7 +98,7 @@ async fn rescale(backend: Backend) {
     for s in &checkpoints {
         completed.extend(s.completed.iter().map(|(k, v)| (*k, *v)));
     }
-    let store = ActionStateStore::new(SharedLog(log.clone()), StoreConfig::default());
+    let store = ActionStateStore::new(Arc::clone(&log), StoreConfig::default());
     store.rebuild(&markers, &Ownership::All, &completed).await.unwrap();
     assert_eq!(dump(&store), expected, "merging both owners' markers does not reproduce both owners' indexes");
     assert_eq!(stats(&store).states, KEYS * STATES_PER_ROUND, "only round 3 of each key should remain");

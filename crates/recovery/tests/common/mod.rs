@@ -192,36 +192,6 @@ macro_rules! on_every_backend {
     };
 }
 
-/// A handle on a log shared by several stores (workers of one job writing to one log).
-#[derive(Debug, Clone)]
-pub(crate) struct SharedLog<L>(pub(crate) Arc<L>);
-
-impl<L: StateLog> StateLog for SharedLog<L> {
-    fn identity(&self) -> &LogIdentity {
-        self.0.identity()
-    }
-
-    async fn current_identity(&self) -> Result<LogIdentity, Error> {
-        self.0.current_identity().await
-    }
-
-    async fn append(&self, record: WireRecord) -> Result<Position, Error> {
-        self.0.append(record).await
-    }
-
-    async fn earliest_offsets(&self) -> Result<Vec<u64>, Error> {
-        self.0.earliest_offsets().await
-    }
-
-    async fn end_offsets(&self) -> Result<Vec<u64>, Error> {
-        self.0.end_offsets().await
-    }
-
-    async fn read(&self, partition: u32, from: u64, to: u64, max: usize) -> Result<ReadBatch, Error> {
-        self.0.read(partition, from, to, max).await
-    }
-}
-
 /// Every indexed state with its log position.
 pub(crate) type Dump = BTreeMap<StateKey, (Arc<ActionState>, Position)>;
 
