@@ -101,13 +101,26 @@ pub(crate) async fn run(args: DemoArgs) -> Result<ExitCode> {
         bar
     };
     let sim = Sim::new(FileSource { dir: dir.clone(), partitions: 8 }, config.clone());
-    // Two crashes: one loses the acknowledgement of a written record, the other strikes after
-    // a side effect but before its result is persisted.
-    let second = crash_append + (reference_log.appends() - crash_append) / 2;
-    let plan = RunPlan::crashing([
-        CrashPoint::AfterAppend(crash_append),
-        CrashPoint::BeforeAppend(second.max(crash_append + 1)),
-    ]);
+    // Three crashes, placed by rehearsing on the in-memory log (the run is deterministic, so
+    // the file backend sees the same appends): one loses the acknowledgement of a durable
+    // call's journal entry, so the action resumes from its journal; one loses the
+    // acknowledgement of a completion, which the rebuild recovers; one strikes after a side
+    // effect but before its result is persisted, so that call runs again.
+    let appends = reference_log.appends();
+    let mut journal_crash = None;
+    for k in (crash_append / 2..crash_append).take(200) {
+        let probe = Sim::new(MemorySource { log: MemoryLog::new(8) }, config.clone());
+        let o = probe.run(&RunPlan::crashing([CrashPoint::AfterAppend(k)]), &|_| {}).await?;
+        if o.resumed > 0 {
+            journal_crash = Some(k);
+            break;
+        }
+    }
+    let second = crash_append + (appends - crash_append) / 2;
+    let mut crashes =
+        vec![CrashPoint::AfterAppend(crash_append), CrashPoint::BeforeAppend(second.max(crash_append + 1))];
+    crashes.extend(journal_crash.map(CrashPoint::AfterAppend));
+    let plan = RunPlan::crashing(crashes);
     let outcome = sim.run(&plan, &|pos| bar.set_position(pos as u64)).await.context("demo run")?;
     bar.finish_and_clear();
 
