@@ -1,8 +1,9 @@
 //! Developer tasks: `cargo xtask <task>`.
 //!
 //! - `ci` — everything CI checks: formatting, clippy with warnings denied on all targets, all
-//!   tests including doc tests, and rustdoc with warnings denied. A test that reports a skip
-//!   (a missing server) fails the run.
+//!   tests including doc tests (with a local Kafka broker started for them and stopped after),
+//!   and rustdoc with warnings denied. A test that reports a skip (a missing server) fails the
+//!   run.
 //! - `bench index` — criterion benchmarks of the replay index and its summary line.
 //! - `bench file` — store put and rebuild on the embedded backend against raw redb.
 //! - `fuzz [--time SECONDS]` — the decoder fuzz target (needs a nightly toolchain and
@@ -120,13 +121,17 @@ fn ci() -> Result<()> {
     let started = Instant::now();
     run("fmt", cargo().args(["fmt", "--all", "--", "--check"]))?;
     run("clippy", cargo().args(["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"]))?;
-    run_no_skips(
-        "test",
-        cargo()
-            .args(["test", "--workspace", "--locked", "--", "--nocapture"])
-            .env("ACTIONSTATE_REQUIRE_SERVICES", "1")
-            .env("RUST_BACKTRACE", "1"),
-    )?;
+    // The backend tests run against real servers started here and always stopped again.
+    let kafka = services::up_kafka().context("starting the Kafka broker for the tests")?;
+    let mut test = cargo();
+    test.args(["test", "--workspace", "--locked", "--", "--nocapture"])
+        .env("ACTIONSTATE_REQUIRE_SERVICES", "1")
+        .env("RUST_BACKTRACE", "1")
+        .envs(kafka.vars());
+    let tested = run_no_skips("test", &mut test);
+    let stopped = services::down_kafka();
+    tested?;
+    stopped.context("stopping the Kafka broker")?;
     run("doc", cargo().args(["doc", "--workspace", "--no-deps", "--locked"]).env("RUSTDOCFLAGS", "-D warnings"))?;
     eprintln!("==> ci: all steps passed in {:.0}s", started.elapsed().as_secs_f64());
     Ok(())

@@ -1,0 +1,794 @@
+//! # actionstate-kafka
+//!
+//! A [`StateLog`] on an Apache Kafka topic, through [rdkafka](https://docs.rs/rdkafka)
+//! (librdkafka, built from source by `rdkafka-sys`).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), actionstate_core::Error> {
+//! use actionstate_core::{KeyId, StateLog, WireRecord};
+//! use actionstate_kafka::{KafkaConfig, KafkaLog};
+//!
+//! let log = KafkaLog::open(KafkaConfig::new("127.0.0.1:9092", "agent-state", 8)).await?;
+//! let record = WireRecord { key_id: KeyId::of(b"customer-42"), key: b"k".to_vec(), value: b"v".to_vec() };
+//! let position = log.append(record).await?;
+//! let end = log.end_offsets().await?[position.partition as usize];
+//! let batch = log.read(position.partition, position.offset, end, 100).await?;
+//! assert_eq!(batch.records.len(), 1);
+//! # Ok(()) }
+//! ```
+//!
+//! ## Guarantees
+//!
+//! - [`KafkaLog::open`] creates the topic when it is absent, with the configured partition count
+//!   and replication factor and `cleanup.policy=compact`, and waits until every partition has a
+//!   leader. An existing topic with another partition count is refused
+//!   ([`KafkaError::PartitionsChanged`]), never re-partitioned.
+//! - Every record is produced to the partition [`KeyId::partition`](actionstate_core::KeyId::partition)
+//!   names, set explicitly, so all records of one key share a partition.
+//! - The producer runs with `acks=all`, `enable.idempotence=true` and `linger.ms=0`;
+//!   [`append`](StateLog::append) awaits this record's own delivery report and returns its exact
+//!   offset. Nothing on the append path flushes the producer.
+//! - Reads assign one partition to a consumer without a consumer group's commits
+//!   (`enable.auto.commit=false`, `auto.offset.reset=error`), stop at the `to` offset the caller
+//!   captured, and fail naming partition and offset when no record arrives for
+//!   [`KafkaConfig::read_stall_timeout`].
+//! - Blocking librdkafka calls (metadata, watermarks, consumer polls) run on tokio's blocking
+//!   pool.
+//!
+//! ## Log identity and its limitation
+//!
+//! The [`LogIdentity`] is backend `"kafka"`, id `<cluster id>/<topic>` and the partition count.
+//! Kafka gives every topic a topic id that changes when the topic is recreated, but rdkafka's
+//! safe API does not expose it (librdkafka reports it only through `rd_kafka_DescribeTopics`,
+//! which rdkafka does not wrap). Hence a topic deleted and recreated **with the same partition
+//! count on the same cluster** is not told apart by its identity; a recreated topic with another
+//! partition count, or a topic on another cluster (a reformatted broker), is. Markers of a
+//! recreated topic usually still fail validation, because their offsets lie beyond the new
+//! topic's end offsets, but that is not guaranteed.
+//!
+//! ## Error classes
+//!
+//! Failures become [`actionstate_core::Error::Backend`]; librdkafka error codes that may pass on
+//! retry (timeouts, transport failures, leader changes, too few in-sync replicas) are retryable,
+//! the rest (authentication, authorization, record too large, invalid configuration) terminal.
+//! See [`KafkaError::is_retryable`].
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+use actionstate_core::{
+    BackendError, Error as CoreError, LogIdentity, Position, ReadBatch, ReadRecord, StateLog, WireRecord,
+};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::{Client, ClientContext};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::error::{KafkaError as RdError, RDKafkaErrorCode};
+use rdkafka::message::Message;
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use rdkafka::util::Timeout;
+use rdkafka::{Offset, TopicPartitionList};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Longest single metadata request while opening; the open retries until the request timeout.
+const OPEN_ATTEMPT: Duration = Duration::from_secs(1);
+
+/// How often open asks again to create a topic the metadata still reports absent.
+const CREATE_RETRY: Duration = Duration::from_millis(500);
+
+/// Backend name used in [`LogIdentity`] and [`BackendError`].
+pub const BACKEND: &str = "kafka";
+
+/// How clients authenticate: passed to librdkafka as `security.protocol`, `sasl.mechanism`,
+/// `sasl.username` and `sasl.password`. `Debug` prints the password as `***`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Security {
+    /// `security.protocol`, e.g. `SASL_PLAINTEXT` or `SASL_SSL`.
+    pub protocol: String,
+    /// `sasl.mechanism`, e.g. `PLAIN`.
+    pub mechanism: String,
+    /// `sasl.username`.
+    pub username: String,
+    /// `sasl.password`; never printed.
+    pub password: String,
+}
+
+impl Security {
+    /// SASL/PLAIN over a plaintext connection (`SASL_PLAINTEXT`, `PLAIN`).
+    pub fn sasl_plain(username: impl Into<String>, password: impl Into<String>) -> Self {
+        Security {
+            protocol: "SASL_PLAINTEXT".to_owned(),
+            mechanism: "PLAIN".to_owned(),
+            username: username.into(),
+            password: password.into(),
+        }
+    }
+}
+
+impl fmt::Debug for Security {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Security")
+            .field("protocol", &self.protocol)
+            .field("mechanism", &self.mechanism)
+            .field("username", &self.username)
+            .field("password", &"***")
+            .finish()
+    }
+}
+
+/// Where the log lives and how clients reach it.
+#[derive(Clone)]
+pub struct KafkaConfig {
+    /// `bootstrap.servers`: comma-separated `host:port` list.
+    pub bootstrap: String,
+    /// The topic holding the log.
+    pub topic: String,
+    /// Partition count of the topic; used when creating it and checked when it exists.
+    pub partitions: u32,
+    /// Replication factor used when creating the topic; `None` takes the broker's default.
+    pub replication: Option<i32>,
+    /// Authentication, if the listener needs it.
+    pub security: Option<Security>,
+    /// How long an append may wait for its delivery report (`message.timeout.ms`).
+    pub delivery_timeout: Duration,
+    /// How long a read may go without receiving a record before it fails.
+    pub read_stall_timeout: Duration,
+    /// Timeout of metadata, watermark and admin requests, and of waiting for a created topic.
+    pub request_timeout: Duration,
+    /// Further librdkafka properties set on every client (TLS settings, for example). `Debug`
+    /// prints their names only.
+    pub client_properties: BTreeMap<String, String>,
+}
+
+impl KafkaConfig {
+    /// A configuration with default timeouts (30 s delivery, 30 s read stall, 30 s requests),
+    /// the broker's default replication factor and no authentication.
+    pub fn new(bootstrap: impl Into<String>, topic: impl Into<String>, partitions: u32) -> Self {
+        KafkaConfig {
+            bootstrap: bootstrap.into(),
+            topic: topic.into(),
+            partitions,
+            replication: None,
+            security: None,
+            delivery_timeout: Duration::from_secs(30),
+            read_stall_timeout: Duration::from_secs(30),
+            request_timeout: Duration::from_secs(30),
+            client_properties: BTreeMap::new(),
+        }
+    }
+
+    /// The librdkafka settings shared by every client of the log.
+    fn client_config(&self) -> ClientConfig {
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", &self.bootstrap);
+        c.set("socket.timeout.ms", millis(self.request_timeout.max(Duration::from_millis(10))));
+        if let Some(s) = &self.security {
+            c.set("security.protocol", &s.protocol);
+            c.set("sasl.mechanism", &s.mechanism);
+            c.set("sasl.username", &s.username);
+            c.set("sasl.password", &s.password);
+        }
+        for (k, v) in &self.client_properties {
+            c.set(k, v);
+        }
+        c
+    }
+}
+
+impl fmt::Debug for KafkaConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KafkaConfig")
+            .field("bootstrap", &self.bootstrap)
+            .field("topic", &self.topic)
+            .field("partitions", &self.partitions)
+            .field("replication", &self.replication)
+            .field("security", &self.security)
+            .field("delivery_timeout", &self.delivery_timeout)
+            .field("read_stall_timeout", &self.read_stall_timeout)
+            .field("request_timeout", &self.request_timeout)
+            .field("client_properties", &self.client_properties.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+fn millis(d: Duration) -> String {
+    d.as_millis().max(1).to_string()
+}
+
+/// Failures of the Kafka backend.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum KafkaError {
+    /// A librdkafka call failed.
+    #[error("{operation}: {source}{}", context_suffix(.context))]
+    Client {
+        /// What was being done.
+        operation: &'static str,
+        /// The librdkafka error.
+        source: RdError,
+        /// The last error librdkafka reported for the connection (e.g. a refused connection or a
+        /// failed authentication), if any.
+        context: Option<String>,
+    },
+    /// The brokers rejected the SASL credentials.
+    #[error("{operation}: authentication failed: {detail}")]
+    Authentication {
+        /// What was being done.
+        operation: &'static str,
+        /// librdkafka's description.
+        detail: String,
+    },
+    /// The topic does not exist (any more).
+    #[error("topic {topic} does not exist")]
+    TopicMissing {
+        /// The topic.
+        topic: String,
+    },
+    /// The topic exists with another partition count than configured.
+    #[error("topic {topic} has {found} partitions, configured {configured}")]
+    PartitionsChanged {
+        /// The topic.
+        topic: String,
+        /// Partitions configured.
+        configured: u32,
+        /// Partitions the topic has.
+        found: u32,
+    },
+    /// The topic was not ready (created, with leaders for every partition) in time.
+    #[error("topic {topic} not ready after {waited:?}: {detail}")]
+    TopicNotReady {
+        /// The topic.
+        topic: String,
+        /// How long was waited.
+        waited: Duration,
+        /// The last state seen.
+        detail: String,
+    },
+    /// A read received no record for the stall timeout.
+    #[error("read of {topic} partition {partition} stalled at offset {offset} (target {to}) for {waited:?}")]
+    ReadStalled {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: u32,
+        /// The offset the read waited for.
+        offset: u64,
+        /// The end of the requested range.
+        to: u64,
+        /// How long no record arrived.
+        waited: Duration,
+    },
+    /// A read failed at a known position.
+    #[error("read of {topic} partition {partition} at offset {offset}: {source}")]
+    Read {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: u32,
+        /// The offset being read.
+        offset: u64,
+        /// The librdkafka error.
+        source: RdError,
+    },
+    /// A partition outside `0..partitions` was asked for.
+    #[error("partition {partition} out of range: topic {topic} has {partitions} partitions")]
+    NoSuchPartition {
+        /// The topic.
+        topic: String,
+        /// Partition asked for.
+        partition: u32,
+        /// Partitions of the topic.
+        partitions: u32,
+    },
+    /// The broker reported a value that cannot be an offset or partition count.
+    #[error("unexpected value from the broker: {0}")]
+    Unexpected(String),
+    /// A blocking task panicked or was cancelled.
+    #[error("blocking task failed: {0}")]
+    Task(String),
+}
+
+fn context_suffix(context: &Option<String>) -> String {
+    context.as_ref().map(|c| format!(" (last client error: {c})")).unwrap_or_default()
+}
+
+impl KafkaError {
+    /// Whether retrying the operation may succeed.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            KafkaError::Client { source, .. } | KafkaError::Read { source, .. } => {
+                source.rdkafka_error_code().is_some_and(code_is_retryable)
+            }
+            KafkaError::ReadStalled { .. } | KafkaError::TopicNotReady { .. } => true,
+            KafkaError::Authentication { .. }
+            | KafkaError::TopicMissing { .. }
+            | KafkaError::PartitionsChanged { .. }
+            | KafkaError::NoSuchPartition { .. }
+            | KafkaError::Unexpected(_)
+            | KafkaError::Task(_) => false,
+        }
+    }
+
+    fn operation(&self) -> &'static str {
+        match self {
+            KafkaError::Client { operation, .. } | KafkaError::Authentication { operation, .. } => operation,
+            KafkaError::ReadStalled { .. } | KafkaError::Read { .. } | KafkaError::NoSuchPartition { .. } => "read",
+            KafkaError::TopicMissing { .. }
+            | KafkaError::PartitionsChanged { .. }
+            | KafkaError::TopicNotReady { .. } => "open",
+            KafkaError::Unexpected(_) | KafkaError::Task(_) => "request",
+        }
+    }
+}
+
+/// Whether a librdkafka error code may clear on retry.
+fn code_is_retryable(code: RDKafkaErrorCode) -> bool {
+    use RDKafkaErrorCode as C;
+    matches!(
+        code,
+        C::BrokerTransportFailure
+            | C::Resolve
+            | C::MessageTimedOut
+            | C::AllBrokersDown
+            | C::OperationTimedOut
+            | C::QueueFull
+            | C::TimedOutQueue
+            | C::ISRInsufficient
+            | C::WaitingForCoordinator
+            | C::Retry
+            | C::Interrupted
+            | C::UnknownTopicOrPartition
+            | C::LeaderNotAvailable
+            | C::NotLeaderForPartition
+            | C::RequestTimedOut
+            | C::BrokerNotAvailable
+            | C::ReplicaNotAvailable
+            | C::NetworkException
+            | C::CoordinatorLoadInProgress
+            | C::CoordinatorNotAvailable
+            | C::NotCoordinator
+            | C::NotEnoughReplicas
+            | C::NotEnoughReplicasAfterAppend
+            | C::NotController
+            | C::KafkaStorageError
+            | C::FencedLeaderEpoch
+            | C::UnknownLeaderEpoch
+            | C::OffsetNotAvailable
+            | C::PreferredLeaderNotAvailable
+            | C::EligibleLeadersNotAvailable
+            | C::ThrottlingQuotaExceeded
+    )
+}
+
+impl From<KafkaError> for CoreError {
+    fn from(e: KafkaError) -> Self {
+        let operation = e.operation();
+        if e.is_retryable() {
+            CoreError::Backend(BackendError::retryable(BACKEND, operation, e))
+        } else {
+            CoreError::Backend(BackendError::terminal(BACKEND, operation, e))
+        }
+    }
+}
+
+fn with_operation(e: KafkaError, operation: &'static str) -> CoreError {
+    if e.is_retryable() {
+        CoreError::Backend(BackendError::retryable(BACKEND, operation, e))
+    } else {
+        CoreError::Backend(BackendError::terminal(BACKEND, operation, e))
+    }
+}
+
+/// Client context remembering the connection-level errors librdkafka reported, so that a
+/// failed or timed-out request can say why (refused connection, failed authentication).
+#[derive(Debug, Default, Clone)]
+struct LogContext {
+    seen: Arc<Mutex<SeenErrors>>,
+}
+
+#[derive(Debug, Default)]
+struct SeenErrors {
+    /// The last authentication failure; kept, since the client's credentials never change.
+    authentication: Option<String>,
+    /// The last other error, not overwritten by the summary "all brokers are down".
+    last: Option<String>,
+}
+
+impl LogContext {
+    /// Turns a failed request into a [`KafkaError`], naming an authentication failure as such.
+    fn fail(&self, operation: &'static str, source: RdError) -> KafkaError {
+        let (authentication, last) = match self.seen.lock() {
+            Ok(g) => (g.authentication.clone(), g.last.clone()),
+            Err(_) => (None, None),
+        };
+        match authentication {
+            Some(detail) => KafkaError::Authentication { operation, detail },
+            None => KafkaError::Client { operation, source, context: last },
+        }
+    }
+}
+
+impl ClientContext for LogContext {
+    fn log(&self, _level: rdkafka::config::RDKafkaLogLevel, _fac: &str, _log_message: &str) {}
+
+    fn error(&self, error: RdError, reason: &str) {
+        let Ok(mut g) = self.seen.lock() else { return };
+        match error.rdkafka_error_code() {
+            Some(RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed) => {
+                g.authentication = Some(reason.to_owned());
+            }
+            Some(RDKafkaErrorCode::AllBrokersDown) if g.last.is_some() => {}
+            _ => g.last = Some(reason.to_owned()),
+        }
+    }
+}
+
+impl ConsumerContext for LogContext {}
+
+/// A cached reader of one partition and the offset it continues at.
+struct Reader {
+    consumer: BaseConsumer<LogContext>,
+    next: u64,
+}
+
+struct Inner {
+    config: KafkaConfig,
+    producer: FutureProducer<LogContext>,
+    /// The producer's context: the last connection error it saw.
+    errors: LogContext,
+    /// One cached consumer per partition, taken out while a read uses it.
+    readers: Mutex<Vec<Option<Reader>>>,
+}
+
+/// A [`StateLog`] on one Kafka topic.
+pub struct KafkaLog {
+    inner: Arc<Inner>,
+    identity: LogIdentity,
+}
+
+impl fmt::Debug for KafkaLog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KafkaLog").field("config", &self.inner.config).field("identity", &self.identity).finish()
+    }
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, KafkaError> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| KafkaError::Task(e.to_string()))
+}
+
+/// Partition count of `topic`, `None` when the topic does not exist; `Err` with a description
+/// when it exists but is not ready (a partition without leader).
+fn topic_partitions(
+    client: &Client<impl ClientContext>,
+    topic: &str,
+    timeout: Duration,
+) -> Result<Result<Option<u32>, String>, RdError> {
+    let md = client.fetch_metadata(Some(topic), timeout)?;
+    let Some(t) = md.topics().iter().find(|t| t.name() == topic) else { return Ok(Ok(None)) };
+    if let Some(err) = t.error() {
+        let code = RDKafkaErrorCode::from(err);
+        if code == RDKafkaErrorCode::UnknownTopicOrPartition || code == RDKafkaErrorCode::UnknownTopic {
+            return Ok(Ok(None));
+        }
+        return Ok(Err(format!("topic error {code}")));
+    }
+    if t.partitions().is_empty() {
+        return Ok(Ok(None));
+    }
+    for p in t.partitions() {
+        if p.leader() < 0 || p.error().is_some() {
+            return Ok(Err(format!("partition {} has no leader", p.id())));
+        }
+    }
+    let n = u32::try_from(t.partitions().len()).map_err(|_| RdError::MetadataFetch(RDKafkaErrorCode::Fail))?;
+    Ok(Ok(Some(n)))
+}
+
+impl KafkaLog {
+    /// Opens the log: creates the topic if it is absent, waits until every partition has a
+    /// leader, and captures the log's identity.
+    pub async fn open(config: KafkaConfig) -> Result<KafkaLog, CoreError> {
+        Self::open_inner(config).await.map_err(|e| with_operation(e, "open"))
+    }
+
+    async fn open_inner(config: KafkaConfig) -> Result<KafkaLog, KafkaError> {
+        let mut pc = config.client_config();
+        pc.set("acks", "all")
+            .set("enable.idempotence", "true")
+            .set("linger.ms", "0")
+            .set("message.timeout.ms", millis(config.delivery_timeout))
+            .set("allow.auto.create.topics", "false");
+        let errors = LogContext::default();
+        let producer: FutureProducer<LogContext> = pc
+            .create_with_context(errors.clone())
+            .map_err(|source| KafkaError::Client { operation: "creating the producer", source, context: None })?;
+        let admin: AdminClient<LogContext> = config
+            .client_config()
+            .create_with_context(LogContext::default())
+            .map_err(|source| KafkaError::Client { operation: "creating the admin client", source, context: None })?;
+
+        let started = Instant::now();
+        let topic = config.topic.clone();
+        let timeout = config.request_timeout;
+        // When the topic was last asked to be created: again while the metadata says it is absent,
+        // since a creation right after a deletion may be refused until the deletion completes.
+        let mut created: Option<Instant> = None;
+        let partitions = loop {
+            let p = producer.clone();
+            let t = topic.clone();
+            // Short attempts, so that a rejected password fails the open as soon as librdkafka
+            // reports it instead of after the whole request timeout.
+            let attempt = timeout.min(OPEN_ATTEMPT);
+            let state = match blocking(move || topic_partitions(p.client(), &t, attempt)).await? {
+                Ok(state) => state,
+                Err(e) => {
+                    let err = errors.fail("fetching topic metadata", e);
+                    if matches!(err, KafkaError::Authentication { .. }) || started.elapsed() >= timeout {
+                        return Err(err);
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let detail = match state {
+                Ok(Some(found)) => break found,
+                Ok(None) if created.is_none_or(|at| at.elapsed() >= CREATE_RETRY) => {
+                    Self::create_topic(&admin, &config).await?;
+                    created = Some(Instant::now());
+                    "created, not yet in metadata".to_owned()
+                }
+                Ok(None) => "created, not yet in metadata".to_owned(),
+                Err(detail) => detail,
+            };
+            if started.elapsed() > timeout {
+                return Err(KafkaError::TopicNotReady { topic, waited: started.elapsed(), detail });
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        if partitions != config.partitions {
+            return Err(KafkaError::PartitionsChanged { topic, configured: config.partitions, found: partitions });
+        }
+        let identity = Self::fetch_identity(&producer, &errors, &topic, timeout).await?;
+        let readers = Mutex::new((0..partitions).map(|_| None).collect());
+        Ok(KafkaLog { inner: Arc::new(Inner { config, producer, errors, readers }), identity })
+    }
+
+    async fn create_topic(admin: &AdminClient<LogContext>, config: &KafkaConfig) -> Result<(), KafkaError> {
+        let partitions = i32::try_from(config.partitions)
+            .map_err(|_| KafkaError::Unexpected(format!("partition count {}", config.partitions)))?;
+        let topic = NewTopic::new(&config.topic, partitions, TopicReplication::Fixed(config.replication.unwrap_or(-1)))
+            .set("cleanup.policy", "compact");
+        let opts = AdminOptions::new()
+            .request_timeout(Some(config.request_timeout))
+            .operation_timeout(Some(config.request_timeout));
+        let results = admin
+            .create_topics([&topic], &opts)
+            .await
+            .map_err(|e| admin.inner().context().fail("creating the topic", e))?;
+        for r in results {
+            match r {
+                Ok(_) => {}
+                // Created concurrently, or the deletion of an older topic of that name is still
+                // in progress: the metadata loop waits for it.
+                Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+                Err((_, code)) => {
+                    return Err(admin.inner().context().fail("creating the topic", RdError::AdminOp(code)));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn fetch_identity(
+        producer: &FutureProducer<LogContext>,
+        errors: &LogContext,
+        topic: &str,
+        timeout: Duration,
+    ) -> Result<LogIdentity, KafkaError> {
+        let p = producer.clone();
+        let t = topic.to_owned();
+        let (partitions, cluster) = blocking(move || {
+            let parts = topic_partitions(p.client(), &t, timeout)?;
+            Ok::<_, RdError>((parts, p.client().fetch_cluster_id(timeout)))
+        })
+        .await?
+        .map_err(|e| errors.fail("fetching topic metadata", e))?;
+        let partitions = match partitions {
+            Ok(Some(n)) => n,
+            Ok(None) => return Err(KafkaError::TopicMissing { topic: topic.to_owned() }),
+            Err(detail) => {
+                return Err(KafkaError::TopicNotReady { topic: topic.to_owned(), waited: Duration::ZERO, detail });
+            }
+        };
+        let cluster = cluster.ok_or_else(|| {
+            errors.fail("fetching the cluster id", RdError::MetadataFetch(RDKafkaErrorCode::OperationTimedOut))
+        })?;
+        Ok(LogIdentity { backend: BACKEND.to_owned(), id: format!("{cluster}/{topic}"), partitions })
+    }
+
+    /// The configuration the log was opened with.
+    pub fn config(&self) -> &KafkaConfig {
+        &self.inner.config
+    }
+
+    /// The topic name.
+    pub fn topic(&self) -> &str {
+        &self.inner.config.topic
+    }
+
+    async fn watermarks(&self, operation: &'static str) -> Result<Vec<(u64, u64)>, CoreError> {
+        let inner = Arc::clone(&self.inner);
+        let partitions = self.identity.partitions;
+        let result = blocking(move || {
+            let client = inner.producer.client();
+            (0..partitions)
+                .map(|p| {
+                    let (lo, hi) = client
+                        .fetch_watermarks(&inner.config.topic, p as i32, inner.config.request_timeout)
+                        .map_err(|e| inner.errors.fail("fetching watermarks", e))?;
+                    let conv = |o: i64| {
+                        u64::try_from(o).map_err(|_| KafkaError::Unexpected(format!("watermark {o} of partition {p}")))
+                    };
+                    Ok((conv(lo)?, conv(hi)?))
+                })
+                .collect::<Result<Vec<_>, KafkaError>>()
+        })
+        .await;
+        result.and_then(|r| r).map_err(|e| with_operation(e, operation))
+    }
+
+    fn read_blocking(inner: &Inner, partition: u32, from: u64, to: u64, max: usize) -> Result<ReadBatch, KafkaError> {
+        let topic = &inner.config.topic;
+        let cached = inner.readers.lock().ok().and_then(|mut g| g.get_mut(partition as usize).and_then(Option::take));
+        let mut reader = match cached {
+            Some(r) => r,
+            None => {
+                let mut cc = inner.config.client_config();
+                cc.set("group.id", format!("actionstate-read-{}", uuid::Uuid::new_v4()))
+                    .set("enable.auto.commit", "false")
+                    .set("enable.auto.offset.store", "false")
+                    .set("auto.offset.reset", "error")
+                    .set("enable.partition.eof", "false")
+                    .set("fetch.wait.max.ms", "100");
+                let consumer: BaseConsumer<LogContext> = cc
+                    .create_with_context(LogContext::default())
+                    .map_err(|source| KafkaError::Client { operation: "creating a consumer", source, context: None })?;
+                // An offset no read starts at, so the first read assigns.
+                Reader { consumer, next: u64::MAX }
+            }
+        };
+        if reader.next != from {
+            let offset = i64::try_from(from).map_err(|_| KafkaError::Unexpected(format!("offset {from}")))?;
+            let mut tpl = TopicPartitionList::new();
+            tpl.add_partition_offset(topic, partition as i32, Offset::Offset(offset))
+                .map_err(|source| KafkaError::Read { topic: topic.clone(), partition, offset: from, source })?;
+            reader.consumer.assign(&tpl).map_err(|source| KafkaError::Read {
+                topic: topic.clone(),
+                partition,
+                offset: from,
+                source,
+            })?;
+            reader.next = from;
+        }
+        let mut records = Vec::new();
+        let stall = inner.config.read_stall_timeout;
+        let mut last_progress = Instant::now();
+        let mut next = from;
+        while records.len() < max && next < to {
+            let waited = last_progress.elapsed();
+            if waited >= stall {
+                // Compaction never removes the last record below an end offset the broker
+                // reported (it sits in the active segment, or a newer record of its key follows at
+                // or past `to`), so a stall means `to` lies beyond the end or the broker is gone.
+                // Records already read are returned; the next call reports the stall.
+                if !records.is_empty() {
+                    break;
+                }
+                return Err(KafkaError::ReadStalled { topic: topic.clone(), partition, offset: next, to, waited });
+            }
+            match reader.consumer.poll(stall - waited) {
+                None => {}
+                Some(Err(source)) => {
+                    return Err(KafkaError::Read { topic: topic.clone(), partition, offset: next, source });
+                }
+                Some(Ok(msg)) => {
+                    let offset = u64::try_from(msg.offset())
+                        .map_err(|_| KafkaError::Unexpected(format!("record offset {}", msg.offset())))?;
+                    if offset < next {
+                        continue;
+                    }
+                    if offset >= to {
+                        next = to;
+                        break;
+                    }
+                    records.push(ReadRecord {
+                        offset,
+                        key: msg.key().map(<[u8]>::to_vec).unwrap_or_default(),
+                        value: msg.payload().map(<[u8]>::to_vec).unwrap_or_default(),
+                    });
+                    next = offset + 1;
+                    last_progress = Instant::now();
+                }
+            }
+        }
+        if next >= to {
+            // The range is read: stop the consumer fetching ahead while it sits in the cache.
+            let _ = reader.consumer.unassign();
+            reader.next = u64::MAX;
+        } else {
+            reader.next = next;
+        }
+        if let Ok(mut g) = inner.readers.lock()
+            && let Some(slot) = g.get_mut(partition as usize)
+            && slot.is_none()
+        {
+            *slot = Some(reader);
+        }
+        Ok(ReadBatch { records, next })
+    }
+}
+
+impl StateLog for KafkaLog {
+    fn identity(&self) -> &LogIdentity {
+        &self.identity
+    }
+
+    async fn current_identity(&self) -> Result<LogIdentity, CoreError> {
+        Self::fetch_identity(
+            &self.inner.producer,
+            &self.inner.errors,
+            &self.inner.config.topic,
+            self.inner.config.request_timeout,
+        )
+        .await
+        .map_err(|e| with_operation(e, "current_identity"))
+    }
+
+    async fn append(&self, record: WireRecord) -> Result<Position, CoreError> {
+        let partition = record.key_id.partition(self.identity.partitions);
+        let p = i32::try_from(partition)
+            .map_err(|_| with_operation(KafkaError::Unexpected(format!("partition {partition}")), "append"))?;
+        let rec = FutureRecord::to(&self.inner.config.topic).partition(p).key(&record.key).payload(&record.value);
+        match self.inner.producer.send(rec, Timeout::After(self.inner.config.delivery_timeout)).await {
+            Ok(delivery) => {
+                let offset = u64::try_from(delivery.offset).map_err(|_| {
+                    with_operation(KafkaError::Unexpected(format!("delivered offset {}", delivery.offset)), "append")
+                })?;
+                Ok(Position { partition, offset, exact: true })
+            }
+            Err((e, _)) => Err(with_operation(self.inner.errors.fail("append", e), "append")),
+        }
+    }
+
+    async fn earliest_offsets(&self) -> Result<Vec<u64>, CoreError> {
+        Ok(self.watermarks("earliest_offsets").await?.into_iter().map(|(lo, _)| lo).collect())
+    }
+
+    async fn end_offsets(&self) -> Result<Vec<u64>, CoreError> {
+        Ok(self.watermarks("end_offsets").await?.into_iter().map(|(_, hi)| hi).collect())
+    }
+
+    async fn read(&self, partition: u32, from: u64, to: u64, max: usize) -> Result<ReadBatch, CoreError> {
+        if partition >= self.identity.partitions {
+            return Err(with_operation(
+                KafkaError::NoSuchPartition {
+                    topic: self.inner.config.topic.clone(),
+                    partition,
+                    partitions: self.identity.partitions,
+                },
+                "read",
+            ));
+        }
+        if from >= to || max == 0 {
+            return Ok(ReadBatch { records: Vec::new(), next: from });
+        }
+        let inner = Arc::clone(&self.inner);
+        blocking(move || Self::read_blocking(&inner, partition, from, to, max))
+            .await
+            .and_then(|r| r)
+            .map_err(|e| with_operation(e, "read"))
+    }
+}
