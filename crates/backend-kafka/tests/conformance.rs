@@ -229,52 +229,6 @@ async fn sasl_wrong_password_fails_with_authentication_error() {
     eprintln!("wrong password after {:?}: {text}", started.elapsed());
 }
 
-/// Median latency of sequential appends; run with `--ignored --nocapture`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "measurement, not a check"]
-async fn append_latency() {
-    let Some(broker) = broker("latency") else { return };
-    let log = KafkaLog::open(test_config(&broker.bootstrap(), &unique_topic("latency"), 4)).await.unwrap();
-    let value = vec![7u8; 512];
-    let mut samples = Vec::new();
-    for n in 0..500u32 {
-        let record =
-            WireRecord { key_id: KeyId::of(&n.to_le_bytes()), key: n.to_le_bytes().to_vec(), value: value.clone() };
-        let t = Instant::now();
-        log.append(record).await.unwrap();
-        samples.push(t.elapsed());
-    }
-    samples.sort();
-    let pct = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize];
-    println!(
-        "append latency over {} sequential 512 B appends: p50 {:?}, p90 {:?}, p99 {:?}, max {:?}",
-        samples.len(),
-        pct(0.5),
-        pct(0.9),
-        pct(0.99),
-        samples[samples.len() - 1]
-    );
-    let end = log.end_offsets().await.unwrap();
-    let started = Instant::now();
-    let mut total = 0;
-    for (p, &e) in end.iter().enumerate() {
-        total += conformance::read_all(&log, p as u32, 0, e).await.len();
-    }
-    println!("read back {total} records (batches of 64) in {:?}", started.elapsed());
-    let started = Instant::now();
-    let (mut total, mut calls) = (0, 0);
-    for (p, &e) in end.iter().enumerate() {
-        let mut next = 0;
-        while next < e {
-            let batch = log.read(p as u32, next, e, 10).await.unwrap();
-            total += batch.records.len();
-            calls += 1;
-            next = batch.next;
-        }
-    }
-    println!("read back {total} records in {calls} reads of at most 10 in {:?}", started.elapsed());
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleted_topic_is_reported_by_current_identity() {
     let Some(broker) = broker("deleted") else { return };
