@@ -3,15 +3,26 @@
 //! Helpers shared by the integration tests (`tests/all`): the backends every scenario runs
 //! on, simulated runs over a fresh log of each, and views of a run's ledger and log that the
 //! scenarios and the crash campaign assert on.
+//!
+//! The Kafka backend needs a broker: `KAFKA_BOOTSTRAP` in the environment, or
+//! `<workspace>/target/services/kafka.env` as `cargo xtask services up kafka` writes it. Tests
+//! on Kafka call [`kafka_available`] first, which prints the `ACTIONSTATE-SKIP` marker when no
+//! broker is configured (and panics instead when `ACTIONSTATE_REQUIRE_SERVICES` is set).
 #![forbid(unsafe_code)]
 #![deny(clippy::unwrap_used)]
 
 use actionstate_core::{ActionDigest, KeyId, LogRecord, StateKey, StateLog, codec};
+use actionstate_kafka::KafkaConfig;
 use actionstate_recovery::testkit::MemoryLog;
 use actionstate_recovery::{AnyLog, StoreError};
 use actionstate_sim::agent::Kind;
-use actionstate_sim::{FileSource, Ledger, LedgerEntry, LogSource, MemorySource, Outcome, RunPlan, Sim, SimConfig};
+use actionstate_sim::{
+    FileSource, KafkaSource, Ledger, LedgerEntry, LogSource, MemorySource, Outcome, RunPlan, Sim, SimConfig,
+};
 use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Duration;
 use tempfile::TempDir;
 
 /// Partitions of every log the tests open.
@@ -24,6 +35,8 @@ pub enum Backend {
     Memory,
     /// The embedded file backend, in a temporary directory.
     File,
+    /// A fresh topic on the Kafka broker the environment names (see [`kafka_bootstrap`]).
+    Kafka,
 }
 
 impl Backend {
@@ -35,27 +48,101 @@ impl Backend {
         match self {
             Backend::Memory => "memory",
             Backend::File => "file",
+            Backend::Kafka => "kafka",
         }
     }
 }
 
+/// The directory whose `Cargo.toml` declares the workspace.
+fn workspace_root() -> Option<PathBuf> {
+    let mut dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    loop {
+        if let Ok(text) = std::fs::read_to_string(dir.join("Cargo.toml"))
+            && text.contains("[workspace]")
+        {
+            return Some(dir);
+        }
+        if !dir.pop() {
+            return None;
+        }
+    }
+}
+
+/// The Kafka broker's bootstrap address: `KAFKA_BOOTSTRAP` from the environment, else from
+/// `<workspace>/target/services/kafka.env`; `None` when neither names one. Read once.
+pub fn kafka_bootstrap() -> Option<&'static str> {
+    static BOOTSTRAP: OnceLock<Option<String>> = OnceLock::new();
+    BOOTSTRAP
+        .get_or_init(|| {
+            if let Ok(v) = std::env::var("KAFKA_BOOTSTRAP") {
+                return Some(v.trim().to_owned()).filter(|v| !v.is_empty());
+            }
+            let text = std::fs::read_to_string(workspace_root()?.join("target/services/kafka.env")).ok()?;
+            text.lines()
+                .filter_map(|line| line.split_once('='))
+                .find(|(k, _)| k.trim() == "KAFKA_BOOTSTRAP")
+                .map(|(_, v)| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+        })
+        .as_deref()
+}
+
+/// Whether a Kafka broker is configured for `test`. When none is, prints the `ACTIONSTATE-SKIP`
+/// marker and returns `false`, or panics if `ACTIONSTATE_REQUIRE_SERVICES` is set.
+pub fn kafka_available(test: &str) -> bool {
+    if kafka_bootstrap().is_some() {
+        return true;
+    }
+    let msg =
+        format!("ACTIONSTATE-SKIP kafka tests ({test}): no broker configured (run cargo xtask services up kafka)");
+    if std::env::var_os("ACTIONSTATE_REQUIRE_SERVICES").is_some() {
+        panic!("{msg}; ACTIONSTATE_REQUIRE_SERVICES is set");
+    }
+    eprintln!("{msg}");
+    println!("{msg}");
+    false
+}
+
+/// The configuration of a fresh, uniquely named topic of [`PARTITIONS`] partitions on the
+/// configured broker, with a replication factor of 1 and timeouts of a few seconds.
+pub fn kafka_test_config(bootstrap: &str) -> KafkaConfig {
+    let topic = format!("actionstate-tests-{}", uuid::Uuid::new_v4().simple());
+    let mut config = actionstate_recovery::kafka_config(bootstrap, &topic, PARTITIONS);
+    config.replication = Some(1);
+    config.delivery_timeout = Duration::from_secs(20);
+    config.read_stall_timeout = Duration::from_secs(10);
+    config.request_timeout = Duration::from_secs(15);
+    config
+}
+
 /// One fresh, empty log of a backend; a file log's directory is deleted when this is
-/// dropped.
+/// dropped. A Kafka log is a new topic, created on first open and left on the broker.
 #[derive(Debug)]
 pub struct Env {
     backend: Backend,
     memory: MemoryLog,
     dir: Option<TempDir>,
+    kafka: Option<KafkaConfig>,
 }
 
 impl Env {
-    /// A fresh log of `backend`.
+    /// A fresh log of `backend`. Kafka fails with [`std::io::ErrorKind::NotFound`] when no
+    /// broker is configured.
     pub fn new(backend: Backend) -> std::io::Result<Env> {
-        let dir = match backend {
-            Backend::Memory => None,
-            Backend::File => Some(tempfile::tempdir()?),
+        let (dir, kafka) = match backend {
+            Backend::Memory => (None, None),
+            Backend::File => (Some(tempfile::tempdir()?), None),
+            Backend::Kafka => {
+                let bootstrap = kafka_bootstrap().ok_or_else(|| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        "no Kafka broker configured (KAFKA_BOOTSTRAP or target/services/kafka.env)",
+                    )
+                })?;
+                (None, Some(kafka_test_config(bootstrap)))
+            }
         };
-        Ok(Env { backend, memory: MemoryLog::new(PARTITIONS), dir })
+        Ok(Env { backend, memory: MemoryLog::new(PARTITIONS), dir, kafka })
     }
 
     /// The backend.
@@ -85,6 +172,9 @@ impl Env {
             };
             sim.run(plan, &|_| {}).await
         }
+        if let Some(kafka) = &self.kafka {
+            return go(Sim::new(KafkaSource { config: kafka.clone() }, config.clone()), inputs, plan).await;
+        }
         match self.file_source() {
             Some(source) => go(Sim::new(source, config.clone()), inputs, plan).await,
             None => go(Sim::new(MemorySource { log: self.memory.clone() }, config.clone()), inputs, plan).await,
@@ -93,6 +183,9 @@ impl Env {
 
     /// Opens (a new handle on) the log. A file log must not be open elsewhere.
     pub async fn open(&self) -> Result<AnyLog, StoreError> {
+        if let Some(config) = &self.kafka {
+            return Ok(AnyLog::Kafka(KafkaSource { config: config.clone() }.open().await?));
+        }
         Ok(match self.file_source() {
             Some(source) => AnyLog::File(source.open().await?),
             None => AnyLog::Memory(self.memory.reopen()),

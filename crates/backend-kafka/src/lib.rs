@@ -33,7 +33,9 @@
 //!   captured, and fail naming partition and offset when no record arrives for
 //!   [`KafkaConfig::read_stall_timeout`].
 //! - Blocking librdkafka calls (metadata, watermarks, consumer polls) run on tokio's blocking
-//!   pool.
+//!   pool. A watermark request a partition answers with `NotLeaderForPartition` or
+//!   `LeaderNotAvailable` (briefly, right after the topic is created or while a leader is
+//!   elected) is repeated until [`KafkaConfig::request_timeout`].
 //!
 //! ## Log identity and its limitation
 //!
@@ -626,9 +628,26 @@ impl KafkaLog {
             let client = inner.producer.client();
             (0..partitions)
                 .map(|p| {
-                    let (lo, hi) = client
-                        .fetch_watermarks(&inner.config.topic, p as i32, inner.config.request_timeout)
-                        .map_err(|e| inner.errors.fail("fetching watermarks", e))?;
+                    // A partition whose leadership is still moving (right after the topic was
+                    // created, or during a leader election) answers NotLeader for a moment:
+                    // ask again until the request timeout.
+                    let started = Instant::now();
+                    let (lo, hi) = loop {
+                        match client.fetch_watermarks(&inner.config.topic, p as i32, inner.config.request_timeout) {
+                            Ok(w) => break w,
+                            Err(e)
+                                if matches!(
+                                    e.rdkafka_error_code(),
+                                    Some(
+                                        RDKafkaErrorCode::NotLeaderForPartition | RDKafkaErrorCode::LeaderNotAvailable
+                                    )
+                                ) && started.elapsed() < inner.config.request_timeout =>
+                            {
+                                std::thread::sleep(Duration::from_millis(50));
+                            }
+                            Err(e) => return Err(inner.errors.fail("fetching watermarks", e)),
+                        }
+                    };
                     let conv = |o: i64| {
                         u64::try_from(o).map_err(|_| KafkaError::Unexpected(format!("watermark {o} of partition {p}")))
                     };

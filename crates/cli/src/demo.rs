@@ -1,4 +1,5 @@
-//! `actionstate demo`: the simulator on the embedded store, crashed partway and restored.
+//! `actionstate demo`: the simulator on the embedded store (or a Kafka topic), crashed partway
+//! and restored.
 
 use actionstate_recovery::testkit::MemoryLog;
 use actionstate_sim::{CrashPoint, FileSource, MemorySource, RunPlan, Sim, SimConfig};
@@ -12,12 +13,16 @@ use std::time::Instant;
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct DemoArgs {
-    /// Data directory (default: a fresh directory under the system temp dir).
+    /// Data directory of the file backend (default: a fresh directory under the system temp dir).
     #[arg(long)]
     data: Option<PathBuf>,
-    /// Backend: only `file` (the embedded default) is available in this build.
+    /// Backend: `file` (the embedded default) or `kafka` (a fresh topic
+    /// `actionstate-demo-<pid>` on the cluster `--bootstrap` names; needs the `kafka` feature).
     #[arg(long, default_value = "file")]
     backend: String,
+    /// Kafka bootstrap brokers (`HOST:PORT`, comma-separated) for `--backend kafka`.
+    #[arg(long)]
+    bootstrap: Option<String>,
     /// Inputs to process.
     #[arg(long, default_value_t = 200)]
     inputs: usize,
@@ -58,10 +63,58 @@ struct Summary {
     elapsed_ms: f64,
 }
 
-pub(crate) async fn run(args: DemoArgs) -> Result<ExitCode> {
-    if args.backend != "file" {
-        bail!("backend `{}` is not available in this build; use `file`", args.backend);
+/// Where the demo runs.
+enum Target {
+    File(PathBuf),
+    #[cfg(feature = "kafka")]
+    Kafka(Box<actionstate_kafka::KafkaConfig>),
+}
+
+impl Target {
+    fn of(args: &DemoArgs) -> Result<Target> {
+        match args.backend.as_str() {
+            "file" => {
+                if args.bootstrap.is_some() {
+                    bail!("--bootstrap applies to --backend kafka only");
+                }
+                let dir = match &args.data {
+                    Some(d) => d.clone(),
+                    None => std::env::temp_dir().join(format!("actionstate-demo-{}-{}", std::process::id(), args.seed)),
+                };
+                if dir.exists() && std::fs::read_dir(&dir).map(|mut d| d.next().is_some()).unwrap_or(false) {
+                    bail!("data directory {} is not empty; pass an empty or new --data", dir.display());
+                }
+                Ok(Target::File(dir))
+            }
+            #[cfg(feature = "kafka")]
+            "kafka" => {
+                if args.data.is_some() {
+                    bail!("--data applies to --backend file only; the kafka backend uses a fresh topic");
+                }
+                let Some(bootstrap) = args.bootstrap.as_deref().filter(|b| !b.trim().is_empty()) else {
+                    bail!("--backend kafka needs --bootstrap HOST:PORT");
+                };
+                let topic = format!("actionstate-demo-{}", std::process::id());
+                Ok(Target::Kafka(Box::new(actionstate_recovery::kafka_config(bootstrap.trim(), &topic, 8))))
+            }
+            #[cfg(not(feature = "kafka"))]
+            "kafka" => bail!("backend `kafka` is not available in this build (built without the `kafka` feature)"),
+            other => bail!("unknown backend `{other}`; use `file` or `kafka`"),
+        }
     }
+
+    /// Where the records live, for the summary.
+    fn location(&self) -> String {
+        match self {
+            Target::File(dir) => dir.display().to_string(),
+            #[cfg(feature = "kafka")]
+            Target::Kafka(c) => format!("kafka://{}/{}", c.bootstrap, c.topic),
+        }
+    }
+}
+
+pub(crate) async fn run(args: DemoArgs) -> Result<ExitCode> {
+    let target = Target::of(&args)?;
     let started = Instant::now();
     let config = SimConfig {
         seed: args.seed,
@@ -81,12 +134,16 @@ pub(crate) async fn run(args: DemoArgs) -> Result<ExitCode> {
         .context("crash-free reference run")?;
     let crash_append = ((reference_log.appends() as f64) * args.crash_at.clamp(0.0, 1.0)).max(1.0) as u64;
 
-    let dir = match args.data {
-        Some(d) => d,
-        None => std::env::temp_dir().join(format!("actionstate-demo-{}-{}", std::process::id(), args.seed)),
-    };
-    if dir.exists() && std::fs::read_dir(&dir).map(|mut d| d.next().is_some()).unwrap_or(false) {
-        bail!("data directory {} is not empty; pass an empty or new --data", dir.display());
+    #[cfg(feature = "kafka")]
+    if let Target::Kafka(c) = &target {
+        // The topic is new unless a process of the same pid ran the demo before: refuse to mix.
+        use actionstate_core::StateLog;
+        let log = actionstate_kafka::KafkaLog::open(c.as_ref().clone())
+            .await
+            .with_context(|| format!("opening {}", target.location()))?;
+        if log.end_offsets().await?.iter().any(|&e| e > 0) {
+            bail!("topic {} already holds records; run the demo again", c.topic);
+        }
     }
     let bar = if args.json {
         ProgressBar::hidden()
@@ -100,9 +157,8 @@ pub(crate) async fn run(args: DemoArgs) -> Result<ExitCode> {
         bar.set_message("running");
         bar
     };
-    let sim = Sim::new(FileSource { dir: dir.clone(), partitions: 8 }, config.clone());
     // Three crashes, placed by rehearsing on the in-memory log (the run is deterministic, so
-    // the file backend sees the same appends): one loses the acknowledgement of a durable
+    // the chosen backend sees the same appends): one loses the acknowledgement of a durable
     // call's journal entry, so the action resumes from its journal; one loses the
     // acknowledgement of a completion, which the rebuild recovers; one strikes after a side
     // effect but before its result is persisted, so that call runs again.
@@ -121,12 +177,23 @@ pub(crate) async fn run(args: DemoArgs) -> Result<ExitCode> {
         vec![CrashPoint::AfterAppend(crash_append), CrashPoint::BeforeAppend(second.max(crash_append + 1))];
     crashes.extend(journal_crash.map(CrashPoint::AfterAppend));
     let plan = RunPlan::crashing(crashes);
-    let outcome = sim.run(&plan, &|pos| bar.set_position(pos as u64)).await.context("demo run")?;
+    let progress = |pos: usize| bar.set_position(pos as u64);
+    let outcome = match &target {
+        Target::File(dir) => Sim::new(FileSource { dir: dir.clone(), partitions: 8 }, config.clone())
+            .run(&plan, &progress)
+            .await
+            .context("demo run")?,
+        #[cfg(feature = "kafka")]
+        Target::Kafka(c) => Sim::new(actionstate_sim::KafkaSource { config: c.as_ref().clone() }, config.clone())
+            .run(&plan, &progress)
+            .await
+            .context("demo run")?,
+    };
     bar.finish_and_clear();
 
     let summary = Summary {
         backend: outcome.backend,
-        data: dir.display().to_string(),
+        data: target.location(),
         inputs: outcome.inputs,
         actions: outcome.ledger.executed + outcome.reused,
         executed: outcome.ledger.executed,
@@ -177,6 +244,8 @@ fn print_summary(s: &Summary) {
     outln!("  duplicate side effects      {}", s.duplicate_side_effects);
     outln!("  acknowledged states lost    {}", s.lost_acknowledged);
     outln!("  matches a crash-free run    {}", if s.matches_crash_free_run { "yes" } else { "NO" });
-    outln!();
-    outln!("  inspect it: actionstate inspect --data {}", s.data);
+    if s.backend == "file" {
+        outln!();
+        outln!("  inspect it: actionstate inspect --data {}", s.data);
+    }
 }

@@ -29,8 +29,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Run a simulated agent on the embedded store, crash it partway, restore, replay, and
-    /// report what was reused, resumed and re-executed.
+    /// Run a simulated agent on the embedded store (or a Kafka topic), crash it partway,
+    /// restore, replay, and report what was reused, resumed and re-executed.
     Demo(demo::DemoArgs),
     /// Show keys, rounds, states and the audit of divergences in a data directory.
     Inspect {

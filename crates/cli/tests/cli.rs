@@ -82,3 +82,17 @@ fn inspecting_a_directory_without_a_store_is_a_clear_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no actionstate database"), "{err}");
 }
+
+#[test]
+fn demo_on_kafka_needs_a_bootstrap_address() {
+    let out = actionstate(&["demo", "--backend", "kafka", "--json"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    if cfg!(feature = "kafka") {
+        assert!(err.contains("--backend kafka needs --bootstrap"), "{err}");
+    } else {
+        assert!(err.contains("not available in this build"), "{err}");
+    }
+    let out = actionstate(&["demo", "--backend", "nope"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown backend `nope`"));
+}

@@ -9,7 +9,14 @@ use std::str::FromStr;
 ///
 /// Parsed from a string (`FromStr`):
 /// - `file:PATH` or `file:PATH?partitions=N` — the embedded default (feature `file`);
-/// - `memory` or `memory:N` — the in-memory log of the test kit (feature `testkit`).
+/// - `memory` or `memory:N` — the in-memory log of the test kit (feature `testkit`);
+/// - `kafka://HOST:PORT/TOPIC` or `kafka://HOST:PORT/TOPIC?partitions=N` — a topic on an
+///   Apache Kafka cluster (feature `kafka`). `HOST:PORT` may be a comma-separated list of
+///   bootstrap brokers (`kafka://b1:9092,b2:9092/agent-state`); the topic name consists of
+///   ASCII letters, digits, `.`, `_` and `-` (at most 249 characters). The topic is created with
+///   `N` partitions (default [`DEFAULT_PARTITIONS`]) when absent; an existing topic must have
+///   exactly `N`. The cluster is reached without authentication, with a 10 s request timeout and
+///   30 s delivery and read-stall timeouts.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LogConfig {
@@ -25,6 +32,15 @@ pub enum LogConfig {
         /// Partitions.
         partitions: u32,
     },
+    /// A topic on an Apache Kafka cluster.
+    Kafka {
+        /// `bootstrap.servers`: comma-separated `host:port` list.
+        bootstrap: String,
+        /// The topic holding the log.
+        topic: String,
+        /// Partitions (used when the topic is created, checked when it exists).
+        partitions: u32,
+    },
 }
 
 /// Partitions of a log created without an explicit count.
@@ -36,21 +52,50 @@ impl FromStr for LogConfig {
     fn from_str(value: &str) -> Result<Self> {
         let bad = |detail: &str| StoreError::Config { value: value.to_owned(), detail: detail.to_owned() };
         let (scheme, rest) = value.split_once(':').unwrap_or((value, ""));
+        let partitions_of = |query: &str| -> Result<u32> {
+            let partitions = match query.strip_prefix("partitions=") {
+                Some(n) => n.parse().map_err(|_| bad("partitions must be a positive integer"))?,
+                None if query.is_empty() => DEFAULT_PARTITIONS,
+                None => return Err(bad("the only option is `partitions=N`")),
+            };
+            if partitions == 0 {
+                return Err(bad("partitions must be a positive integer"));
+            }
+            Ok(partitions)
+        };
         match scheme {
             "file" => {
                 let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
                 if path.is_empty() {
                     return Err(bad("`file:` needs a directory, e.g. `file:./actionstate-data`"));
                 }
-                let partitions = match query.strip_prefix("partitions=") {
-                    Some(n) => n.parse().map_err(|_| bad("partitions must be a positive integer"))?,
-                    None if query.is_empty() => DEFAULT_PARTITIONS,
-                    None => return Err(bad("the only option is `partitions=N`")),
-                };
-                if partitions == 0 {
-                    return Err(bad("partitions must be a positive integer"));
+                Ok(LogConfig::File { dir: PathBuf::from(path), partitions: partitions_of(query)? })
+            }
+            "kafka" => {
+                let example = "expected `kafka://HOST:PORT/TOPIC[?partitions=N]`";
+                let rest = rest.strip_prefix("//").ok_or_else(|| bad(example))?;
+                let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+                let (bootstrap, topic) = rest.split_once('/').ok_or_else(|| bad(example))?;
+                if bootstrap.is_empty() {
+                    return Err(bad("`kafka://` needs a bootstrap broker `HOST:PORT`"));
                 }
-                Ok(LogConfig::File { dir: PathBuf::from(path), partitions })
+                for server in bootstrap.split(',') {
+                    match server.rsplit_once(':') {
+                        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0) => {}
+                        _ => return Err(bad("every bootstrap broker must be `HOST:PORT` with a numeric port")),
+                    }
+                }
+                if topic.is_empty() || topic.len() > 249 || topic == "." || topic == ".." {
+                    return Err(bad("`kafka://HOST:PORT/TOPIC` needs a topic name of 1 to 249 characters"));
+                }
+                if !topic.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)) {
+                    return Err(bad("a topic name consists of ASCII letters, digits, `.`, `_` and `-`"));
+                }
+                Ok(LogConfig::Kafka {
+                    bootstrap: bootstrap.to_owned(),
+                    topic: topic.to_owned(),
+                    partitions: partitions_of(query)?,
+                })
             }
             "memory" => {
                 let partitions = if rest.is_empty() {
@@ -60,7 +105,7 @@ impl FromStr for LogConfig {
                 };
                 Ok(LogConfig::Memory { partitions: partitions.max(1) })
             }
-            _ => Err(bad("unknown backend; expected `file:PATH` or `memory[:N]`")),
+            _ => Err(bad("unknown backend; expected `file:PATH`, `kafka://HOST:PORT/TOPIC` or `memory[:N]`")),
         }
     }
 }
@@ -75,6 +120,21 @@ pub enum AnyLog {
     /// The in-memory test log.
     #[cfg(feature = "testkit")]
     Memory(crate::testkit::MemoryLog),
+    /// A topic on an Apache Kafka cluster.
+    #[cfg(feature = "kafka")]
+    Kafka(actionstate_kafka::KafkaLog),
+}
+
+/// The client settings [`open`] uses for a [`LogConfig::Kafka`]: no authentication, the
+/// broker's default replication factor, a 10 s request timeout and 30 s delivery and
+/// read-stall timeouts.
+#[cfg(feature = "kafka")]
+pub fn kafka_config(bootstrap: &str, topic: &str, partitions: u32) -> actionstate_kafka::KafkaConfig {
+    let mut config = actionstate_kafka::KafkaConfig::new(bootstrap, topic, partitions);
+    config.request_timeout = std::time::Duration::from_secs(10);
+    config.delivery_timeout = std::time::Duration::from_secs(30);
+    config.read_stall_timeout = std::time::Duration::from_secs(30);
+    config
 }
 
 /// Opens the backend `config` names. A backend whose feature is not compiled in is a
@@ -89,6 +149,11 @@ pub async fn open(config: &LogConfig) -> Result<AnyLog> {
         }
         #[cfg(feature = "testkit")]
         LogConfig::Memory { partitions } => Ok(AnyLog::Memory(crate::testkit::MemoryLog::new(*partitions))),
+        #[cfg(feature = "kafka")]
+        LogConfig::Kafka { bootstrap, topic, partitions } => {
+            let log = actionstate_kafka::KafkaLog::open(kafka_config(bootstrap, topic, *partitions)).await?;
+            Ok(AnyLog::Kafka(log))
+        }
         #[allow(unreachable_patterns, reason = "reachable when a backend feature is off")]
         other => Err(StoreError::Config {
             value: format!("{other:?}"),
@@ -104,6 +169,8 @@ macro_rules! dispatch {
             AnyLog::File($log) => $body,
             #[cfg(feature = "testkit")]
             AnyLog::Memory($log) => $body,
+            #[cfg(feature = "kafka")]
+            AnyLog::Kafka($log) => $body,
         }
     };
 }
@@ -131,5 +198,75 @@ impl StateLog for AnyLog {
 
     async fn read(&self, partition: u32, from: u64, to: u64, max: usize) -> Result<ReadBatch, Error> {
         dispatch!(self, log => log.read(partition, from, to, max).await)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(value: &str) -> Result<LogConfig> {
+        value.parse()
+    }
+
+    fn kafka(bootstrap: &str, topic: &str, partitions: u32) -> LogConfig {
+        LogConfig::Kafka { bootstrap: bootstrap.into(), topic: topic.into(), partitions }
+    }
+
+    #[test]
+    fn parses_kafka_urls() {
+        assert_eq!(parse("kafka://127.0.0.1:9092/agent-state").ok(), Some(kafka("127.0.0.1:9092", "agent-state", 8)));
+        assert_eq!(
+            parse("kafka://localhost:9092/agent.state_1?partitions=3").ok(),
+            Some(kafka("localhost:9092", "agent.state_1", 3))
+        );
+        assert_eq!(parse("kafka://b1:9092,b2:9093/t?partitions=16").ok(), Some(kafka("b1:9092,b2:9093", "t", 16)));
+    }
+
+    #[test]
+    fn rejects_malformed_kafka_urls() {
+        for (value, detail) in [
+            ("kafka:", "expected `kafka://"),
+            ("kafka:127.0.0.1:9092/t", "expected `kafka://"),
+            ("kafka://127.0.0.1:9092", "expected `kafka://"),
+            ("kafka:///t", "needs a bootstrap broker"),
+            ("kafka://127.0.0.1/t", "numeric port"),
+            ("kafka://127.0.0.1:x/t", "numeric port"),
+            ("kafka://127.0.0.1:0/t", "numeric port"),
+            ("kafka://:9092/t", "numeric port"),
+            ("kafka://b1:9092,/t", "numeric port"),
+            ("kafka://127.0.0.1:9092/", "needs a topic name"),
+            ("kafka://127.0.0.1:9092/..", "needs a topic name"),
+            ("kafka://127.0.0.1:9092/a/b", "ASCII letters"),
+            ("kafka://127.0.0.1:9092/a b", "ASCII letters"),
+            ("kafka://127.0.0.1:9092/t?partitions=0", "positive integer"),
+            ("kafka://127.0.0.1:9092/t?partitions=-1", "positive integer"),
+            ("kafka://127.0.0.1:9092/t?replication=3", "the only option"),
+        ] {
+            match parse(value) {
+                Err(StoreError::Config { value: v, detail: d }) => {
+                    assert_eq!(v, value);
+                    assert!(d.contains(detail), "{value}: {d}");
+                }
+                other => panic!("{value} parsed as {other:?}"),
+            }
+        }
+        let long = format!("kafka://h:1/{}", "t".repeat(250));
+        assert!(parse(&long).is_err());
+        assert!(parse(&format!("kafka://h:1/{}", "t".repeat(249))).is_ok());
+    }
+
+    #[test]
+    fn parses_file_and_memory() {
+        assert_eq!(parse("file:./d?partitions=2").ok(), Some(LogConfig::File { dir: "./d".into(), partitions: 2 }));
+        assert_eq!(parse("memory:3").ok(), Some(LogConfig::Memory { partitions: 3 }));
+        assert!(parse("redis://h:1/t").is_err());
+    }
+
+    #[cfg(not(feature = "kafka"))]
+    #[tokio::test]
+    async fn kafka_without_its_feature_is_a_config_error() {
+        let err = open(&kafka("127.0.0.1:9092", "t", 1)).await.unwrap_err();
+        assert!(matches!(err, StoreError::Config { .. }), "{err}");
     }
 }

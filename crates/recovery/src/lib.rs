@@ -57,6 +57,8 @@ mod store;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 
+#[cfg(feature = "kafka")]
+pub use config::kafka_config;
 pub use config::{AnyLog, DEFAULT_PARTITIONS, LogConfig, open};
 pub use error::{Result, StoreError};
 pub use rebuild::RebuildReport;

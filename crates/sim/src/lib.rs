@@ -18,6 +18,8 @@ mod runtime;
 
 pub use crash::{CrashLog, CrashPoint, Crashes, InjectedCrash};
 pub use ledger::{CallKey, Ledger, LedgerEntry};
+#[cfg(feature = "kafka")]
+pub use runtime::KafkaSource;
 pub use runtime::{
     FileSource, InputChange, LogSource, Memory, MemorySource, Outcome, RestoreFrom, RoundResults, RunPlan, Sim,
     SimConfig, SimError, inputs, key_id,

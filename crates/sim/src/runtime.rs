@@ -64,6 +64,26 @@ impl LogSource for MemorySource {
     }
 }
 
+/// A topic on an Apache Kafka cluster (feature `kafka`): every open, and every reopen after a
+/// crash, opens the topic the configuration names, creating it on the first open.
+#[cfg(feature = "kafka")]
+#[derive(Clone, Debug)]
+pub struct KafkaSource {
+    /// Brokers, topic, partitions and timeouts.
+    pub config: actionstate_kafka::KafkaConfig,
+}
+
+#[cfg(feature = "kafka")]
+impl LogSource for KafkaSource {
+    type Log = actionstate_kafka::KafkaLog;
+    fn backend(&self) -> &'static str {
+        actionstate_kafka::BACKEND
+    }
+    async fn open(&self) -> Result<Self::Log, StoreError> {
+        Ok(actionstate_kafka::KafkaLog::open(self.config.clone()).await?)
+    }
+}
+
 /// What to simulate.
 #[derive(Clone, Debug)]
 pub struct SimConfig {

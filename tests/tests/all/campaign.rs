@@ -8,7 +8,10 @@
 //! crash executed again, no acknowledged completion is missing from the log, and the final
 //! outputs and memory equal those of the crash-free run.
 //!
-//! `ACTIONSTATE_CAMPAIGN_RUNS` sets the number of runs per backend (default 500);
+//! `ACTIONSTATE_CAMPAIGN_RUNS` sets the number of runs per backend (default 500 on file, 300 in
+//! memory). The Kafka campaign runs on the broker the environment names (see
+//! `actionstate_tests::kafka_bootstrap`), each run on a fresh topic; it defaults to 20 runs and
+//! takes its count from `ACTIONSTATE_CAMPAIGN_RUNS_KAFKA` only;
 //! `ACTIONSTATE_CAMPAIGN_SEED` runs that one seed only, printing what it did;
 //! `ACTIONSTATE_CAMPAIGN_JOBS` sets how many runs are in flight at once (default 4).
 
@@ -29,11 +32,12 @@ struct Case {
     plan: RunPlan,
 }
 
-/// The configuration of run `seed`. File runs use fewer inputs: every append is fsynced.
+/// The configuration of run `seed`. File runs use fewer inputs: every append is fsynced; so do
+/// Kafka runs: every append waits for the broker's acknowledgement.
 fn config(backend: Backend, seed: u64) -> SimConfig {
     let mut rng = Rng::new(seed);
     let inputs = match backend {
-        Backend::File => 10,
+        Backend::File | Backend::Kafka => 10,
         Backend::Memory => rng.range(16, 24) as usize,
     };
     SimConfig {
@@ -152,7 +156,11 @@ async fn campaign(backend: Backend, default_runs: u64, first_seed: u64) {
     let seeds: Vec<u64> = match single {
         Some(seed) => vec![seed],
         None => {
-            let runs = env_u64("ACTIONSTATE_CAMPAIGN_RUNS").unwrap_or(default_runs);
+            let runs = match backend {
+                Backend::Kafka => env_u64("ACTIONSTATE_CAMPAIGN_RUNS_KAFKA"),
+                Backend::File | Backend::Memory => env_u64("ACTIONSTATE_CAMPAIGN_RUNS"),
+            };
+            let runs = runs.unwrap_or(default_runs);
             (first_seed..first_seed + runs).collect()
         }
     };
@@ -251,4 +259,11 @@ async fn crash_campaign_on_file() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_campaign_on_memory() {
     campaign(Backend::Memory, 300, 1_000_000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_campaign_on_kafka() {
+    if actionstate_tests::kafka_available("campaign") {
+        campaign(Backend::Kafka, 20, 2_000_000).await;
+    }
 }

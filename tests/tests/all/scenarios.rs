@@ -14,7 +14,8 @@ use actionstate_sim::{CrashPoint, InputChange, Outcome, RestoreFrom, RunPlan, Si
 use actionstate_tests::*;
 use std::collections::{BTreeSet, HashSet};
 
-/// Generates one test per backend for the scenario function of the same name.
+/// Generates one test per backend for the scenario function of the same name. The `kafka`
+/// test runs on a fresh topic of the configured broker, or prints the skip marker without one.
 macro_rules! on_every_backend {
     ($($name:ident),* $(,)?) => {$(
         mod $name {
@@ -28,6 +29,13 @@ macro_rules! on_every_backend {
             #[tokio::test]
             async fn file() {
                 super::$name(Backend::File).await;
+            }
+
+            #[tokio::test]
+            async fn kafka() {
+                if actionstate_tests::kafka_available(concat!("scenarios::", stringify!($name))) {
+                    super::$name(Backend::Kafka).await;
+                }
             }
         }
     )*};
