@@ -138,9 +138,13 @@ pub(crate) async fn run(args: DemoArgs) -> Result<ExitCode> {
     if let Target::Kafka(c) = &target {
         // The topic is new unless a process of the same pid ran the demo before: refuse to mix.
         use actionstate_core::StateLog;
-        let log = actionstate_kafka::KafkaLog::open(c.as_ref().clone())
-            .await
-            .with_context(|| format!("opening {}", target.location()))?;
+        let log = actionstate_kafka::KafkaLog::open(c.as_ref().clone()).await.with_context(|| {
+            format!(
+                "cannot use {} (is a broker running there? `cargo xtask services up kafka` starts one and \
+                     writes its address to target/services/kafka.env)",
+                target.location()
+            )
+        })?;
         if log.end_offsets().await?.iter().any(|&e| e > 0) {
             bail!("topic {} already holds records; run the demo again", c.topic);
         }

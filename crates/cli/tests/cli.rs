@@ -81,6 +81,8 @@ fn inspecting_a_directory_without_a_store_is_a_clear_error() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no actionstate database"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "the error is one line: {err}");
+    assert_eq!(err.matches("no actionstate database").count(), 1, "a cause is repeated: {err}");
 }
 
 #[test]
