@@ -6,6 +6,8 @@
 //!   run.
 //! - `bench index` — criterion benchmarks of the replay index and its summary line.
 //! - `bench file` — store put and rebuild on the embedded backend against raw redb.
+//! - `bench kafka` — store put and rebuild on a Kafka topic against raw rdkafka clients, on a
+//!   local broker started for it and stopped after.
 //! - `fuzz [--time SECONDS]` — the decoder fuzz target (needs a nightly toolchain and
 //!   cargo-fuzz; both are installed on demand when missing).
 //! - `services up|down|status [kafka]` — a local Apache Kafka broker for integration tests and
@@ -52,6 +54,7 @@ fn print_help() {
          ci                   fmt check, clippy -D warnings, all tests, rustdoc -D warnings\n  \
          bench index          replay-index benchmarks and their summary line\n  \
          bench file           store put and rebuild on the embedded backend vs raw redb\n  \
+         bench kafka          store put and rebuild on a local Kafka broker vs raw rdkafka\n  \
          fuzz [--time SECS]   run the record-decoder fuzz target (default 60 s)\n  \
          services up [kafka]  start a local Kafka broker; addresses in target/services/kafka.env\n  \
          services down        stop the services `services up` started\n  \
@@ -144,8 +147,30 @@ fn bench(what: Option<&str>) -> Result<()> {
             "bench file",
             cargo().args(["run", "--release", "-p", "actionstate", "--", "bench", "--backend", "file"]),
         ),
-        Some(other) => bail!("unknown benchmark `{other}` (known: index, file)"),
-        None => bail!("usage: cargo xtask bench <index|file>"),
+        Some("kafka") => {
+            let kafka = services::up_kafka().context("starting the Kafka broker for the benchmark")?;
+            let measured = run(
+                "bench kafka",
+                cargo().args([
+                    "run",
+                    "--release",
+                    "-p",
+                    "actionstate",
+                    "--",
+                    "bench",
+                    "--backend",
+                    "kafka",
+                    "--bootstrap",
+                    &kafka.bootstrap,
+                    "--json",
+                ]),
+            );
+            let stopped = services::down_kafka();
+            measured?;
+            stopped.context("stopping the Kafka broker")
+        }
+        Some(other) => bail!("unknown benchmark `{other}` (known: index, file, kafka)"),
+        None => bail!("usage: cargo xtask bench <index|file|kafka>"),
     }
 }
 

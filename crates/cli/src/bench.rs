@@ -1,5 +1,6 @@
 //! `actionstate bench --backend file`: end-to-end store paths side by side with the raw
-//! embedded database, in the same run.
+//! embedded database, in the same run. `--backend kafka` does the same on a Kafka topic against
+//! raw rdkafka clients (see the `kafka` module).
 //!
 //! - **put**: `ActionStateStore::complete` (encode, durable append, index) against a raw redb
 //!   write transaction inserting the same bytes with the same durability and committing.
@@ -24,15 +25,19 @@ use std::time::Instant;
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct BenchArgs {
-    /// Backend to measure: `file` (the embedded default).
+    /// Backend to measure: `file` (the embedded default) or `kafka` (fresh topics
+    /// `actionstate-bench-<pid>-<n>` on the cluster `--bootstrap` names; needs the `kafka` feature).
     #[arg(long, default_value = "file")]
     backend: String,
+    /// Kafka bootstrap brokers (`HOST:PORT`, comma-separated) for `--backend kafka`.
+    #[arg(long)]
+    bootstrap: Option<String>,
     /// Sequential puts measured (each side).
     #[arg(long, default_value_t = 2000)]
     puts: usize,
-    /// Records written and rebuilt.
-    #[arg(long, default_value_t = 1_000_000)]
-    records: usize,
+    /// Records written and rebuilt (default: 1,000,000 for `file`, 200,000 for `kafka`).
+    #[arg(long)]
+    records: Option<usize>,
     /// Partitions of the log.
     #[arg(long, default_value_t = 8)]
     partitions: u32,
@@ -99,9 +104,21 @@ fn state(key: KeyId, seq: u64, n: u64) -> (ActionState, Event) {
     (s, input)
 }
 
+#[cfg(feature = "kafka")]
+mod kafka;
+
 pub(crate) async fn run(args: BenchArgs) -> Result<ExitCode> {
-    if args.backend != "file" {
-        bail!("backend `{}` is not available in this build; use `file`", args.backend);
+    match args.backend.as_str() {
+        "file" => {
+            if args.bootstrap.is_some() {
+                bail!("--bootstrap applies to --backend kafka only");
+            }
+        }
+        #[cfg(feature = "kafka")]
+        "kafka" => return kafka::run(args).await,
+        #[cfg(not(feature = "kafka"))]
+        "kafka" => bail!("backend `kafka` is not available in this build (built without the `kafka` feature)"),
+        other => bail!("unknown backend `{other}`; use `file` or `kafka`"),
     }
     let dir = args
         .dir
@@ -196,11 +213,11 @@ async fn rebuild_throughput(dir: &Path, args: &BenchArgs) -> Result<(u64, u64, f
     let path = dir.join("rebuild");
     let log = Arc::new(FileLog::open(FileConfig::new(&path, args.partitions)).map_err(actionstate_core::Error::from)?);
     let writers = 256usize;
-    let per = args.records.div_ceil(writers);
+    let total = args.records.unwrap_or(1_000_000);
+    let per = total.div_ceil(writers);
     let mut tasks = tokio::task::JoinSet::new();
     for w in 0..writers {
         let log = Arc::clone(&log);
-        let total = args.records;
         tasks.spawn(async move {
             let key = KeyId::of(format!("bench-key-{w}").as_bytes());
             let mut bytes = 0u64;
@@ -248,7 +265,7 @@ async fn rebuild_throughput(dir: &Path, args: &BenchArgs) -> Result<(u64, u64, f
 
 /// Reads every partition to `end` through the backend's `StateLog::read`, partitions in
 /// parallel, touching but not decoding the records.
-async fn log_read(log: &Arc<FileLog>, end: &[u64]) -> Result<f64> {
+async fn log_read<L: StateLog>(log: &Arc<L>, end: &[u64]) -> Result<f64> {
     let t = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for (p, &e) in (0u32..).zip(end) {

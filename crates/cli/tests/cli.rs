@@ -1,5 +1,5 @@
 #![allow(clippy::unwrap_used, reason = "tests")]
-//! The `actionstate` binary end to end: demo, inspect, explain, verify.
+//! The `actionstate` binary end to end: demo, inspect, explain, verify, bench arguments.
 
 use actionstate_core::{KeyId, StateLog, WireRecord};
 use std::process::Command;
@@ -96,5 +96,22 @@ fn demo_on_kafka_needs_a_bootstrap_address() {
         assert!(err.contains("not available in this build"), "{err}");
     }
     let out = actionstate(&["demo", "--backend", "nope"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown backend `nope`"));
+}
+
+#[test]
+fn bench_on_kafka_needs_a_bootstrap_address() {
+    let out = actionstate(&["bench", "--backend", "kafka", "--json"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    if cfg!(feature = "kafka") {
+        assert!(err.contains("--backend kafka needs --bootstrap"), "{err}");
+    } else {
+        assert!(err.contains("not available in this build"), "{err}");
+    }
+    let out = actionstate(&["bench", "--backend", "file", "--bootstrap", "127.0.0.1:9092"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--bootstrap applies to --backend kafka only"));
+    let out = actionstate(&["bench", "--backend", "nope"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown backend `nope`"));
 }

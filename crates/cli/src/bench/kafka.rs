@@ -1,0 +1,333 @@
+//! `actionstate bench --backend kafka`: store paths on a Kafka topic side by side with raw
+//! rdkafka clients, in the same run.
+//!
+//! - **put**: `ActionStateStore::complete` on a `KafkaLog` against a raw `FutureProducer` send
+//!   of the same key and value bytes to the same topic and partition, with the log's producer
+//!   settings (`acks=all`, `enable.idempotence=true`, `linger.ms=0`), awaiting the delivery
+//!   report. The two alternate, so both see the same broker load.
+//! - **rebuild**: `ActionStateStore::rebuild` from offset 0 against a raw `BaseConsumer`
+//!   assigned every partition from offset 0, reading until each partition reaches the end
+//!   offset captured before, copying each key and value out as any reader must. For reference
+//!   the plain `StateLog::read` of all partitions (parallel, no decoding) is measured too.
+
+use super::{BenchArgs, log_read, percentile, state};
+use actionstate_core::{KeyId, LogRecord, Marker, Progress, StateLog, Trigger, codec};
+use actionstate_kafka::{KafkaConfig, KafkaLog};
+use actionstate_recovery::{ActionStateStore, Begin, Ownership, Round, StoreConfig, kafka_config};
+use anyhow::{Context, Result, anyhow, bail};
+use rdkafka::admin::{AdminClient, AdminOptions};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::util::Timeout;
+use rdkafka::{Offset, TopicPartitionList};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Records written and rebuilt unless `--records` says otherwise.
+const DEFAULT_RECORDS: usize = 200_000;
+
+#[derive(Serialize, Debug)]
+struct Report {
+    backend: &'static str,
+    bootstrap: String,
+    partitions: u32,
+    puts: usize,
+    put_median_us: f64,
+    put_p99_us: f64,
+    raw_median_us: f64,
+    raw_p99_us: f64,
+    put_ratio: f64,
+    records: u64,
+    record_bytes: u64,
+    rebuild_records_per_s: f64,
+    raw_read_records_per_s: f64,
+    rebuild_ratio: f64,
+    log_read_records_per_s: f64,
+    rebuild_vs_log_read: f64,
+}
+
+pub(super) async fn run(args: BenchArgs) -> Result<ExitCode> {
+    if args.dir.is_some() {
+        bail!("--dir applies to --backend file only; the kafka backend uses fresh topics");
+    }
+    let Some(bootstrap) = args.bootstrap.as_deref().map(str::trim).filter(|b| !b.is_empty()) else {
+        bail!("--backend kafka needs --bootstrap HOST:PORT");
+    };
+    let mut topics = Vec::new();
+    let result = measure(bootstrap, &args, &mut topics).await;
+    delete_topics(bootstrap, &topics).await;
+    let report = result?;
+    if args.json {
+        outln!("{}", serde_json::to_string(&report)?);
+    } else {
+        outln!(
+            "kafka backend at {}, {} partitions, {} sequential puts each side:",
+            report.bootstrap,
+            report.partitions,
+            report.puts
+        );
+        outln!("  store put     median {:.0} µs  p99 {:.0} µs", report.put_median_us, report.put_p99_us);
+        outln!("  raw produce   median {:.0} µs  p99 {:.0} µs", report.raw_median_us, report.raw_p99_us);
+        outln!("  put_ratio     {:.3}", report.put_ratio);
+        outln!("rebuild of {} records ({} bytes each):", report.records, report.record_bytes);
+        outln!("  store rebuild {:.0} records/s", report.rebuild_records_per_s);
+        outln!("  raw consumer  {:.0} records/s", report.raw_read_records_per_s);
+        outln!("  rebuild_ratio {:.3}", report.rebuild_ratio);
+        outln!(
+            "  StateLog::read of all partitions, no decoding: {:.0} records/s (rebuild at {:.3} of it)",
+            report.log_read_records_per_s,
+            report.rebuild_vs_log_read
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn measure(bootstrap: &str, args: &BenchArgs, topics: &mut Vec<String>) -> Result<Report> {
+    let (ours, raw) = put_latency(bootstrap, args, topics).await?;
+    let (records, bytes, rebuild, raw_read, log_read) = rebuild_throughput(bootstrap, args, topics).await?;
+    Ok(Report {
+        backend: "kafka",
+        bootstrap: bootstrap.to_owned(),
+        partitions: args.partitions,
+        puts: args.puts,
+        put_median_us: percentile(&ours, 0.5),
+        put_p99_us: percentile(&ours, 0.99),
+        raw_median_us: percentile(&raw, 0.5),
+        raw_p99_us: percentile(&raw, 0.99),
+        put_ratio: percentile(&ours, 0.5) / percentile(&raw, 0.5).max(1e-9),
+        records,
+        record_bytes: bytes / records.max(1),
+        rebuild_records_per_s: rebuild,
+        raw_read_records_per_s: raw_read,
+        rebuild_ratio: rebuild / raw_read.max(1e-9),
+        log_read_records_per_s: log_read,
+        rebuild_vs_log_read: rebuild / log_read.max(1e-9),
+    })
+}
+
+/// Opens the log on a new, empty topic `actionstate-bench-<pid>-<n>`, skipping names a former
+/// process of the same pid left with records, and remembers the topic for deletion.
+async fn fresh_log(bootstrap: &str, partitions: u32, topics: &mut Vec<String>) -> Result<KafkaLog> {
+    let pid = std::process::id();
+    for n in topics.len()..topics.len() + 100 {
+        let topic = format!("actionstate-bench-{pid}-{n}");
+        let log = KafkaLog::open(kafka_config(bootstrap, &topic, partitions)).await.with_context(|| {
+            format!(
+                "cannot use kafka://{bootstrap}/{topic} (is a broker running there? `cargo xtask services up kafka` \
+                 starts one and writes its address to target/services/kafka.env)"
+            )
+        })?;
+        if log.end_offsets().await?.iter().all(|&e| e == 0) {
+            topics.push(topic);
+            return Ok(log);
+        }
+    }
+    bail!("no empty topic actionstate-bench-{pid}-<n> found; delete the old ones")
+}
+
+/// A producer with the log's settings: `acks=all`, idempotent, `linger.ms=0`.
+fn raw_producer(config: &KafkaConfig) -> Result<FutureProducer> {
+    ClientConfig::new()
+        .set("bootstrap.servers", &config.bootstrap)
+        .set("socket.timeout.ms", millis(config.request_timeout))
+        .set("acks", "all")
+        .set("enable.idempotence", "true")
+        .set("linger.ms", "0")
+        .set("message.timeout.ms", millis(config.delivery_timeout))
+        .set("allow.auto.create.topics", "false")
+        .create()
+        .context("creating the raw producer")
+}
+
+fn millis(d: Duration) -> String {
+    d.as_millis().max(1).to_string()
+}
+
+/// Alternates store puts and raw sends so both see the same broker load.
+async fn put_latency(bootstrap: &str, args: &BenchArgs, topics: &mut Vec<String>) -> Result<(Vec<f64>, Vec<f64>)> {
+    let log = fresh_log(bootstrap, args.partitions, topics).await?;
+    let config = log.config().clone();
+    let partitions = log.identity().partitions;
+    let store = ActionStateStore::new(log, StoreConfig::default());
+    let raw = raw_producer(&config)?;
+    let key = KeyId::of(b"bench-put");
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    let warmup = 50;
+    for n in 0..(args.puts + warmup) as u64 {
+        let (s, input) = state(key, n, n);
+        let round = Round::new(key, n, &input);
+        let Begin::Fresh(handle, _) = store.begin(&round, &s.action, &input, &Trigger::Input).await? else {
+            bail!("benchmark state {n} unexpectedly recorded");
+        };
+        let Progress::Completed { outputs, memory } = s.progress.clone() else { unreachable!() };
+        let t = Instant::now();
+        store.complete(handle, outputs, memory).await?;
+        let ours_us = t.elapsed().as_secs_f64() * 1e6;
+
+        let wire = codec::encode(&LogRecord::Upsert(s))?;
+        let partition = i32::try_from(wire.key_id.partition(partitions))?;
+        let record = FutureRecord::to(&config.topic).partition(partition).key(&wire.key).payload(&wire.value);
+        let t = Instant::now();
+        raw.send(record, Timeout::After(config.delivery_timeout))
+            .await
+            .map_err(|(e, _)| anyhow!("raw produce to {}: {e}", config.topic))?;
+        let raw_us = t.elapsed().as_secs_f64() * 1e6;
+        if n >= warmup as u64 {
+            ours.push(ours_us);
+            theirs.push(raw_us);
+        }
+    }
+    ours.sort_by(f64::total_cmp);
+    theirs.sort_by(f64::total_cmp);
+    Ok((ours, theirs))
+}
+
+/// Writes the records through the log (many concurrent appends), then times a store rebuild
+/// from offset 0, a raw consumer read of the same range and a plain `StateLog::read` of every
+/// partition, alternating, best of two each.
+async fn rebuild_throughput(
+    bootstrap: &str,
+    args: &BenchArgs,
+    topics: &mut Vec<String>,
+) -> Result<(u64, u64, f64, f64, f64)> {
+    let log = Arc::new(fresh_log(bootstrap, args.partitions, topics).await?);
+    let config = log.config().clone();
+    let writers = 256usize;
+    let total = args.records.unwrap_or(DEFAULT_RECORDS);
+    let per = total.div_ceil(writers);
+    let mut tasks = tokio::task::JoinSet::new();
+    for w in 0..writers {
+        let log = Arc::clone(&log);
+        tasks.spawn(async move {
+            let key = KeyId::of(format!("bench-key-{w}").as_bytes());
+            let mut bytes = 0u64;
+            for i in 0..per {
+                let n = (w * per + i) as u64;
+                if n as usize >= total {
+                    break;
+                }
+                let wire = codec::encode(&LogRecord::Upsert(state(key, i as u64, n).0))?;
+                bytes += (wire.key.len() + wire.value.len()) as u64;
+                log.append(wire).await?;
+            }
+            anyhow::Ok(bytes)
+        });
+    }
+    let mut bytes = 0;
+    while let Some(r) = tasks.join_next().await {
+        bytes += r??;
+    }
+    let end = log.end_offsets().await?;
+    let written: u64 = end.iter().sum();
+    let marker = Marker { log: log.identity().clone(), offsets: vec![0; end.len()] };
+    drop(log);
+
+    let (mut best_rebuild, mut best_raw, mut best_read) = (0f64, 0f64, 0f64);
+    for _ in 0..2 {
+        // A fresh log per round, so the rebuild creates its consumers as a restarted worker does.
+        let log = KafkaLog::open(config.clone()).await?;
+        let store = ActionStateStore::new(log, StoreConfig::default());
+        let report = store.rebuild(std::slice::from_ref(&marker), &Ownership::All, &HashMap::new()).await?;
+        if report.records != written {
+            bail!("rebuild read {} records, the topic holds {written}", report.records);
+        }
+        best_rebuild = best_rebuild.max(report.records_per_second());
+        drop(store);
+        let (c, e) = (config.clone(), end.clone());
+        let (n, rate) = tokio::task::spawn_blocking(move || raw_read(&c, &e)).await??;
+        if n != written {
+            bail!("raw read saw {n} records, the topic holds {written}");
+        }
+        best_raw = best_raw.max(rate);
+        // A fresh log again, so its consumers are created inside the measurement as well.
+        let log = Arc::new(KafkaLog::open(config.clone()).await?);
+        best_read = best_read.max(log_read(&log, &end).await?);
+    }
+    Ok((written, bytes, best_rebuild, best_raw, best_read))
+}
+
+/// One consumer assigned every partition from offset 0, polled until each partition reaches
+/// `end`, copying key and value of every record out. Timed from creating the consumer, as the
+/// rebuild's time includes creating its consumers.
+fn raw_read(config: &KafkaConfig, end: &[u64]) -> Result<(u64, f64)> {
+    let t = Instant::now();
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &config.bootstrap)
+        .set("socket.timeout.ms", millis(config.request_timeout))
+        .set("group.id", format!("actionstate-bench-raw-{}-{nanos}", std::process::id()))
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("auto.offset.reset", "error")
+        .set("enable.partition.eof", "false")
+        .set("fetch.wait.max.ms", "100")
+        .create()
+        .context("creating the raw consumer")?;
+    let mut tpl = TopicPartitionList::new();
+    let mut remaining = 0usize;
+    for (p, &e) in (0i32..).zip(end) {
+        if e > 0 {
+            tpl.add_partition_offset(&config.topic, p, Offset::Offset(0))?;
+            remaining += 1;
+        }
+    }
+    consumer.assign(&tpl).context("assigning the partitions")?;
+    let mut next = vec![0u64; end.len()];
+    let (mut n, mut sink) = (0u64, 0usize);
+    let mut last_progress = Instant::now();
+    while remaining > 0 {
+        match consumer.poll(Duration::from_millis(100)) {
+            None => {
+                if last_progress.elapsed() >= config.read_stall_timeout {
+                    bail!("raw read of {} stalled at {next:?} (end {end:?})", config.topic);
+                }
+            }
+            Some(Err(e)) => return Err(e).context("raw read"),
+            Some(Ok(msg)) => {
+                let (Ok(p), Ok(offset)) = (usize::try_from(msg.partition()), u64::try_from(msg.offset())) else {
+                    bail!("raw read: record at partition {} offset {}", msg.partition(), msg.offset());
+                };
+                let (Some(slot), Some(&e)) = (next.get_mut(p), end.get(p)) else {
+                    bail!("raw read: record of unknown partition {p}");
+                };
+                if offset < *slot || offset >= e {
+                    continue;
+                }
+                let key = msg.key().map(<[u8]>::to_vec).unwrap_or_default();
+                let value = msg.payload().map(<[u8]>::to_vec).unwrap_or_default();
+                sink = sink.wrapping_add(key.len() + value.len());
+                n += 1;
+                *slot = offset + 1;
+                if *slot >= e {
+                    remaining -= 1;
+                }
+                last_progress = Instant::now();
+            }
+        }
+    }
+    std::hint::black_box(sink);
+    Ok((n, n as f64 / t.elapsed().as_secs_f64()))
+}
+
+/// Deletes the benchmark's topics; failures only leave them behind.
+async fn delete_topics(bootstrap: &str, topics: &[String]) {
+    if topics.is_empty() {
+        return;
+    }
+    let Ok(admin) =
+        ClientConfig::new().set("bootstrap.servers", bootstrap).create::<AdminClient<DefaultClientContext>>()
+    else {
+        return;
+    };
+    let names: Vec<&str> = topics.iter().map(String::as_str).collect();
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+    if let Err(e) = admin.delete_topics(&names, &opts).await {
+        eprintln!("warning: deleting the benchmark topics {names:?}: {e}");
+    }
+}
