@@ -4,11 +4,14 @@
 //! each check panics with a message naming the violated rule, so it can be called from any
 //! test:
 //!
-//! ```ignore
-//! #[tokio::test]
-//! async fn conformance() {
-//!     actionstate_recovery::testkit::conformance::run_all(&MyHarness::new()).await;
-//! }
+//! ```
+//! use actionstate_recovery::testkit::{MemoryHarness, conformance};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! // In a backend's tests: `#[tokio::test] async fn conforms() { ... }` with its own harness.
+//! conformance::run_all(&MemoryHarness).await;
+//! # }
 //! ```
 
 use actionstate_core::{Error, KeyId, LogIdentity, Marker, Position, StateLog, WireRecord};
