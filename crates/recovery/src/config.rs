@@ -202,6 +202,7 @@ impl StateLog for AnyLog {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, reason = "tests")]
 mod tests {
     use super::*;
 
