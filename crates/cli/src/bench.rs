@@ -206,18 +206,14 @@ async fn put_latency(dir: &Path, args: &BenchArgs) -> Result<(Vec<f64>, Vec<f64>
     Ok((ours, theirs))
 }
 
-/// Writes `records` states through the log (many concurrent appends share commits), then
-/// times a store rebuild, a raw scan of the same file and a plain `StateLog::read` of every
-/// partition (in parallel, like the rebuild, without decoding), alternating, best of two each.
-async fn rebuild_throughput(dir: &Path, args: &BenchArgs) -> Result<(u64, u64, f64, f64, f64)> {
-    let path = dir.join("rebuild");
-    let log = Arc::new(FileLog::open(FileConfig::new(&path, args.partitions)).map_err(actionstate_core::Error::from)?);
+/// Writes `total` completed states through `log` from 256 concurrent tasks (so appends share
+/// commits and batches) and returns the bytes written.
+pub(crate) async fn load<L: StateLog>(log: &Arc<L>, total: usize) -> Result<u64> {
     let writers = 256usize;
-    let total = args.records.unwrap_or(1_000_000);
     let per = total.div_ceil(writers);
     let mut tasks = tokio::task::JoinSet::new();
     for w in 0..writers {
-        let log = Arc::clone(&log);
+        let log = Arc::clone(log);
         tasks.spawn(async move {
             let key = KeyId::of(format!("bench-key-{w}").as_bytes());
             let mut bytes = 0u64;
@@ -237,6 +233,16 @@ async fn rebuild_throughput(dir: &Path, args: &BenchArgs) -> Result<(u64, u64, f
     while let Some(r) = tasks.join_next().await {
         bytes += r??;
     }
+    Ok(bytes)
+}
+
+/// Writes `records` states through the log (many concurrent appends share commits), then
+/// times a store rebuild, a raw scan of the same file and a plain `StateLog::read` of every
+/// partition (in parallel, like the rebuild, without decoding), alternating, best of two each.
+async fn rebuild_throughput(dir: &Path, args: &BenchArgs) -> Result<(u64, u64, f64, f64, f64)> {
+    let path = dir.join("rebuild");
+    let log = Arc::new(FileLog::open(FileConfig::new(&path, args.partitions)).map_err(actionstate_core::Error::from)?);
+    let bytes = load(&log, args.records.unwrap_or(1_000_000)).await?;
     let end = log.end_offsets().await?;
     let marker = actionstate_core::Marker { log: log.identity().clone(), offsets: vec![0; end.len()] };
     drop(log);

@@ -198,31 +198,7 @@ async fn rebuild_throughput(
 ) -> Result<(u64, u64, f64, f64, f64)> {
     let log = Arc::new(fresh_log(bootstrap, args.partitions, topics).await?);
     let config = log.config().clone();
-    let writers = 256usize;
-    let total = args.records.unwrap_or(DEFAULT_RECORDS);
-    let per = total.div_ceil(writers);
-    let mut tasks = tokio::task::JoinSet::new();
-    for w in 0..writers {
-        let log = Arc::clone(&log);
-        tasks.spawn(async move {
-            let key = KeyId::of(format!("bench-key-{w}").as_bytes());
-            let mut bytes = 0u64;
-            for i in 0..per {
-                let n = (w * per + i) as u64;
-                if n as usize >= total {
-                    break;
-                }
-                let wire = codec::encode(&LogRecord::Upsert(state(key, i as u64, n).0))?;
-                bytes += (wire.key.len() + wire.value.len()) as u64;
-                log.append(wire).await?;
-            }
-            anyhow::Ok(bytes)
-        });
-    }
-    let mut bytes = 0;
-    while let Some(r) = tasks.join_next().await {
-        bytes += r??;
-    }
+    let bytes = super::load(&log, args.records.unwrap_or(DEFAULT_RECORDS)).await?;
     let end = log.end_offsets().await?;
     let written: u64 = end.iter().sum();
     let marker = Marker { log: log.identity().clone(), offsets: vec![0; end.len()] };
