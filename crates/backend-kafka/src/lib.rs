@@ -28,6 +28,12 @@
 //! - The producer runs with `acks=all`, `enable.idempotence=true` and `linger.ms=0`;
 //!   [`append`](StateLog::append) awaits this record's own delivery report and returns its exact
 //!   offset. Nothing on the append path flushes the producer.
+//! - A record whose value is a `Delete` envelope (an invalidated state) is produced as a Kafka
+//!   **tombstone**: null value, so compaction drops the superseded state and, after
+//!   `delete.retention.ms`, the tombstone itself. The envelope travels in the record header
+//!   [`TOMBSTONE_HEADER`], and [`read`](StateLog::read) returns it as the record's value, so
+//!   the store reads the same bytes it appended. A null value without that header is returned
+//!   as an empty value, which the decoder rejects with an error naming partition and offset.
 //! - Reads assign one partition to a consumer without a consumer group's commits
 //!   (`enable.auto.commit=false`, `auto.offset.reset=error`), stop at the `to` offset the caller
 //!   captured, and fail naming partition and offset when no record arrives for
@@ -59,14 +65,15 @@
 #![warn(missing_docs)]
 
 use actionstate_core::{
-    BackendError, Error as CoreError, LogIdentity, Position, ReadBatch, ReadRecord, StateLog, WireRecord,
+    BackendError, Error as CoreError, LogIdentity, Position, ReadBatch, ReadRecord, RecordKind, StateLog, WireRecord,
+    codec,
 };
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::{Client, ClientContext};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::{KafkaError as RdError, RDKafkaErrorCode};
-use rdkafka::message::Message;
+use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::util::Timeout;
 use rdkafka::{Offset, TopicPartitionList};
@@ -726,7 +733,7 @@ impl KafkaLog {
                     records.push(ReadRecord {
                         offset,
                         key: msg.key().map(<[u8]>::to_vec).unwrap_or_default(),
-                        value: msg.payload().map(<[u8]>::to_vec).unwrap_or_default(),
+                        value: stored_value(&msg),
                     });
                     next = offset + 1;
                     last_progress = Instant::now();
@@ -750,6 +757,26 @@ impl KafkaLog {
     }
 }
 
+/// The record header that carries the envelope of a tombstone (a `Delete` record produced with
+/// a null value).
+pub const TOMBSTONE_HEADER: &str = "actionstate-delete";
+
+/// Whether `value` is the envelope of a `Delete` record (magic, then the kind byte at 5).
+fn is_delete_envelope(value: &[u8]) -> bool {
+    value.starts_with(&codec::MAGIC) && value.get(5) == Some(&(RecordKind::Delete as u8))
+}
+
+/// The value the store appended for a record read back: the payload, or for a tombstone the
+/// envelope in its header (empty when a null value carries none).
+fn stored_value<M: Message>(msg: &M) -> Vec<u8> {
+    if let Some(payload) = msg.payload() {
+        return payload.to_vec();
+    }
+    msg.headers()
+        .and_then(|h| h.iter().find(|h| h.key == TOMBSTONE_HEADER).and_then(|h| h.value.map(<[u8]>::to_vec)))
+        .unwrap_or_default()
+}
+
 impl StateLog for KafkaLog {
     fn identity(&self) -> &LogIdentity {
         &self.identity
@@ -770,7 +797,12 @@ impl StateLog for KafkaLog {
         let partition = record.key_id.partition(self.identity.partitions);
         let p = i32::try_from(partition)
             .map_err(|_| with_operation(KafkaError::Unexpected(format!("partition {partition}")), "append"))?;
-        let rec = FutureRecord::to(&self.inner.config.topic).partition(p).key(&record.key).payload(&record.value);
+        let rec = FutureRecord::to(&self.inner.config.topic).partition(p).key(&record.key);
+        let rec = if is_delete_envelope(&record.value) {
+            rec.headers(OwnedHeaders::new().insert(Header { key: TOMBSTONE_HEADER, value: Some(&record.value) }))
+        } else {
+            rec.payload(&record.value)
+        };
         match self.inner.producer.send(rec, Timeout::After(self.inner.config.delivery_timeout)).await {
             Ok(delivery) => {
                 let offset = u64::try_from(delivery.offset).map_err(|_| {

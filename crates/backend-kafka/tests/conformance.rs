@@ -289,3 +289,63 @@ async fn deleted_records_move_earliest_and_reads_below_it_fail() {
     eprintln!("read past the end: {err}");
     assert!(err.to_string().contains("partition 0") && err.to_string().contains("offset 6"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalidated_states_are_null_value_tombstones_read_back_as_their_envelope() {
+    use actionstate_core::{ActionId, Event, EventId, InvalidationReason, LogRecord, StateKey, Trigger, codec};
+    use actionstate_kafka::TOMBSTONE_HEADER;
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::message::{Headers, Message};
+    use rdkafka::producer::{FutureProducer, FutureRecord};
+
+    let Some(broker) = broker("tombstones") else { return };
+    let topic = unique_topic("tombstones");
+    let mut config = test_config(&broker.bootstrap(), &topic, 1);
+    config.read_stall_timeout = Duration::from_secs(3);
+    let log = KafkaLog::open(config).await.unwrap();
+    let input = Event { id: EventId(1), event_type: "input".into(), attributes: Default::default() };
+    let key = StateKey::new(KeyId::of(b"tomb"), 0, &ActionId::new("a"), &input, &Trigger::Input);
+    let delete = LogRecord::Delete { key, reason: InvalidationReason::ProducerReplaced };
+    let wire = codec::encode(&delete).unwrap();
+    let envelope = wire.value.clone();
+    let at = log.append(wire).await.unwrap();
+
+    // On the topic: a null value (what compaction treats as a tombstone) with the envelope in
+    // the header.
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", broker.bootstrap())
+        .set("group.id", unique_topic("tombstone-reader"))
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    tpl.add_partition_offset(&topic, 0, rdkafka::Offset::Offset(at.offset as i64)).unwrap();
+    consumer.assign(&tpl).unwrap();
+    let msg = loop {
+        if let Some(m) = consumer.poll(Duration::from_secs(10)) {
+            break m.unwrap();
+        }
+    };
+    assert_eq!(msg.payload(), None, "a Delete record must be produced with a null value");
+    let header = msg.headers().unwrap().iter().find(|h| h.key == TOMBSTONE_HEADER).unwrap();
+    assert_eq!(header.value, Some(envelope.as_slice()));
+
+    // Through the log: the bytes the store appended, which decode to the same record.
+    let end = log.end_offsets().await.unwrap()[0];
+    let batch = log.read(0, at.offset, end, 10).await.unwrap();
+    assert_eq!(batch.records.len(), 1);
+    assert_eq!(batch.records[0].value, envelope);
+    assert_eq!(codec::decode(&batch.records[0].key, &batch.records[0].value).unwrap(), delete);
+
+    // A null value written by someone else (no header) reads as an empty value, which the
+    // decoder rejects instead of skipping it.
+    let producer: FutureProducer = ClientConfig::new().set("bootstrap.servers", broker.bootstrap()).create().unwrap();
+    let foreign = FutureRecord::<[u8], [u8]>::to(&topic).partition(0).key(b"foreign".as_slice());
+    producer.send(foreign, Duration::from_secs(10)).await.map_err(|(e, _)| e).unwrap();
+    let end = log.end_offsets().await.unwrap()[0];
+    let batch = log.read(0, end - 1, end, 10).await.unwrap();
+    assert_eq!(batch.records[0].value, Vec::<u8>::new());
+    let err = codec::decode(&batch.records[0].key, &batch.records[0].value).unwrap_err();
+    eprintln!("foreign tombstone: {err}");
+    assert!(matches!(err, Error::Truncated { .. }), "{err}");
+}

@@ -35,7 +35,7 @@ pub(crate) struct BenchArgs {
     /// Sequential puts measured (each side).
     #[arg(long, default_value_t = 2000)]
     puts: usize,
-    /// Records written and rebuilt (default: 1,000,000 for `file`, 200,000 for `kafka`).
+    /// Records written and rebuilt (default: 1,000,000 for `file`, 500,000 for `kafka`).
     #[arg(long)]
     records: Option<usize>,
     /// Partitions of the log.

@@ -5,6 +5,11 @@
 //!   of the same key and value bytes to the same topic and partition, with the log's producer
 //!   settings (`acks=all`, `enable.idempotence=true`, `linger.ms=0`), awaiting the delivery
 //!   report. The two alternate, so both see the same broker load.
+//! - **linger**: the raw send of the same records with librdkafka's default `linger.ms`,
+//!   awaiting the delivery report without flushing (the wait the put avoids), and the same
+//!   send followed by a flush (the other way to avoid it, measured to justify `linger.ms=0`).
+//! - **concurrent**: 64 keys putting at once (one task each), store against raw producer
+//!   throughput at the same concurrency.
 //! - **rebuild**: `ActionStateStore::rebuild` from offset 0 against a raw `BaseConsumer`
 //!   assigned every partition from offset 0, reading until each partition reaches the end
 //!   offset captured before, copying each key and value out as any reader must. For reference
@@ -20,7 +25,7 @@ use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::util::Timeout;
 use rdkafka::{Offset, TopicPartitionList};
 use serde::Serialize;
@@ -30,7 +35,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Records written and rebuilt unless `--records` says otherwise.
-const DEFAULT_RECORDS: usize = 200_000;
+const DEFAULT_RECORDS: usize = 500_000;
+/// Keys putting at once in the concurrent measurement.
+const CONCURRENT_KEYS: usize = 64;
+/// Puts per key in the concurrent measurement (each side).
+const CONCURRENT_PUTS: u64 = 40;
 
 #[derive(Serialize, Debug)]
 struct Report {
@@ -43,6 +52,12 @@ struct Report {
     raw_median_us: f64,
     raw_p99_us: f64,
     put_ratio: f64,
+    linger_wait_median_us: f64,
+    send_flush_median_us: f64,
+    concurrent_keys: usize,
+    concurrent_puts_per_s: f64,
+    raw_concurrent_per_s: f64,
+    concurrent_ratio: f64,
     records: u64,
     record_bytes: u64,
     rebuild_records_per_s: f64,
@@ -75,6 +90,18 @@ pub(super) async fn run(args: BenchArgs) -> Result<ExitCode> {
         outln!("  store put     median {:.0} µs  p99 {:.0} µs", report.put_median_us, report.put_p99_us);
         outln!("  raw produce   median {:.0} µs  p99 {:.0} µs", report.raw_median_us, report.raw_p99_us);
         outln!("  put_ratio     {:.3}", report.put_ratio);
+        outln!(
+            "  raw produce with the default linger.ms: awaiting delivery median {:.0} µs, send+flush+await {:.0} µs",
+            report.linger_wait_median_us,
+            report.send_flush_median_us
+        );
+        outln!(
+            "{} keys putting concurrently: store {:.0} puts/s, raw producer {:.0} sends/s, concurrent_ratio {:.3}",
+            report.concurrent_keys,
+            report.concurrent_puts_per_s,
+            report.raw_concurrent_per_s,
+            report.concurrent_ratio
+        );
         outln!("rebuild of {} records ({} bytes each):", report.records, report.record_bytes);
         outln!("  store rebuild {:.0} records/s", report.rebuild_records_per_s);
         outln!("  raw consumer  {:.0} records/s", report.raw_read_records_per_s);
@@ -90,6 +117,8 @@ pub(super) async fn run(args: BenchArgs) -> Result<ExitCode> {
 
 async fn measure(bootstrap: &str, args: &BenchArgs, topics: &mut Vec<String>) -> Result<Report> {
     let (ours, raw) = put_latency(bootstrap, args, topics).await?;
+    let (linger_wait, send_flush) = linger_latency(bootstrap, args, topics).await?;
+    let (concurrent, raw_concurrent) = concurrent_throughput(bootstrap, args, topics).await?;
     let (records, bytes, rebuild, raw_read, log_read) = rebuild_throughput(bootstrap, args, topics).await?;
     Ok(Report {
         backend: "kafka",
@@ -101,6 +130,12 @@ async fn measure(bootstrap: &str, args: &BenchArgs, topics: &mut Vec<String>) ->
         raw_median_us: percentile(&raw, 0.5),
         raw_p99_us: percentile(&raw, 0.99),
         put_ratio: percentile(&ours, 0.5) / percentile(&raw, 0.5).max(1e-9),
+        linger_wait_median_us: percentile(&linger_wait, 0.5),
+        send_flush_median_us: percentile(&send_flush, 0.5),
+        concurrent_keys: CONCURRENT_KEYS,
+        concurrent_puts_per_s: concurrent,
+        raw_concurrent_per_s: raw_concurrent,
+        concurrent_ratio: concurrent / raw_concurrent.max(1e-9),
         records,
         record_bytes: bytes / records.max(1),
         rebuild_records_per_s: rebuild,
@@ -133,16 +168,22 @@ async fn fresh_log(bootstrap: &str, partitions: u32, topics: &mut Vec<String>) -
 
 /// A producer with the log's settings: `acks=all`, idempotent, `linger.ms=0`.
 fn raw_producer(config: &KafkaConfig) -> Result<FutureProducer> {
-    ClientConfig::new()
-        .set("bootstrap.servers", &config.bootstrap)
+    raw_producer_with(config, Some("0"))
+}
+
+/// A producer with the log's settings and `linger` (`None`: librdkafka's default).
+fn raw_producer_with(config: &KafkaConfig, linger: Option<&str>) -> Result<FutureProducer> {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", &config.bootstrap)
         .set("socket.timeout.ms", millis(config.request_timeout))
         .set("acks", "all")
         .set("enable.idempotence", "true")
-        .set("linger.ms", "0")
         .set("message.timeout.ms", millis(config.delivery_timeout))
-        .set("allow.auto.create.topics", "false")
-        .create()
-        .context("creating the raw producer")
+        .set("allow.auto.create.topics", "false");
+    if let Some(linger) = linger {
+        c.set("linger.ms", linger);
+    }
+    c.create().context("creating the raw producer")
 }
 
 fn millis(d: Duration) -> String {
@@ -185,6 +226,117 @@ async fn put_latency(bootstrap: &str, args: &BenchArgs, topics: &mut Vec<String>
     }
     ours.sort_by(f64::total_cmp);
     theirs.sort_by(f64::total_cmp);
+    Ok((ours, theirs))
+}
+
+/// Sequential raw sends of benchmark records with librdkafka's default `linger.ms`: awaiting
+/// each delivery report as it comes (the producer holds the record for the linger first), and
+/// flushing after each send before awaiting. A quarter of `--puts` each (at least 50).
+async fn linger_latency(bootstrap: &str, args: &BenchArgs, topics: &mut Vec<String>) -> Result<(Vec<f64>, Vec<f64>)> {
+    let log = fresh_log(bootstrap, args.partitions, topics).await?;
+    let config = log.config().clone();
+    let partitions = log.identity().partitions;
+    let lingering = raw_producer_with(&config, None)?;
+    let key = KeyId::of(b"bench-linger");
+    let (mut waits, mut flushes) = (Vec::new(), Vec::new());
+    let warmup = 10u64;
+    for n in 0..(args.puts / 4).max(50) as u64 + warmup {
+        let (s, _) = state(key, n, n);
+        let wire = codec::encode(&LogRecord::Upsert(s))?;
+        let partition = i32::try_from(wire.key_id.partition(partitions))?;
+        let record = || FutureRecord::to(&config.topic).partition(partition).key(&wire.key).payload(&wire.value);
+        let t = Instant::now();
+        lingering
+            .send(record(), Timeout::After(config.delivery_timeout))
+            .await
+            .map_err(|(e, _)| anyhow!("raw produce to {}: {e}", config.topic))?;
+        let wait_us = t.elapsed().as_secs_f64() * 1e6;
+        let t = Instant::now();
+        let delivery =
+            lingering.send_result(record()).map_err(|(e, _)| anyhow!("raw produce to {}: {e}", config.topic))?;
+        lingering.flush(Timeout::After(config.delivery_timeout)).context("flushing the raw producer")?;
+        delivery
+            .await
+            .map_err(|_| anyhow!("raw produce to {}: delivery report dropped", config.topic))?
+            .map_err(|(e, _)| anyhow!("raw produce to {}: {e}", config.topic))?;
+        let flush_us = t.elapsed().as_secs_f64() * 1e6;
+        if n >= warmup {
+            waits.push(wait_us);
+            flushes.push(flush_us);
+        }
+    }
+    waits.sort_by(f64::total_cmp);
+    flushes.sort_by(f64::total_cmp);
+    Ok((waits, flushes))
+}
+
+/// Throughput with [`CONCURRENT_KEYS`] keys putting at once, one task per key, each doing
+/// [`CONCURRENT_PUTS`] sequential store puts (`begin` + `complete`), against the same number of
+/// tasks sending the same records through one raw producer, awaiting each delivery. A warm-up
+/// round first, then three rounds alternating the two sides; best round of each. Returns
+/// (store puts/s, raw sends/s).
+async fn concurrent_throughput(bootstrap: &str, args: &BenchArgs, topics: &mut Vec<String>) -> Result<(f64, f64)> {
+    let log = fresh_log(bootstrap, args.partitions, topics).await?;
+    let config = log.config().clone();
+    let partitions = log.identity().partitions;
+    let store = Arc::new(ActionStateStore::new(log, StoreConfig::default()));
+    let raw = raw_producer(&config)?;
+    let keys: Vec<KeyId> =
+        (0..CONCURRENT_KEYS).map(|k| KeyId::of(format!("bench-concurrent-{k}").as_bytes())).collect();
+    let (mut ours, mut theirs) = (0f64, 0f64);
+    for round in 0..4u64 {
+        let seqs = round * CONCURRENT_PUTS..(round + 1) * CONCURRENT_PUTS;
+        let t = Instant::now();
+        let mut tasks = tokio::task::JoinSet::new();
+        for &key in &keys {
+            let (store, seqs) = (Arc::clone(&store), seqs.clone());
+            tasks.spawn(async move {
+                for n in seqs {
+                    let (s, input) = state(key, n, n);
+                    let round = Round::new(key, n, &input);
+                    let Begin::Fresh(handle, _) = store.begin(&round, &s.action, &input, &Trigger::Input).await? else {
+                        bail!("benchmark state {n} unexpectedly recorded");
+                    };
+                    let Progress::Completed { outputs, memory } = s.progress else { unreachable!() };
+                    store.complete(handle, outputs, memory).await?;
+                }
+                Ok(())
+            });
+        }
+        while let Some(joined) = tasks.join_next().await {
+            joined??;
+        }
+        let rate = (CONCURRENT_KEYS as u64 * CONCURRENT_PUTS) as f64 / t.elapsed().as_secs_f64();
+        if round > 0 {
+            ours = ours.max(rate);
+        }
+
+        let t = Instant::now();
+        let mut tasks = tokio::task::JoinSet::new();
+        for &key in &keys {
+            let (raw, topic, seqs) = (raw.clone(), config.topic.clone(), seqs.clone());
+            let timeout = config.delivery_timeout;
+            tasks.spawn(async move {
+                for n in seqs {
+                    let (s, _) = state(key, n, n);
+                    let wire = codec::encode(&LogRecord::Upsert(s))?;
+                    let partition = i32::try_from(wire.key_id.partition(partitions))?;
+                    let record = FutureRecord::to(&topic).partition(partition).key(&wire.key).payload(&wire.value);
+                    raw.send(record, Timeout::After(timeout))
+                        .await
+                        .map_err(|(e, _)| anyhow!("raw produce to {topic}: {e}"))?;
+                }
+                Ok::<_, anyhow::Error>(())
+            });
+        }
+        while let Some(joined) = tasks.join_next().await {
+            joined??;
+        }
+        let rate = (CONCURRENT_KEYS as u64 * CONCURRENT_PUTS) as f64 / t.elapsed().as_secs_f64();
+        if round > 0 {
+            theirs = theirs.max(rate);
+        }
+    }
     Ok((ours, theirs))
 }
 
