@@ -120,10 +120,26 @@ fn run_no_skips(step: &str, cmd: &mut Command) -> Result<()> {
     Ok(())
 }
 
+/// The feature that builds the test which stops and restarts the broker.
+const BROKER_FAULT_FEATURE: &str = "actionstate-kafka/broker-fault-tests";
+
 fn ci() -> Result<()> {
     let started = Instant::now();
     run("fmt", cargo().args(["fmt", "--all", "--", "--check"]))?;
-    run("clippy", cargo().args(["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"]))?;
+    run(
+        "clippy",
+        cargo().args([
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--locked",
+            "--features",
+            BROKER_FAULT_FEATURE,
+            "--",
+            "-D",
+            "warnings",
+        ]),
+    )?;
     // The backend tests run against real servers started here and always stopped again.
     let kafka = services::up_kafka().context("starting the Kafka broker for the tests")?;
     let mut test = cargo();
@@ -131,7 +147,18 @@ fn ci() -> Result<()> {
         .env("ACTIONSTATE_REQUIRE_SERVICES", "1")
         .env("RUST_BACKTRACE", "1")
         .envs(kafka.vars());
-    let tested = run_no_skips("test", &mut test);
+    let mut tested = run_no_skips("test", &mut test);
+    if tested.is_ok() {
+        // Stops and restarts the broker: alone, after every other test is done with it.
+        let mut fault = cargo();
+        fault
+            .args(["test", "-p", "actionstate-kafka", "--features", BROKER_FAULT_FEATURE, "--test", "broker_stop"])
+            .args(["--locked", "--", "--nocapture"])
+            .env("ACTIONSTATE_REQUIRE_SERVICES", "1")
+            .env("RUST_BACKTRACE", "1")
+            .envs(kafka.vars());
+        tested = run_no_skips("broker-stop test", &mut fault);
+    }
     let stopped = services::down_kafka();
     tested?;
     stopped.context("stopping the Kafka broker")?;

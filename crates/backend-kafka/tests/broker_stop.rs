@@ -1,0 +1,347 @@
+//! The broker stops during a stream of puts, and comes back.
+//!
+//! Stops the broker `cargo xtask services up kafka` started (`KAFKA_PID` in
+//! `target/services/kafka.env`) with SIGTERM while tasks put completed states through an
+//! `ActionStateStore` on a `KafkaLog`, keeps putting while it is down, starts it again with the
+//! same command line and keeps putting until puts succeed again. Then:
+//!
+//! - every put that returned `Ok` is indexed and its record is readable, byte for byte, at the
+//!   position it was acknowledged at;
+//! - every put that failed did so within the delivery timeout (plus a margin for the put's own
+//!   work) and left no state in the index;
+//! - puts succeed after the restart;
+//! - a rebuild from a marker taken before the stop holds every acknowledged state, equal to
+//!   what was put, and nothing else but states whose put failed after their record may have
+//!   reached the broker (a lost acknowledgement: the put contract allows the record to be
+//!   durable although the put failed; it is never indexed by the failed put itself).
+//!
+//! The test restarts the shared broker, so it must not run beside other Kafka tests: it is
+//! built only with the `broker-fault-tests` feature, and `cargo xtask ci` runs it on its own
+//! after the other tests. It updates the pid file and `KAFKA_PID` so `cargo xtask services down`
+//! stops the restarted broker.
+
+#![allow(clippy::unwrap_used)]
+
+use actionstate_core::{
+    ActionId, ActionState, Attributes, Event, EventId, KeyId, LogRecord, Progress, StateKey, StateLog, Trigger, Value,
+    codec,
+};
+use actionstate_kafka::{KafkaConfig, KafkaLog};
+use actionstate_recovery::testkit::conformance;
+use actionstate_recovery::{ActionStateStore, Begin, Ownership, Round, StoreConfig};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+const DELIVERY_TIMEOUT: Duration = Duration::from_secs(5);
+/// What a failed put may take beyond the delivery timeout: encoding, the index lock and the
+/// scheduling of a loaded machine.
+const MARGIN: Duration = Duration::from_secs(3);
+const TASKS: u64 = 4;
+const PARTITIONS: u32 = 4;
+
+fn workspace_root() -> PathBuf {
+    let mut dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    loop {
+        if std::fs::read_to_string(dir.join("Cargo.toml")).is_ok_and(|t| t.contains("[workspace]")) {
+            return dir;
+        }
+        assert!(dir.pop(), "no workspace root above {}", env!("CARGO_MANIFEST_DIR"));
+    }
+}
+
+/// `target/services/kafka.env` as key/value pairs; the test needs the broker xtask started
+/// (it restarts that process), not just any bootstrap address.
+fn services_env(root: &Path) -> Option<HashMap<String, String>> {
+    let text = std::fs::read_to_string(root.join("target/services/kafka.env")).ok()?;
+    Some(
+        text.lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+            .collect(),
+    )
+}
+
+/// The broker process: its pid, command line and working directory, read from /proc.
+struct Broker {
+    pid: u32,
+    argv: Vec<String>,
+    cwd: PathBuf,
+}
+
+impl Broker {
+    fn of(pid: u32) -> Broker {
+        let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+        let argv: Vec<String> =
+            raw.split(|b| *b == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+        assert!(argv.iter().any(|a| a == "kafka.Kafka"), "pid {pid} is not the Kafka broker: {argv:?}");
+        let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap();
+        Broker { pid, argv, cwd }
+    }
+
+    fn alive(&self) -> bool {
+        // A zombie (exited, not yet reaped by its parent) counts as stopped.
+        std::fs::read_to_string(format!("/proc/{}/stat", self.pid))
+            .is_ok_and(|s| s.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z')))
+    }
+
+    /// SIGTERM (a clean broker shutdown), SIGKILL after 60 s.
+    fn stop(&self) {
+        let kill = |sig: &str| Command::new("kill").args([sig, &self.pid.to_string()]).status().unwrap();
+        assert!(kill("-TERM").success());
+        let started = Instant::now();
+        while self.alive() {
+            if started.elapsed() > Duration::from_secs(60) {
+                kill("-KILL");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Starts the broker again with the same command line, in its own process group, its
+    /// output appended to the broker log, and records the new pid where xtask looks for it.
+    fn restart(self, root: &Path) -> Broker {
+        let log = std::fs::OpenOptions::new().append(true).create(true).open(self.cwd.join("broker.log")).unwrap();
+        let mut cmd = Command::new(&self.argv[0]);
+        cmd.args(&self.argv[1..])
+            .current_dir(&self.cwd)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log);
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        let child = cmd.spawn().unwrap();
+        let pid = child.id();
+        // Not waited for: like the broker xtask started, it outlives this process.
+        std::mem::forget(child);
+        std::fs::write(self.cwd.join("kafka.pid"), format!("{pid}\n")).unwrap();
+        let env_path = root.join("target/services/kafka.env");
+        let env = std::fs::read_to_string(&env_path).unwrap();
+        let env: String = env
+            .lines()
+            .map(|l| if l.starts_with("KAFKA_PID=") { format!("KAFKA_PID={pid}\n") } else { format!("{l}\n") })
+            .collect();
+        std::fs::write(&env_path, env).unwrap();
+        Broker { pid, argv: self.argv, cwd: self.cwd }
+    }
+}
+
+/// A completed state of key `k`, round `seq`.
+fn state(k: u64, seq: u64) -> (ActionState, Event) {
+    let key = KeyId::of(format!("broker-stop-{k}").as_bytes());
+    let mut a = Attributes::new();
+    a.insert("n".into(), Value::Int(seq as i64));
+    let input = Event { id: EventId(u128::from(k) << 64 | u128::from(seq)), event_type: "input".into(), attributes: a };
+    let action = ActionId::new("broker-stop");
+    let sk = StateKey::new(key, seq, &action, &input, &Trigger::Input);
+    let mut out = Attributes::new();
+    out.insert("answer".into(), Value::Int((k * 1000 + seq) as i64));
+    let output =
+        Event { id: EventId(u128::from(k) << 96 | u128::from(seq)), event_type: "answer".into(), attributes: out };
+    let s = ActionState {
+        key: sk,
+        action,
+        trigger: Trigger::Input,
+        trigger_event: input.id,
+        input: input.fingerprint(),
+        progress: Progress::Completed { outputs: vec![output], memory: Vec::new() },
+    };
+    (s, input)
+}
+
+#[derive(Debug)]
+enum Outcome {
+    Acked(Arc<ActionState>),
+    Failed { took: Duration, error: String },
+}
+
+#[derive(Debug)]
+struct Put {
+    state: ActionState,
+    at: Instant,
+    outcome: Outcome,
+}
+
+async fn put(store: &ActionStateStore<KafkaLog>, k: u64, seq: u64) -> Put {
+    let (s, input) = state(k, seq);
+    let round = Round::new(s.key.key, seq, &input);
+    let at = Instant::now();
+    let outcome = match store.begin(&round, &s.action, &input, &Trigger::Input).await {
+        Ok(Begin::Fresh(handle, _)) => {
+            let Progress::Completed { outputs, memory } = s.progress.clone() else { unreachable!() };
+            match store.complete(handle, outputs, memory).await {
+                Ok(indexed) => Outcome::Acked(indexed),
+                Err(e) => Outcome::Failed { took: at.elapsed(), error: e.to_string() },
+            }
+        }
+        Ok(other) => panic!("state {k}/{seq} was already recorded: {other:?}"),
+        Err(e) => Outcome::Failed { took: at.elapsed(), error: e.to_string() },
+    };
+    Put { state: s, at, outcome }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broker_stop_during_puts_loses_no_acknowledged_state() {
+    let root = workspace_root();
+    let Some(env) = services_env(&root) else {
+        let msg = "ACTIONSTATE-SKIP broker-stop test: no broker started by `cargo xtask services up kafka`";
+        if std::env::var_os("ACTIONSTATE_REQUIRE_SERVICES").is_some() {
+            panic!("{msg}; ACTIONSTATE_REQUIRE_SERVICES is set");
+        }
+        eprintln!("{msg}");
+        println!("{msg}");
+        return;
+    };
+    let bootstrap = env["KAFKA_BOOTSTRAP"].clone();
+    let broker = Broker::of(env["KAFKA_PID"].parse().unwrap());
+
+    let topic = format!("broker-stop-{}", uuid::Uuid::new_v4().simple());
+    let mut config = KafkaConfig::new(&bootstrap, &topic, PARTITIONS);
+    config.replication = Some(1);
+    config.delivery_timeout = DELIVERY_TIMEOUT;
+    config.request_timeout = Duration::from_secs(10);
+    config.read_stall_timeout = Duration::from_secs(10);
+    let store = Arc::new(ActionStateStore::new(KafkaLog::open(config.clone()).await.unwrap(), StoreConfig::default()));
+
+    // Some states before the fault, then the marker the rebuild starts from.
+    let mut early = Vec::new();
+    for seq in 0..5 {
+        for k in 0..TASKS {
+            let p = put(&store, k, seq).await;
+            assert!(matches!(p.outcome, Outcome::Acked(_)), "{p:?}");
+            early.push(p.state);
+        }
+    }
+    let before = store.snapshot(1).await.unwrap();
+
+    // The stream: TASKS keys putting one round after another until told to stop.
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut tasks = tokio::task::JoinSet::new();
+    for k in 0..TASKS {
+        let (store, stop) = (Arc::clone(&store), Arc::clone(&stop));
+        tasks.spawn(async move {
+            let mut puts = Vec::new();
+            let mut seq = 5;
+            while !stop.load(Ordering::Relaxed) {
+                puts.push(put(&store, k, seq).await);
+                seq += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            puts
+        });
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let stopped_at = Instant::now();
+    let broker = tokio::task::spawn_blocking(move || {
+        broker.stop();
+        broker
+    })
+    .await
+    .unwrap();
+    eprintln!("broker stopped in {:?}", stopped_at.elapsed());
+    // Down for longer than the delivery timeout, so puts in flight fail.
+    tokio::time::sleep(DELIVERY_TIMEOUT + Duration::from_secs(3)).await;
+    let restarted_at = Instant::now();
+    let root2 = root.clone();
+    let broker = tokio::task::spawn_blocking(move || broker.restart(&root2)).await.unwrap();
+    eprintln!("broker restarted as pid {}", broker.pid);
+
+    // Keep putting until every task has had puts succeed after the restart (or give up).
+    let deadline = restarted_at + Duration::from_secs(120);
+    let mut probes = Vec::new();
+    loop {
+        let p = put(&store, 100 + probes.len() as u64, 0).await;
+        let done = matches!(p.outcome, Outcome::Acked(_));
+        probes.push(p);
+        if done {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no put succeeded within 120 s of restarting the broker: {probes:?}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let recovered_after = restarted_at.elapsed();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut puts = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        puts.extend(joined.unwrap());
+    }
+
+    let acked: Vec<&Put> = puts.iter().filter(|p| matches!(p.outcome, Outcome::Acked(_))).collect();
+    let failed: Vec<&Put> = puts.iter().filter(|p| matches!(p.outcome, Outcome::Failed { .. })).collect();
+    let acked_after_restart = acked.iter().filter(|p| p.at > restarted_at).count();
+    println!(
+        "broker-stop puts={} acked={} failed={} acked_after_restart={acked_after_restart} recovered_after={:.1}s",
+        puts.len(),
+        acked.len(),
+        failed.len(),
+        recovered_after.as_secs_f64()
+    );
+    assert!(!failed.is_empty(), "no put failed while the broker was down: the broker did not stop");
+    assert!(acked_after_restart > 0, "no put of the stream succeeded after the restart");
+
+    // Failed puts: within the delivery timeout, nothing indexed.
+    for p in failed.iter().copied().chain(probes.iter().filter(|p| matches!(p.outcome, Outcome::Failed { .. }))) {
+        let Outcome::Failed { took, error } = &p.outcome else { unreachable!() };
+        assert!(*took <= DELIVERY_TIMEOUT + MARGIN, "a put failed only after {took:?}: {error}");
+        assert!(store.with_index(|i| i.get(&p.state.key).is_none()), "failed put {:?} is indexed", p.state.key);
+    }
+    eprintln!("first failure: {:?}", failed.first().map(|p| &p.outcome));
+
+    // Acknowledged puts: indexed, and readable at their position.
+    let log = store.log();
+    let end = log.end_offsets().await.unwrap();
+    let mut stored = HashMap::new();
+    for (partition, &to) in (0u32..).zip(&end) {
+        for (offset, key, value) in conformance::read_all(log, partition, 0, to).await {
+            stored.insert((partition, offset), (key, value));
+        }
+    }
+    for p in &acked {
+        let Outcome::Acked(indexed) = &p.outcome else { unreachable!() };
+        assert_eq!(**indexed, p.state);
+        let position = store.with_index(|i| i.position(&p.state.key)).unwrap();
+        let (key, value) = &stored[&(position.partition, position.offset)];
+        let record = codec::decode(key, value).unwrap();
+        assert_eq!(record, LogRecord::Upsert(p.state.clone()), "record at {position:?}");
+    }
+
+    // A rebuild from the marker taken before the stop, on a fresh log handle.
+    let rebuilt = ActionStateStore::new(KafkaLog::open(config).await.unwrap(), StoreConfig::default());
+    let report = rebuilt.rebuild(std::slice::from_ref(&before.marker), &Ownership::All, &HashMap::new()).await.unwrap();
+    let states = rebuilt.with_index(|i| i.dump());
+    // Everything else the rebuild holds: states put before the marker, the probes after the
+    // restart, and puts that failed after their record reached the broker.
+    let mut expected: HashMap<StateKey, &ActionState> = early.iter().map(|s| (s.key, s)).collect();
+    expected.extend(acked.iter().map(|p| (p.state.key, &p.state)));
+    expected.extend(probes.iter().filter(|p| matches!(p.outcome, Outcome::Acked(_))).map(|p| (p.state.key, &p.state)));
+    let failed_states: HashMap<StateKey, &ActionState> = failed
+        .iter()
+        .copied()
+        .chain(probes.iter().filter(|p| matches!(p.outcome, Outcome::Failed { .. })))
+        .map(|p| (p.state.key, &p.state))
+        .collect();
+    let mut landed_although_failed = 0;
+    for (key, (s, _)) in &states {
+        match (expected.get(key), failed_states.get(key)) {
+            (Some(e), _) => assert_eq!(**s, **e),
+            (None, Some(f)) => {
+                assert_eq!(**s, **f);
+                landed_although_failed += 1;
+            }
+            (None, None) => panic!("the rebuild holds a state nobody put: {key:?}"),
+        }
+    }
+    for (key, e) in &expected {
+        assert_eq!(states.get(key).map(|(s, _)| &**s), Some(*e), "acknowledged state {key:?} missing after rebuild");
+    }
+    println!(
+        "broker-stop rebuild records={} states={} acked={} landed_although_failed={landed_although_failed}",
+        report.records,
+        states.len(),
+        expected.len()
+    );
+    assert_eq!(states.len(), expected.len() + landed_although_failed);
+}
