@@ -43,16 +43,14 @@
 //!   `LeaderNotAvailable` (briefly, right after the topic is created or while a leader is
 //!   elected) is repeated until [`KafkaConfig::request_timeout`].
 //!
-//! ## Log identity and its limitation
+//! ## Log identity
 //!
-//! The [`LogIdentity`] is backend `"kafka"`, id `<cluster id>/<topic>` and the partition count.
-//! Kafka gives every topic a topic id that changes when the topic is recreated, but rdkafka's
-//! safe API does not expose it (librdkafka reports it only through `rd_kafka_DescribeTopics`,
-//! which rdkafka does not wrap). Hence a topic deleted and recreated **with the same partition
-//! count on the same cluster** is not told apart by its identity; a recreated topic with another
-//! partition count, or a topic on another cluster (a reformatted broker), is. Markers of a
-//! recreated topic usually still fail validation, because their offsets lie beyond the new
-//! topic's end offsets, but that is not guaranteed.
+//! The [`LogIdentity`] is backend `"kafka"`, id `<cluster id>/<topic>/<topic id>` and the
+//! partition count. The topic id is the 128-bit id Kafka gives a topic when it is created (in
+//! hex), read through librdkafka's `DescribeTopics` call (rdkafka's safe API does not wrap it;
+//! see the `topic_id` module, the crate's only unsafe code). A topic deleted and created again
+//! under the same name gets a new topic id, so markers of the old topic fail validation with
+//! [`actionstate_core::Error::LogChanged`] even when the partition count is the same.
 //!
 //! ## Error classes
 //!
@@ -61,8 +59,11 @@
 //! the rest (authentication, authorization, record too large, invalid configuration) terminal.
 //! See [`KafkaError::is_retryable`].
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
+
+#[allow(unsafe_code, reason = "librdkafka's DescribeTopics has no safe wrapper in rdkafka")]
+mod topic_id;
 
 use actionstate_core::{
     BackendError, Error as CoreError, LogIdentity, Position, ReadBatch, ReadRecord, RecordKind, StateLog, WireRecord,
@@ -599,9 +600,10 @@ impl KafkaLog {
     ) -> Result<LogIdentity, KafkaError> {
         let p = producer.clone();
         let t = topic.to_owned();
-        let (partitions, cluster) = blocking(move || {
+        let (partitions, cluster, topic_id) = blocking(move || {
             let parts = topic_partitions(p.client(), &t, timeout)?;
-            Ok::<_, RdError>((parts, p.client().fetch_cluster_id(timeout)))
+            let cluster = p.client().fetch_cluster_id(timeout);
+            Ok::<_, RdError>((parts, cluster, topic_id::describe(p.client(), &t, timeout)))
         })
         .await?
         .map_err(|e| errors.fail("fetching topic metadata", e))?;
@@ -615,7 +617,14 @@ impl KafkaLog {
         let cluster = cluster.ok_or_else(|| {
             errors.fail("fetching the cluster id", RdError::MetadataFetch(RDKafkaErrorCode::OperationTimedOut))
         })?;
-        Ok(LogIdentity { backend: BACKEND.to_owned(), id: format!("{cluster}/{topic}"), partitions })
+        let topic_id = match topic_id {
+            Ok(topic_id::TopicId::Id(id)) => id,
+            Ok(topic_id::TopicId::Missing) => return Err(KafkaError::TopicMissing { topic: topic.to_owned() }),
+            Err(detail) => {
+                return Err(KafkaError::TopicNotReady { topic: topic.to_owned(), waited: Duration::ZERO, detail });
+            }
+        };
+        Ok(LogIdentity { backend: BACKEND.to_owned(), id: format!("{cluster}/{topic}/{topic_id:032x}"), partitions })
     }
 
     /// The configuration the log was opened with.

@@ -349,3 +349,32 @@ async fn invalidated_states_are_null_value_tombstones_read_back_as_their_envelop
     eprintln!("foreign tombstone: {err}");
     assert!(matches!(err, Error::Truncated { .. }), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recreated_topic_with_the_same_partitions_is_a_changed_log() {
+    use actionstate_core::Marker;
+    let Some(broker) = broker("recreated-topic") else { return };
+    let harness = KafkaHarness { broker };
+    let log = conformance::Harness::fresh(&harness, 2).await.unwrap();
+    let old = log.identity().clone();
+    assert_eq!(old.id.split('/').count(), 3, "identity {old} carries cluster, topic and topic id");
+    for n in 0..3u8 {
+        log.append(WireRecord { key_id: KeyId::of(&[n]), key: vec![n], value: vec![n] }).await.unwrap();
+    }
+    let marker = Marker { log: old.clone(), offsets: log.end_offsets().await.unwrap() };
+
+    let log = conformance::Harness::recreate(&harness, log, 2).await.unwrap();
+    let new = log.identity().clone();
+    eprintln!("before: {old}\nafter:  {new}");
+    assert_eq!(new.partitions, old.partitions);
+    assert_ne!(new.id, old.id, "a recreated topic must have another identity");
+    // The new topic is written up to the same offsets, so only the identity tells them apart.
+    for n in 0..3u8 {
+        log.append(WireRecord { key_id: KeyId::of(&[n]), key: vec![n], value: vec![n] }).await.unwrap();
+    }
+    let current = log.current_identity().await.unwrap();
+    let err = marker.validate(&current, &log.earliest_offsets().await.unwrap(), &log.end_offsets().await.unwrap());
+    let err = err.unwrap_err();
+    eprintln!("old marker on the recreated topic: {err}");
+    assert!(matches!(err, Error::LogChanged { .. }), "{err}");
+}
