@@ -51,6 +51,7 @@
 
 mod config;
 mod error;
+mod key_lock;
 mod metrics;
 mod rebuild;
 mod store;

@@ -1,6 +1,7 @@
 //! The store: lookups, the put contract, durable calls and the checkpoint lifecycle.
 
 use crate::error::{Result, StoreError};
+use crate::key_lock::KeyLocks;
 use crate::metrics as m;
 use actionstate_core::{
     ActionId, ActionState, Audit, CallResult, CallStatus, Event, EventId, Fingerprint, KeyId, LogRecord, Marker,
@@ -16,8 +17,6 @@ use std::time::{Duration, Instant};
 /// Tuning of an [`ActionStateStore`].
 #[derive(Clone, Debug)]
 pub struct StoreConfig {
-    /// Number of lock stripes serializing the writes of one key (keys share stripes).
-    pub key_stripes: usize,
     /// Records per read call during rebuild.
     pub read_batch: usize,
     /// A rebuild read that makes no progress for this long fails with
@@ -30,12 +29,7 @@ pub struct StoreConfig {
 
 impl Default for StoreConfig {
     fn default() -> Self {
-        StoreConfig {
-            key_stripes: 256,
-            read_batch: 4096,
-            rebuild_stall: Duration::from_secs(30),
-            max_pending_checkpoints: 64,
-        }
+        StoreConfig { read_batch: 4096, rebuild_stall: Duration::from_secs(30), max_pending_checkpoints: 64 }
     }
 }
 
@@ -195,7 +189,8 @@ pub(crate) struct Shared {
 pub struct ActionStateStore<L: StateLog> {
     pub(crate) log: Arc<L>,
     pub(crate) shared: Mutex<Shared>,
-    stripes: Vec<tokio::sync::Mutex<()>>,
+    /// Serializes the writes (and lookups) of one key.
+    keys: KeyLocks,
     /// Writers and lookups hold it shared; a snapshot holds it exclusively so that the marker
     /// and the flushed invalidations describe one consistent moment.
     pub(crate) epoch: tokio::sync::RwLock<()>,
@@ -212,7 +207,6 @@ impl<L: StateLog> ActionStateStore<L> {
     /// A store over `log` with an empty index. Call [`rebuild`](Self::rebuild) to restore a
     /// checkpoint.
     pub fn new(log: L, config: StoreConfig) -> Self {
-        let stripes = (0..config.key_stripes.max(1)).map(|_| tokio::sync::Mutex::new(())).collect();
         ActionStateStore {
             log: Arc::new(log),
             shared: Mutex::new(Shared {
@@ -221,7 +215,7 @@ impl<L: StateLog> ActionStateStore<L> {
                 last_completed: HashMap::new(),
                 checkpoints: BTreeMap::new(),
             }),
-            stripes,
+            keys: KeyLocks::default(),
             epoch: tokio::sync::RwLock::new(()),
             config,
         }
@@ -242,11 +236,6 @@ impl<L: StateLog> ActionStateStore<L> {
         f(&self.shared.lock().index)
     }
 
-    fn stripe(&self, key: &KeyId) -> &tokio::sync::Mutex<()> {
-        let n = self.stripes.len();
-        &self.stripes[key.partition(u32::try_from(n).unwrap_or(u32::MAX)) as usize % n]
-    }
-
     /// Looks up the action triggered by `event` in `round` and says whether to reuse, resume
     /// or run it. A miss may invalidate recorded history; the tombstones and the audit record
     /// are appended before this key's next write (or the next snapshot).
@@ -255,7 +244,7 @@ impl<L: StateLog> ActionStateStore<L> {
         let key = StateKey::new(round.key, round.seq, action, event, trigger);
         let probe = Probe { key, trigger, event: event.id, input: round.input };
         let _epoch = self.epoch.read().await;
-        let _key = self.stripe(&round.key).lock().await;
+        let _key = self.keys.lock(round.key).await;
         let decision = {
             let mut sh = self.shared.lock();
             let lookup = sh.index.lookup(&probe);
@@ -397,7 +386,7 @@ impl<L: StateLog> ActionStateStore<L> {
     async fn put(&self, state: ActionState) -> Result<Arc<ActionState>> {
         let key = state.key;
         let _epoch = self.epoch.read().await;
-        let _stripe = self.stripe(&key.key).lock().await;
+        let _key = self.keys.lock(key.key).await;
         self.flush_key(&key.key).await?;
         let record = LogRecord::Upsert(state);
         let wire = codec::encode(&record)?;

@@ -39,7 +39,7 @@ const DEFAULT_RECORDS: usize = 500_000;
 /// Keys putting at once in the concurrent measurement.
 const CONCURRENT_KEYS: usize = 64;
 /// Puts per key in the concurrent measurement (each side).
-const CONCURRENT_PUTS: u64 = 40;
+const CONCURRENT_PUTS: u64 = 150;
 
 #[derive(Serialize, Debug)]
 struct Report {
@@ -58,6 +58,7 @@ struct Report {
     concurrent_puts_per_s: f64,
     raw_concurrent_per_s: f64,
     concurrent_ratio: f64,
+    log_concurrent_per_s: f64,
     records: u64,
     record_bytes: u64,
     rebuild_records_per_s: f64,
@@ -102,6 +103,7 @@ pub(super) async fn run(args: BenchArgs) -> Result<ExitCode> {
             report.raw_concurrent_per_s,
             report.concurrent_ratio
         );
+        outln!("  (KafkaLog::append alone, same keys: {:.0} appends/s)", report.log_concurrent_per_s);
         outln!("rebuild of {} records ({} bytes each):", report.records, report.record_bytes);
         outln!("  store rebuild {:.0} records/s", report.rebuild_records_per_s);
         outln!("  raw consumer  {:.0} records/s", report.raw_read_records_per_s);
@@ -118,7 +120,7 @@ pub(super) async fn run(args: BenchArgs) -> Result<ExitCode> {
 async fn measure(bootstrap: &str, args: &BenchArgs, topics: &mut Vec<String>) -> Result<Report> {
     let (ours, raw) = put_latency(bootstrap, args, topics).await?;
     let (linger_wait, send_flush) = linger_latency(bootstrap, args, topics).await?;
-    let (concurrent, raw_concurrent) = concurrent_throughput(bootstrap, args, topics).await?;
+    let (concurrent, raw_concurrent, log_concurrent) = concurrent_throughput(bootstrap, args, topics).await?;
     let (records, bytes, rebuild, raw_read, log_read) = rebuild_throughput(bootstrap, args, topics).await?;
     Ok(Report {
         backend: "kafka",
@@ -136,6 +138,7 @@ async fn measure(bootstrap: &str, args: &BenchArgs, topics: &mut Vec<String>) ->
         concurrent_puts_per_s: concurrent,
         raw_concurrent_per_s: raw_concurrent,
         concurrent_ratio: concurrent / raw_concurrent.max(1e-9),
+        log_concurrent_per_s: log_concurrent,
         records,
         record_bytes: bytes / records.max(1),
         rebuild_records_per_s: rebuild,
@@ -275,7 +278,7 @@ async fn linger_latency(bootstrap: &str, args: &BenchArgs, topics: &mut Vec<Stri
 /// tasks sending the same records through one raw producer, awaiting each delivery. A warm-up
 /// round first, then three rounds alternating the two sides; best round of each. Returns
 /// (store puts/s, raw sends/s).
-async fn concurrent_throughput(bootstrap: &str, args: &BenchArgs, topics: &mut Vec<String>) -> Result<(f64, f64)> {
+async fn concurrent_throughput(bootstrap: &str, args: &BenchArgs, topics: &mut Vec<String>) -> Result<(f64, f64, f64)> {
     let log = fresh_log(bootstrap, args.partitions, topics).await?;
     let config = log.config().clone();
     let partitions = log.identity().partitions;
@@ -283,7 +286,7 @@ async fn concurrent_throughput(bootstrap: &str, args: &BenchArgs, topics: &mut V
     let raw = raw_producer(&config)?;
     let keys: Vec<KeyId> =
         (0..CONCURRENT_KEYS).map(|k| KeyId::of(format!("bench-concurrent-{k}").as_bytes())).collect();
-    let (mut ours, mut theirs) = (0f64, 0f64);
+    let (mut ours, mut theirs, mut log_only) = (0f64, 0f64, 0f64);
     for round in 0..4u64 {
         let seqs = round * CONCURRENT_PUTS..(round + 1) * CONCURRENT_PUTS;
         let t = Instant::now();
@@ -309,6 +312,28 @@ async fn concurrent_throughput(bootstrap: &str, args: &BenchArgs, topics: &mut V
         let rate = (CONCURRENT_KEYS as u64 * CONCURRENT_PUTS) as f64 / t.elapsed().as_secs_f64();
         if round > 0 {
             ours = ours.max(rate);
+        }
+
+        // The log's own append, without the store, on the same keys (sequence numbers above
+        // the store's, so the records differ).
+        let t = Instant::now();
+        let mut tasks = tokio::task::JoinSet::new();
+        for &key in &keys {
+            let (store, seqs) = (Arc::clone(&store), seqs.clone());
+            tasks.spawn(async move {
+                for n in seqs {
+                    let (s, _) = state(key, n + 1_000_000, n);
+                    store.log().append(codec::encode(&LogRecord::Upsert(s))?).await?;
+                }
+                Ok::<_, anyhow::Error>(())
+            });
+        }
+        while let Some(joined) = tasks.join_next().await {
+            joined??;
+        }
+        let rate = (CONCURRENT_KEYS as u64 * CONCURRENT_PUTS) as f64 / t.elapsed().as_secs_f64();
+        if round > 0 {
+            log_only = log_only.max(rate);
         }
 
         let t = Instant::now();
@@ -337,7 +362,7 @@ async fn concurrent_throughput(bootstrap: &str, args: &BenchArgs, topics: &mut V
             theirs = theirs.max(rate);
         }
     }
-    Ok((ours, theirs))
+    Ok((ours, theirs, log_only))
 }
 
 /// Writes the records through the log (many concurrent appends), then times a store rebuild
