@@ -10,9 +10,11 @@
 //!   local broker started for it and stopped after.
 //! - `fuzz [--time SECONDS]` — the decoder fuzz target (needs a nightly toolchain and
 //!   cargo-fuzz; both are installed on demand when missing).
-//! - `services up|down|status [kafka]` — a local Apache Kafka broker for integration tests and
-//!   benchmarks (needs Java 17, and Maven to fetch it once); see `services.rs`.
+//! - `services up|down|status [kafka] [fluss]` — a local Apache Kafka broker, and a local Apache
+//!   Fluss cluster (ZooKeeper, a coordinator and a tablet server), for integration tests and
+//!   benchmarks (needs Java 17, and Maven to fetch them once); see `services.rs` and `fluss.rs`.
 
+mod fluss;
 mod services;
 #[cfg(test)]
 mod tidy;
@@ -57,7 +59,8 @@ fn print_help() {
          bench kafka          store put and rebuild on a local Kafka broker vs raw rdkafka\n  \
          fuzz [--time SECS]   run the record-decoder fuzz target (default 60 s)\n  \
          services up [kafka]  start a local Kafka broker; addresses in target/services/kafka.env\n  \
-         services down        stop the services `services up` started\n  \
+         services up fluss    start a local Fluss cluster; addresses in target/services/fluss.env\n  \
+         services down [SVC]  stop the services `services up` started (all of them by default)\n  \
          services status      whether they run and answer"
     );
 }

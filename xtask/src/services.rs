@@ -1,4 +1,6 @@
-//! Local services for integration tests and benchmarks: `cargo xtask services up|down|status [kafka]`.
+//! Local services for integration tests and benchmarks: `cargo xtask services up|down|status
+//! [kafka] [fluss]`. Without a service named, `up` starts Kafka, and `down` and `status` cover
+//! both. The Fluss cluster lives in `fluss.rs` and shares the helpers here.
 //!
 //! # Kafka
 //!
@@ -74,7 +76,7 @@ pub(crate) const KAFKA_VERSION: &str = "4.3.1";
 /// slf4j API 2.x; the Kafka poms name 1.7, which would not find the log4j 2 binding.
 const SLF4J_VERSION: &str = "2.0.17";
 /// The log4j 2 release Kafka itself depends on; the slf4j binding must match it.
-const LOG4J_VERSION: &str = "2.25.4";
+pub(crate) const LOG4J_VERSION: &str = "2.25.4";
 /// Pinned so that the result does not depend on the Maven version's default plugin.
 const DEPENDENCY_PLUGIN: &str = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1";
 
@@ -92,34 +94,65 @@ const JVM_OPTIONS: &[&str] = &[
     "-XX:+ExitOnOutOfMemoryError",
     "-Djava.awt.headless=true",
 ];
-const READY_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const READY_TIMEOUT: Duration = Duration::from_secs(120);
 const STOP_TIMEOUT: Duration = Duration::from_secs(30);
 const KILL_TIMEOUT: Duration = Duration::from_secs(10);
-const POLL: Duration = Duration::from_millis(250);
+pub(crate) const POLL: Duration = Duration::from_millis(250);
 /// Per-request timeout of the readiness probe.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
-const JAVA_MISSING: &str = "`java` was not found: the Kafka broker needs a Java 17 (or newer) runtime; \
-                            install it with `apt-get install openjdk-17-jre-headless`";
-const MAVEN_MISSING: &str = "`mvn` was not found: fetching the Kafka broker jars needs Maven; \
+const JAVA_MISSING: &str = "`java` was not found: the local Kafka and Fluss servers need a Java 17 (or newer) \
+                            runtime; install it with `apt-get install openjdk-17-jre-headless`";
+const MAVEN_MISSING: &str = "`mvn` was not found: fetching the Kafka and Fluss server jars needs Maven; \
                              install it with `apt-get install maven`";
 
-const USAGE: &str = "usage: cargo xtask services <up|down|status> [kafka]";
+const USAGE: &str = "usage: cargo xtask services <up|down|status> [kafka] [fluss]";
+const SERVICES: [&str; 2] = ["kafka", "fluss"];
 
-/// `cargo xtask services <action> [service...]`; the only service is `kafka`, the default.
+/// `cargo xtask services <action> [service...]`. Without services, `up` starts Kafka only, and
+/// `down` and `status` cover all of them; see `fluss.rs` for the Fluss cluster.
 pub(crate) fn run(args: &[String]) -> Result<()> {
     let Some(action) = args.first() else { bail!(USAGE) };
-    if let Some(other) = args[1..].iter().find(|s| s.as_str() != "kafka") {
-        bail!("unknown service `{other}` (known: kafka)\n{USAGE}");
+    let mut named: Vec<&str> = Vec::new();
+    for service in &args[1..] {
+        let Some(known) = SERVICES.iter().copied().find(|s| *s == service.as_str()) else {
+            bail!("unknown service `{service}` (known: {})\n{USAGE}", SERVICES.join(", "));
+        };
+        if !named.contains(&known) {
+            named.push(known);
+        }
     }
+    let all = |default: &[&'static str]| if named.is_empty() { default.to_vec() } else { named.clone() };
     match action.as_str() {
         "up" => {
-            let env = up_kafka()?;
-            print!("{}", env.render());
+            for service in all(&["kafka"]) {
+                match service {
+                    "fluss" => print!("{}", crate::fluss::up_fluss()?.render()),
+                    _ => print!("{}", up_kafka()?.render()),
+                }
+            }
             Ok(())
         }
-        "down" => down_kafka(),
-        "status" => status_kafka(),
+        "down" => {
+            // Every service is stopped even when one of them fails to stop.
+            let results: Vec<Result<()>> = all(&["fluss", "kafka"])
+                .into_iter()
+                .map(|service| match service {
+                    "fluss" => crate::fluss::down_fluss(),
+                    _ => down_kafka(),
+                })
+                .collect();
+            results.into_iter().collect()
+        }
+        "status" => {
+            for service in all(&["kafka", "fluss"]) {
+                match service {
+                    "fluss" => crate::fluss::status_fluss()?,
+                    _ => status_kafka()?,
+                }
+            }
+            Ok(())
+        }
         other => bail!("unknown services action `{other}`\n{USAGE}"),
     }
 }
@@ -131,7 +164,6 @@ struct Paths {
     pom: PathBuf,
     lib: PathBuf,
     lib_partial: PathBuf,
-    stamp: PathBuf,
     config: PathBuf,
     server_properties: PathBuf,
     log4j: PathBuf,
@@ -151,7 +183,6 @@ impl Paths {
         Self {
             pom: dir.join("pom.xml"),
             lib_partial: dir.join("lib.partial"),
-            stamp: lib.join(".resolved-from.pom.xml"),
             lib,
             server_properties: config.join("server.properties"),
             log4j: config.join("log4j2.properties"),
@@ -380,14 +411,14 @@ fn status_kafka() -> Result<()> {
 // ---------------------------------------------------------------------------------------------
 // Tools and jars
 
-fn java() -> PathBuf {
+pub(crate) fn java() -> PathBuf {
     match std::env::var_os("JAVA_HOME") {
         Some(home) if Path::new(&home).join("bin").join("java").is_file() => Path::new(&home).join("bin").join("java"),
         _ => PathBuf::from("java"),
     }
 }
 
-fn check_java() -> Result<()> {
+pub(crate) fn check_java() -> Result<()> {
     let java = java();
     let output = match Command::new(&java).arg("-version").output() {
         Ok(output) => output,
@@ -398,7 +429,7 @@ fn check_java() -> Result<()> {
     match java_major(&text) {
         Some(major) if major >= 17 => Ok(()),
         Some(major) => bail!(
-            "`{}` is Java {major}, but Kafka {KAFKA_VERSION} needs Java 17 or newer; \
+            "`{}` is Java {major}, but the local Kafka and Fluss servers need Java 17 or newer; \
              install it with `apt-get install openjdk-17-jre-headless` (or point JAVA_HOME at it)",
             java.display()
         ),
@@ -417,7 +448,7 @@ fn java_major(version_output: &str) -> Option<u32> {
 fn check_maven() -> Result<()> {
     match Command::new("mvn").arg("-v").stdout(Stdio::null()).stderr(Stdio::null()).status() {
         Ok(status) if status.success() => Ok(()),
-        Ok(status) => bail!("`mvn -v` failed ({status}); fetching the Kafka broker jars needs a working Maven"),
+        Ok(status) => bail!("`mvn -v` failed ({status}); fetching the server jars needs a working Maven"),
         Err(e) if e.kind() == ErrorKind::NotFound => bail!(MAVEN_MISSING),
         Err(e) => Err(e).context("running `mvn -v`"),
     }
@@ -458,45 +489,81 @@ fn pom_xml() -> String {
 
 /// Copies the broker's jars into `lib/` unless the ones there came from the same pom.
 fn ensure_jars(paths: &Paths) -> Result<()> {
-    let pom = pom_xml();
-    let broker_jar = format!("kafka_2.13-{KAFKA_VERSION}.jar");
-    if fs::read_to_string(&paths.stamp).is_ok_and(|stamp| stamp == pom) && paths.lib.join(&broker_jar).is_file() {
-        eprintln!("==> kafka: jars cached in {}", paths.lib.display());
-        return Ok(());
+    let jars = Jars {
+        service: "kafka",
+        what: "the Kafka broker jars",
+        root: &format!("org.apache.kafka:kafka_2.13:{KAFKA_VERSION}"),
+        pom: &pom_xml(),
+        pom_path: &paths.pom,
+        lib: &paths.lib,
+        lib_partial: &paths.lib_partial,
+        marker_jar: &format!("kafka_2.13-{KAFKA_VERSION}.jar"),
+    };
+    jars.ensure()
+}
+
+/// A set of jars resolved by Maven from a generated pom into a `lib/` directory.
+#[derive(Debug)]
+pub(crate) struct Jars<'a> {
+    /// The service name that prefixes progress lines.
+    pub(crate) service: &'a str,
+    /// What the jars are, for error messages.
+    pub(crate) what: &'a str,
+    /// The main artifact, for the progress line.
+    pub(crate) root: &'a str,
+    pub(crate) pom: &'a str,
+    pub(crate) pom_path: &'a Path,
+    pub(crate) lib: &'a Path,
+    /// Where Maven copies to; renamed to `lib` once complete.
+    pub(crate) lib_partial: &'a Path,
+    /// A jar that must be in `lib` after the copy.
+    pub(crate) marker_jar: &'a str,
+}
+
+impl Jars<'_> {
+    /// Copies the jars into `lib/` unless the ones there came from the same pom (recorded in
+    /// `lib/.resolved-from.pom.xml`).
+    pub(crate) fn ensure(&self) -> Result<()> {
+        let Self { service, what, root, pom, pom_path, lib, lib_partial, marker_jar } = *self;
+        let stamp = lib.join(".resolved-from.pom.xml");
+        if fs::read_to_string(&stamp).is_ok_and(|stamp| stamp == pom) && lib.join(marker_jar).is_file() {
+            eprintln!("==> {service}: jars cached in {}", lib.display());
+            return Ok(());
+        }
+        check_maven()?;
+        let started = Instant::now();
+        eprintln!("==> {service}: resolving {root} and its dependencies with Maven");
+        write_atomic(pom_path, pom)?;
+        remove_dir_if_exists(lib_partial)?;
+        let mut cmd = Command::new("mvn");
+        cmd.args(["-q", "-B", "-Dstyle.color=never", "-f"])
+            .arg(pom_path)
+            .arg(format!("{DEPENDENCY_PLUGIN}:copy-dependencies"))
+            .arg(format!("-DoutputDirectory={}", lib_partial.display()))
+            .arg("-DincludeScope=runtime")
+            .stdin(Stdio::null());
+        // Quiet Maven prints nothing useful on success; on failure its output explains why.
+        let output = cmd.output().with_context(|| format!("running {cmd:?}"))?;
+        if !output.status.success() {
+            bail!(
+                "Maven could not resolve {what} ({}); it needs Maven Central (or a mirror \
+                 configured in ~/.m2/settings.xml). Command: {cmd:?}\n{}{}",
+                output.status,
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        if !lib_partial.join(marker_jar).is_file() {
+            bail!("Maven finished, but {marker_jar} is not in {}", lib_partial.display());
+        }
+        fs::write(lib_partial.join(".resolved-from.pom.xml"), pom)?;
+        remove_dir_if_exists(lib)?;
+        fs::rename(lib_partial, lib)
+            .with_context(|| format!("moving {} to {}", lib_partial.display(), lib.display()))?;
+        let jars = fs::read_dir(lib)?.flatten().filter(|e| e.path().extension().is_some_and(|x| x == "jar")).count();
+        eprintln!("==> {service}: fetched {jars} jars in {:.1}s", started.elapsed().as_secs_f64());
+        Ok(())
     }
-    check_maven()?;
-    let started = Instant::now();
-    eprintln!("==> kafka: resolving org.apache.kafka:kafka_2.13:{KAFKA_VERSION} and its dependencies with Maven");
-    write_atomic(&paths.pom, &pom)?;
-    remove_dir_if_exists(&paths.lib_partial)?;
-    let mut cmd = Command::new("mvn");
-    cmd.args(["-q", "-B", "-Dstyle.color=never", "-f"])
-        .arg(&paths.pom)
-        .arg(format!("{DEPENDENCY_PLUGIN}:copy-dependencies"))
-        .arg(format!("-DoutputDirectory={}", paths.lib_partial.display()))
-        .arg("-DincludeScope=runtime")
-        .stdin(Stdio::null());
-    // Quiet Maven prints nothing useful on success; on failure its output explains why.
-    let output = cmd.output().with_context(|| format!("running {cmd:?}"))?;
-    if !output.status.success() {
-        bail!(
-            "Maven could not resolve the Kafka broker jars ({}); it needs Maven Central (or a mirror \
-             configured in ~/.m2/settings.xml). Command: {cmd:?}\n{}{}",
-            output.status,
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-    if !paths.lib_partial.join(&broker_jar).is_file() {
-        bail!("Maven finished, but {broker_jar} is not in {}", paths.lib_partial.display());
-    }
-    fs::write(paths.lib_partial.join(".resolved-from.pom.xml"), &pom)?;
-    remove_dir_if_exists(&paths.lib)?;
-    fs::rename(&paths.lib_partial, &paths.lib)
-        .with_context(|| format!("moving {} to {}", paths.lib_partial.display(), paths.lib.display()))?;
-    let jars = fs::read_dir(&paths.lib)?.flatten().filter(|e| e.path().extension().is_some_and(|x| x == "jar")).count();
-    eprintln!("==> kafka: fetched {jars} jars in {:.1}s", started.elapsed().as_secs_f64());
-    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -513,15 +580,20 @@ struct Ports {
 /// Three distinct ports that were free a moment ago: the listeners are held open together so
 /// that the kernel hands out different ports, then closed for the broker to bind.
 fn free_ports() -> Result<Ports> {
-    let listeners = (0..3)
-        .map(|_| TcpListener::bind("127.0.0.1:0"))
-        .collect::<std::io::Result<Vec<_>>>()
-        .context("finding free ports on 127.0.0.1")?;
-    let ports = listeners.iter().map(|l| l.local_addr().map(|a| a.port())).collect::<std::io::Result<Vec<_>>>()?;
+    let ports = free_port_list(3)?;
     match ports[..] {
         [plaintext, sasl, controller] => Ok(Ports { plaintext, sasl, controller }),
         _ => bail!("expected three ports, got {ports:?}"),
     }
+}
+
+/// `n` distinct ports on 127.0.0.1 that were free a moment ago (see [`free_ports`]).
+pub(crate) fn free_port_list(n: usize) -> Result<Vec<u16>> {
+    let listeners = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0"))
+        .collect::<std::io::Result<Vec<_>>>()
+        .context("finding free ports on 127.0.0.1")?;
+    Ok(listeners.iter().map(|l| l.local_addr().map(|a| a.port())).collect::<std::io::Result<Vec<_>>>()?)
 }
 
 fn server_properties(ports: Ports, data: &Path) -> String {
@@ -654,7 +726,7 @@ fn format_storage(paths: &Paths, log: &File) -> Result<()> {
 // ---------------------------------------------------------------------------------------------
 // Processes
 
-fn read_pid(path: &Path) -> Result<Option<u32>> {
+pub(crate) fn read_pid(path: &Path) -> Result<Option<u32>> {
     match fs::read_to_string(path) {
         Ok(text) => Ok(text.trim().parse().ok()),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
@@ -669,10 +741,15 @@ fn have_proc() -> bool {
 /// Whether `pid` is a live broker started with our `server.properties`; a pid that was reused by
 /// another process, or a broker that is exiting, is not.
 fn process_is_ours(pid: u32, paths: &Paths) -> bool {
+    process_runs(pid, "kafka.Kafka", &paths.server_properties)
+}
+
+/// Whether `pid` is a live JVM running `main_class` with `config` among the arguments after it;
+/// a pid that was reused by another process, or a process that is exiting, is not.
+pub(crate) fn process_runs(pid: u32, main_class: &str, config: &Path) -> bool {
     if have_proc() {
         process_alive(pid)
-            && fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|cmdline| cmdline_is_broker(&cmdline, &paths.server_properties))
+            && fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| cmdline_runs(&cmdline, main_class, config))
     } else {
         // Without /proc the best available check is that the pid exists.
         process_alive(pid)
@@ -698,11 +775,13 @@ fn proc_stat_state(stat: &str) -> Option<char> {
     stat.rsplit_once(')')?.1.trim_start().chars().next()
 }
 
-/// Whether a NUL-separated `/proc/<pid>/cmdline` is `java ... kafka.Kafka <config>`.
-fn cmdline_is_broker(cmdline: &[u8], config: &Path) -> bool {
+/// Whether a NUL-separated `/proc/<pid>/cmdline` names `main_class` and, after it, `config`.
+pub(crate) fn cmdline_runs(cmdline: &[u8], main_class: &str, config: &Path) -> bool {
     let config = config.to_string_lossy();
     let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-    args.windows(2).any(|w| w[0] == b"kafka.Kafka" && w[1] == config.as_bytes())
+    args.iter()
+        .position(|arg| *arg == main_class.as_bytes())
+        .is_some_and(|at| args[at + 1..].iter().any(|arg| *arg == config.as_bytes()))
 }
 
 fn signal(pid: u32, signal: &str) -> Result<()> {
@@ -712,14 +791,14 @@ fn signal(pid: u32, signal: &str) -> Result<()> {
         .status()
         .context("running `kill`")?;
     if !status.success() {
-        eprintln!("==> kafka: `kill -{signal} {pid}` failed ({status}); the process may have exited");
+        eprintln!("==> `kill -{signal} {pid}` failed ({status}); the process may have exited");
     }
     Ok(())
 }
 
 /// SIGTERM (a clean shutdown), then SIGKILL if the process is still there after [`STOP_TIMEOUT`].
-/// The caller has made sure that `pid` is the broker.
-fn stop_process(pid: u32) -> Result<()> {
+/// The caller has made sure that `pid` is the process it means.
+pub(crate) fn stop_process(pid: u32) -> Result<()> {
     let gone_within = |timeout: Duration| {
         let deadline = Instant::now() + timeout;
         while process_alive(pid) {
@@ -734,7 +813,7 @@ fn stop_process(pid: u32) -> Result<()> {
     if gone_within(STOP_TIMEOUT) {
         return Ok(());
     }
-    eprintln!("==> kafka: pid {pid} still running {}s after SIGTERM; sending SIGKILL", STOP_TIMEOUT.as_secs());
+    eprintln!("==> pid {pid} still running {}s after SIGTERM; sending SIGKILL", STOP_TIMEOUT.as_secs());
     signal(pid, "KILL")?;
     if gone_within(KILL_TIMEOUT) {
         return Ok(());
@@ -773,32 +852,32 @@ fn wait_until_ready(env: &KafkaEnv, paths: &Paths, exited: &mut dyn FnMut() -> O
 }
 
 /// Resident memory of a process, from `/proc/<pid>/status`.
-fn rss_kib(pid: u32) -> Option<u64> {
+pub(crate) fn rss_kib(pid: u32) -> Option<u64> {
     let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?;
     line.split_whitespace().next()?.parse().ok()
 }
 
-fn tail(path: &Path, lines: usize) -> String {
+pub(crate) fn tail(path: &Path, lines: usize) -> String {
     let text = fs::read_to_string(path).unwrap_or_default();
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
-fn write_atomic(path: &Path, contents: &str) -> Result<()> {
+pub(crate) fn write_atomic(path: &Path, contents: &str) -> Result<()> {
     let tmp = path.with_extension("tmp");
     fs::write(&tmp, contents).with_context(|| format!("writing {}", tmp.display()))?;
     fs::rename(&tmp, path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
 }
 
-fn remove_file_if_exists(path: &Path) -> Result<()> {
+pub(crate) fn remove_file_if_exists(path: &Path) -> Result<()> {
     match fs::remove_file(path) {
         Err(e) if e.kind() != ErrorKind::NotFound => Err(e).with_context(|| format!("removing {}", path.display())),
         _ => Ok(()),
     }
 }
 
-fn remove_dir_if_exists(path: &Path) -> Result<()> {
+pub(crate) fn remove_dir_if_exists(path: &Path) -> Result<()> {
     match fs::remove_dir_all(path) {
         Err(e) if e.kind() != ErrorKind::NotFound => Err(e).with_context(|| format!("removing {}", path.display())),
         _ => Ok(()),
@@ -1148,16 +1227,20 @@ mod tests {
         assert_eq!(base64_url(&[0; 16]), "AAAAAAAAAAAAAAAAAAAAAA");
     }
 
+    fn cmdline_runs_broker(cmdline: &[u8], config: &Path) -> bool {
+        cmdline_runs(cmdline, "kafka.Kafka", config)
+    }
+
     #[test]
     fn broker_process_is_recognised_by_its_command_line() {
         let config = Path::new("/ws/target/services/kafka/config/server.properties");
         let ours = b"java\0-Xmx512m\0-cp\0/ws/target/services/kafka/lib/*\0kafka.Kafka\0\
                      /ws/target/services/kafka/config/server.properties\0";
-        assert!(cmdline_is_broker(ours, config));
+        assert!(cmdline_runs_broker(ours, config));
         let other_config = b"java\0kafka.Kafka\0/elsewhere/server.properties\0";
-        assert!(!cmdline_is_broker(other_config, config));
-        assert!(!cmdline_is_broker(b"sleep\x00100\x00", config));
-        assert!(!cmdline_is_broker(b"", config));
+        assert!(!cmdline_runs_broker(other_config, config));
+        assert!(!cmdline_runs_broker(b"sleep\x00100\x00", config));
+        assert!(!cmdline_runs_broker(b"", config));
     }
 
     #[test]
