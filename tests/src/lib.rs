@@ -106,8 +106,13 @@ pub fn kafka_available(test: &str) -> bool {
 /// The configuration of a fresh, uniquely named topic of [`PARTITIONS`] partitions on the
 /// configured broker, with a replication factor of 1 and timeouts of a few seconds.
 pub fn kafka_test_config(bootstrap: &str) -> KafkaConfig {
-    let topic = format!("actionstate-tests-{}", uuid::Uuid::new_v4().simple());
-    let mut config = actionstate_recovery::kafka_config(bootstrap, &topic, PARTITIONS);
+    kafka_topic_config(bootstrap, &format!("actionstate-tests-{}", uuid::Uuid::new_v4().simple()), PARTITIONS)
+}
+
+/// The configuration [`kafka_test_config`] uses, for a topic of the caller's choosing with
+/// `partitions` partitions (for processes that must reopen the same topic).
+pub fn kafka_topic_config(bootstrap: &str, topic: &str, partitions: u32) -> KafkaConfig {
+    let mut config = actionstate_recovery::kafka_config(bootstrap, topic, partitions);
     config.replication = Some(1);
     config.delivery_timeout = Duration::from_secs(20);
     config.read_stall_timeout = Duration::from_secs(10);
@@ -364,5 +369,71 @@ impl Rng {
     /// One of `items`.
     pub fn pick<T: Copy>(&mut self, items: &[T]) -> T {
         items[(self.next_u64() % items.len().max(1) as u64) as usize]
+    }
+}
+
+/// The command line of the `sim-child` binary (`tests/src/bin/sim-child.rs`): one attempt of a
+/// simulated run whose state lives in a [`RunDir`](actionstate_sim::RunDir), as `name=value`
+/// arguments.
+#[derive(Clone, Debug)]
+pub struct ChildArgs {
+    /// The run's state directory.
+    pub state: PathBuf,
+    /// The attempt number (one per process of a run, from 0).
+    pub attempt: u64,
+    /// The log, as an `actionstate_recovery::LogConfig` string: `file:DIR?partitions=N` or
+    /// `kafka://HOST:PORT/TOPIC?partitions=N`.
+    pub log: String,
+    /// What to simulate.
+    pub config: SimConfig,
+}
+
+impl ChildArgs {
+    /// The arguments, one `name=value` each.
+    pub fn to_args(&self) -> Vec<String> {
+        let c = &self.config;
+        vec![
+            format!("state={}", self.state.display()),
+            format!("attempt={}", self.attempt),
+            format!("log={}", self.log),
+            format!("seed={}", c.seed),
+            format!("keys={}", c.keys),
+            format!("inputs={}", c.inputs),
+            format!("checkpoint_every={}", c.checkpoint_every),
+            format!("abort_every={}", c.abort_every),
+            format!("owners={}", c.owners),
+            format!("reconcile={}", c.reconcile),
+        ]
+    }
+
+    /// Parses what [`to_args`](Self::to_args) produced.
+    pub fn parse(args: impl IntoIterator<Item = String>) -> Result<ChildArgs, String> {
+        let mut values: HashMap<String, String> = HashMap::new();
+        for arg in args {
+            let (name, value) = arg.split_once('=').ok_or_else(|| format!("expected name=value, got {arg:?}"))?;
+            values.insert(name.to_owned(), value.to_owned());
+        }
+        let mut take = |name: &str| values.remove(name).ok_or_else(|| format!("missing argument {name}=..."));
+        fn num<T: std::str::FromStr>(name: &str, v: String) -> Result<T, String> {
+            v.parse().map_err(|_| format!("bad {name}={v:?}"))
+        }
+        let args = ChildArgs {
+            state: PathBuf::from(take("state")?),
+            attempt: num("attempt", take("attempt")?)?,
+            log: take("log")?,
+            config: SimConfig {
+                seed: num("seed", take("seed")?)?,
+                keys: num("keys", take("keys")?)?,
+                inputs: num("inputs", take("inputs")?)?,
+                checkpoint_every: num("checkpoint_every", take("checkpoint_every")?)?,
+                abort_every: num("abort_every", take("abort_every")?)?,
+                owners: num("owners", take("owners")?)?,
+                reconcile: num("reconcile", take("reconcile")?)?,
+            },
+        };
+        match values.keys().next() {
+            Some(extra) => Err(format!("unknown argument {extra}=...")),
+            None => Ok(args),
+        }
     }
 }

@@ -36,7 +36,10 @@
 //!
 //! ## On-disk layout (format version 1)
 //!
-//! One redb database file, [`DB_FILE_NAME`], in the data directory, with three tables:
+//! One redb database file, [`DB_FILE_NAME`], in the data directory, with three tables (a new
+//! directory's file is created as `actionstate.redb.<uuid>.new` and linked into place once its
+//! meta record is written; a leftover `*.new` file is from a creation that was killed, and
+//! can be deleted):
 //!
 //! | table | key | value |
 //! |---|---|---|
@@ -260,15 +263,13 @@ impl FileLog {
         }
         std::fs::create_dir_all(&dir).map_err(|source| FileError::Io { path: dir.clone(), source })?;
         let path = dir.join(DB_FILE_NAME);
-        let existed = std::fs::metadata(&path).is_ok_and(|m| m.len() > 0);
+        if std::fs::symlink_metadata(&path).is_err() {
+            create_database(&dir, &path, config.partitions)?;
+        }
         let db = redb::Database::builder()
             .set_check_integrity_on_open(config.verify_on_open)
             .create(&path)
             .map_err(|e| open_error(&path, e))?;
-        if !existed {
-            // The new file's directory entry must survive a crash as well as its contents.
-            sync_dir(&dir)?;
-        }
         let (identity, offsets) = load_or_init(&db, &path, config.partitions)?;
         let inner = Inner {
             db,
@@ -322,6 +323,31 @@ async fn blocking<T: Send + 'static>(
         }
         Err(_) => f(),
     }
+}
+
+/// Creates the database of a new data directory under a temporary name, writes its meta
+/// record, and only then links it to `path`, so that a process killed while creating it leaves
+/// no database (and a stray `*.new` file) rather than one it cannot open: redb writes the magic
+/// number of a new file's header last and refuses a file without it. Linking fails if `path`
+/// exists, so of two processes creating one directory at once, the first wins and the second
+/// opens its database.
+fn create_database(dir: &Path, path: &Path, partitions: u32) -> Result<(), FileError> {
+    let tmp = dir.join(format!("{DB_FILE_NAME}.{}.new", uuid::Uuid::new_v4().simple()));
+    let created = (|| {
+        let db = redb::Database::builder().create(&tmp).map_err(|e| open_error(&tmp, e))?;
+        load_or_init(&db, &tmp, partitions)?;
+        drop(db);
+        match std::fs::hard_link(&tmp, path) {
+            // The new file's directory entry must survive a crash as well as its contents.
+            Ok(()) => sync_dir(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+            Err(source) => Err(FileError::Io { path: path.to_path_buf(), source }),
+        }
+    })();
+    // Only the temporary name goes; the database stays under `path`.
+    let removed = std::fs::remove_file(&tmp);
+    created?;
+    removed.map_err(|source| FileError::Io { path: tmp, source })
 }
 
 fn sync_dir(dir: &Path) -> Result<(), FileError> {

@@ -1,9 +1,10 @@
 //! Crash safety under SIGKILL: a child process appends until it is killed at a random moment;
 //! every append it acknowledged must be readable afterwards, byte for byte, at the position it
-//! was acknowledged at, and nothing half-written may be present.
+//! was acknowledged at, and nothing half-written may be present. A child killed while it
+//! creates a new data directory must leave one that opens.
 //!
-//! `ACTIONSTATE_KILLS` sets the number of kills (default 50), `ACTIONSTATE_KILL_SEED` the seed
-//! of the kill delays.
+//! `ACTIONSTATE_KILLS` sets the number of kills of each test (default 50),
+//! `ACTIONSTATE_KILL_SEED` the seed of the kill delays.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 #[path = "../src/bin/file-append-child/record.rs"]
@@ -157,4 +158,26 @@ fn acknowledged_appends_survive_sigkill() {
     }
     println!("file-sigkill kills={kills} acknowledged={} present={present} lost=0 seed={seed:#x}", acked.len());
     assert!(!acked.is_empty(), "no child acknowledged an append before its kill");
+}
+
+/// A child killed while it creates a new data directory leaves either no database or a
+/// complete one: the next open never finds a half-initialized file it refuses as corrupt.
+#[test]
+fn creating_a_directory_survives_sigkill() {
+    let kills: u64 = std::env::var("ACTIONSTATE_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(50);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let mut created = 0;
+    for kill in 0..kills {
+        let dir = tempfile::tempdir().unwrap();
+        // From right after the spawn through the creation of the database.
+        let acks = run_child(dir.path(), 0, Duration::from_micros(250 * (kill % 40)));
+        let log = FileLog::open(FileConfig::new(dir.path(), PARTITIONS))
+            .unwrap_or_else(|e| panic!("kill {kill}: the directory cannot be opened after the kill: {e}"));
+        let contents = runtime.block_on(check_log(&log));
+        let lost: Vec<&Ack> =
+            acks.iter().filter(|a| contents.at.get(&(a.partition, a.offset)) != Some(&(a.seq, a.hash))).collect();
+        assert!(lost.is_empty(), "kill {kill}: acknowledged appends lost or changed: {lost:?}");
+        created += u64::from(!contents.at.is_empty());
+    }
+    println!("file-create-sigkill kills={kills} with-records={created}");
 }

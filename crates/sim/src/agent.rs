@@ -60,6 +60,15 @@ impl Kind {
 /// Label of the bootstrap event source.
 pub const BOOTSTRAP: &str = "run_begin";
 
+/// The durable call `plan` makes (the "LLM").
+pub const PLAN_CALL: &str = "llm.plan";
+/// The first durable call of `work` (a tool).
+pub const SEARCH_CALL: &str = "tool.search";
+/// The second durable call of `work` (a tool; reconciled when the simulation says so).
+pub const FETCH_CALL: &str = "tool.fetch";
+/// Every durable call the agent makes.
+pub const CALLS: [&str; 3] = [PLAN_CALL, SEARCH_CALL, FETCH_CALL];
+
 /// Builds an event.
 pub fn event(id: EventId, event_type: &str, attrs: impl IntoIterator<Item = (&'static str, Value)>) -> Event {
     let attributes: Attributes = attrs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();

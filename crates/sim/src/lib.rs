@@ -7,6 +7,10 @@
 //! inputs (some aborted), crashes are injected between store operations, after a side effect
 //! before its persist, or between an append and its acknowledgement, and each crash is
 //! followed by a restore from a checkpoint and a replay of the inputs. Everything is seeded.
+//!
+//! [`Sim::run`] runs all attempts in one process; [`Sim::run_attempt`] runs one attempt of a
+//! run whose checkpoints and ledger live in a [`RunDir`], for a process that is killed for
+//! real and started again.
 #![forbid(unsafe_code)]
 #![deny(clippy::unwrap_used)]
 #![warn(missing_docs)]
@@ -14,10 +18,12 @@
 pub mod agent;
 mod crash;
 mod ledger;
+mod run_dir;
 mod runtime;
 
 pub use crash::{CrashLog, CrashPoint, Crashes, InjectedCrash};
-pub use ledger::{CallKey, Ledger, LedgerEntry};
+pub use ledger::{CallKey, Ledger, LedgerEntry, ReplayedJournal};
+pub use run_dir::RunDir;
 #[cfg(feature = "kafka")]
 pub use runtime::KafkaSource;
 pub use runtime::{

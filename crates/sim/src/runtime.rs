@@ -4,12 +4,13 @@
 use crate::agent::{self, BOOTSTRAP, Kind};
 use crate::crash::{CrashLog, CrashPoint, Crashes, InjectedCrash};
 use crate::ledger::Ledger;
+use crate::run_dir::RunDir;
 use actionstate_core::{
-    ActionState, Attributes, Event, EventId, KeyId, LogRecord, MemoryOp, MemoryUpdate, StateKey, StateLog, TaggedBytes,
-    Trigger, Value, codec,
+    ActionState, Attributes, Event, EventId, KeyId, LogRecord, Marker, MemoryOp, MemoryUpdate, StateKey, StateLog,
+    TaggedBytes, Trigger, Value, codec,
 };
 use actionstate_recovery::{
-    ActionHandle, ActionStateStore, Begin, CallSource, Ownership, Round, Snapshot, StoreConfig, StoreError,
+    ActionHandle, ActionStateStore, Begin, CallSource, Ownership, Round, StoreConfig, StoreError,
 };
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -175,6 +176,9 @@ pub enum SimError {
     /// The store failed for real.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The run's durable state in its directory (see [`RunDir`]) could not be read or written.
+    #[error("run state: {0}")]
+    State(#[from] std::io::Error),
 }
 
 /// Per round, the actions and the attributes of what they emitted (ids differ between runs).
@@ -225,12 +229,35 @@ pub struct Outcome {
     pub appends: u64,
 }
 
-#[derive(Clone, Debug)]
-struct Checkpoint {
+/// A completed checkpoint: the runtime's own state (input position, next sequence number per
+/// key, memory) and the store's (every owner's marker, and the last completed round per key).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Checkpoint {
+    pub(crate) id: u64,
     pos: usize,
     next_seq: HashMap<KeyId, u64>,
     memory: Memory,
-    snapshots: Vec<Snapshot>,
+    markers: Vec<Marker>,
+    completed: HashMap<KeyId, u64>,
+}
+
+/// Where completed checkpoints are kept: in memory by [`Sim::run`], in a directory by
+/// [`Sim::run_attempt`]. A checkpoint is kept before the stores are told it completed.
+pub(crate) trait KeepCheckpoints: Send {
+    fn keep(&mut self, checkpoint: &Checkpoint) -> std::io::Result<()>;
+}
+
+impl KeepCheckpoints for Vec<Checkpoint> {
+    fn keep(&mut self, checkpoint: &Checkpoint) -> std::io::Result<()> {
+        self.push(checkpoint.clone());
+        Ok(())
+    }
+}
+
+impl KeepCheckpoints for &RunDir {
+    fn keep(&mut self, checkpoint: &Checkpoint) -> std::io::Result<()> {
+        self.save_checkpoint(checkpoint)
+    }
 }
 
 type Log<S> = Arc<CrashLog<<S as LogSource>::Log>>;
@@ -243,6 +270,8 @@ struct Attempt<S: LogSource> {
     memory: Memory,
     ids: u64,
     attempt: u64,
+    /// The id of the next checkpoint.
+    checkpoint_id: u64,
 }
 
 /// A deterministic simulated agent runtime over a log source.
@@ -317,26 +346,7 @@ impl<S: LogSource> Sim<S> {
         let crashes = Crashes::new(plan.crashes.iter().copied());
         let ledger = Mutex::new(Ledger::default());
         let mut source = self.inputs.clone().unwrap_or_else(|| inputs(&self.config));
-        let mut outcome = Outcome {
-            backend: self.source.backend(),
-            inputs: source.len(),
-            ledger: Ledger::default(),
-            reused: 0,
-            resumed: 0,
-            results: BTreeMap::new(),
-            memory: BTreeMap::new(),
-            crashes: 0,
-            restores: 0,
-            rebuild_time: Duration::ZERO,
-            rebuild_records: 0,
-            lost_acknowledged: 0,
-            checkpoints: 0,
-            source: Vec::new(),
-            crashed_at: Vec::new(),
-            restored_from: Vec::new(),
-            operations: 0,
-            appends: 0,
-        };
+        let mut outcome = self.new_outcome(source.len());
         let mut checkpoints: Vec<Checkpoint> = Vec::new();
         let mut changed_keys: HashMap<KeyId, u64> = HashMap::new();
         let mut attempt_no = 0u64;
@@ -351,11 +361,11 @@ impl<S: LogSource> Sim<S> {
                 // restores from it and replays the log from the start. Taken again by every
                 // attempt until it succeeds (a crash can hit it), or a later crash would
                 // restart with an empty index and run acknowledged actions again.
-                let cp = self.checkpoint(&mut attempt, 0, &crashes, &mut outcome).await;
+                let cp = self.checkpoint(&mut attempt, 0, &crashes, &mut outcome, &mut checkpoints).await;
                 match cp {
-                    Ok(Some(cp)) => checkpoints.push(cp),
-                    Ok(None) => {}
+                    Ok(()) => {}
                     Err(SimError::Store(e)) => return Err(e),
+                    Err(SimError::State(e)) => return Err(StoreError::Task(e.to_string())),
                     Err(SimError::Crash(_)) => {
                         outcome.crashes += 1;
                         outcome.crashed_at.push(attempt.pos);
@@ -372,6 +382,7 @@ impl<S: LogSource> Sim<S> {
                     break;
                 }
                 Err(SimError::Store(e)) if !crashes.take_crashed() => return Err(e),
+                Err(SimError::State(e)) => return Err(StoreError::Task(e.to_string())),
                 Err(_) => {
                     crashes.take_crashed();
                     outcome.crashes += 1;
@@ -402,6 +413,70 @@ impl<S: LogSource> Sim<S> {
         outcome.operations = crashes.operations();
         outcome.appends = crashes.appends();
         outcome.lost_acknowledged = self.lost_acknowledged(&outcome.ledger, &changed_keys).await?;
+        Ok(outcome)
+    }
+
+    fn new_outcome(&self, inputs: usize) -> Outcome {
+        Outcome {
+            backend: self.source.backend(),
+            inputs,
+            ledger: Ledger::default(),
+            reused: 0,
+            resumed: 0,
+            results: BTreeMap::new(),
+            memory: BTreeMap::new(),
+            crashes: 0,
+            restores: 0,
+            rebuild_time: Duration::ZERO,
+            rebuild_records: 0,
+            lost_acknowledged: 0,
+            checkpoints: 0,
+            source: Vec::new(),
+            crashed_at: Vec::new(),
+            restored_from: Vec::new(),
+            operations: 0,
+            appends: 0,
+        }
+    }
+
+    /// Runs one attempt of a run whose durable state lives in `dir`, as one process of a
+    /// runtime that may be killed at any moment would: restores from the newest checkpoint
+    /// in `dir` (or starts fresh and takes checkpoint 0), replays the input source from the
+    /// checkpoint's position to the end, and keeps every completed checkpoint in `dir`
+    /// (written atomically before the stores are told it completed). Every side effect goes
+    /// to the ledger journal in `dir` as it happens, with `attempt` (which also seeds the
+    /// event ids this attempt mints, like a restarted process minting new ids). When the
+    /// source is done, the final memory is written to `dir`.
+    ///
+    /// The returned outcome covers this attempt only; [`RunDir::journal`] reads the whole
+    /// run back.
+    pub async fn run_attempt(
+        &self,
+        dir: &RunDir,
+        attempt: u64,
+        progress: &(dyn Fn(usize) + Sync),
+    ) -> Result<Outcome, SimError> {
+        let crashes = Crashes::new([]);
+        let mut ledger = Ledger::journaled(dir.open_journal()?);
+        ledger.set_attempt(attempt);
+        let ledger = Mutex::new(ledger);
+        let source = self.inputs.clone().unwrap_or_else(|| inputs(&self.config));
+        let mut outcome = self.new_outcome(source.len());
+        let saved = dir.latest_checkpoint()?;
+        let log: Log<S> = Arc::new(CrashLog::new(self.source.open().await?, Arc::clone(&crashes)));
+        let mut a = self.restore(log, self.config.owners, attempt, saved.as_ref(), &mut outcome).await?;
+        let mut keep = dir;
+        match &saved {
+            Some(cp) => a.checkpoint_id = cp.id + 1,
+            None => self.checkpoint(&mut a, 0, &crashes, &mut outcome, &mut keep).await?,
+        }
+        self.process(&mut a, &source, &crashes, &ledger, &mut outcome, &mut keep, progress).await?;
+        dir.save_final_memory(&a.memory)?;
+        outcome.memory = std::mem::take(&mut a.memory);
+        outcome.ledger = ledger.into_inner();
+        outcome.source = source;
+        outcome.operations = crashes.operations();
+        outcome.appends = crashes.appends();
         Ok(outcome)
     }
 
@@ -448,14 +523,9 @@ impl<S: LogSource> Sim<S> {
         let stores: Vec<_> =
             owners.iter().map(|_| ActionStateStore::new(Arc::clone(&log), StoreConfig::default())).collect();
         if let Some(cp) = from {
-            let markers: Vec<_> = cp.snapshots.iter().map(|s| s.marker.clone()).collect();
-            let mut completed = HashMap::new();
-            for s in &cp.snapshots {
-                completed.extend(s.completed.iter().map(|(k, v)| (*k, *v)));
-            }
             let started = Instant::now();
             for (store, ownership) in stores.iter().zip(&owners) {
-                let report = store.rebuild(&markers, ownership, &completed).await?;
+                let report = store.rebuild(&cp.markers, ownership, &cp.completed).await?;
                 outcome.rebuild_records += report.records;
             }
             outcome.rebuild_time += started.elapsed();
@@ -470,6 +540,7 @@ impl<S: LogSource> Sim<S> {
             memory: from.map(|c| c.memory.clone()).unwrap_or_default(),
             ids: 0,
             attempt,
+            checkpoint_id: outcome.checkpoints,
         })
     }
 
@@ -481,7 +552,7 @@ impl<S: LogSource> Sim<S> {
         crashes: &Crashes,
         ledger: &Mutex<Ledger>,
         outcome: &mut Outcome,
-        checkpoints: &mut Vec<Checkpoint>,
+        checkpoints: &mut dyn KeepCheckpoints,
         progress: &(dyn Fn(usize) + Sync),
     ) -> Result<(), SimError> {
         while a.pos < source.len() {
@@ -490,10 +561,8 @@ impl<S: LogSource> Sim<S> {
             a.pos += 1;
             progress(a.pos);
             if a.pos.is_multiple_of(self.config.checkpoint_every.max(1)) {
-                let id = outcome.checkpoints;
-                if let Some(cp) = self.checkpoint(a, id, crashes, outcome).await? {
-                    checkpoints.push(cp);
-                }
+                let id = a.checkpoint_id;
+                self.checkpoint(a, id, crashes, outcome, checkpoints).await?;
             }
         }
         Ok(())
@@ -505,13 +574,15 @@ impl<S: LogSource> Sim<S> {
         id: u64,
         crashes: &Crashes,
         outcome: &mut Outcome,
-    ) -> Result<Option<Checkpoint>, SimError> {
+        keep: &mut dyn KeepCheckpoints,
+    ) -> Result<(), SimError> {
         crashes.operation()?;
         let mut snapshots = Vec::new();
         for store in &a.stores {
             snapshots.push(store.snapshot(id).await.map_err(|e| crash_or(e, crashes))?);
         }
         outcome.checkpoints += 1;
+        a.checkpoint_id = id + 1;
         let abort = self.config.abort_every > 0
             && id > 0
             && mix(self.config.seed, 0x2, id).is_multiple_of(self.config.abort_every);
@@ -519,13 +590,25 @@ impl<S: LogSource> Sim<S> {
             for store in &a.stores {
                 store.checkpoint_aborted(id);
             }
-            return Ok(None);
+            return Ok(());
         }
-        let cp = Checkpoint { pos: a.pos, next_seq: a.next_seq.clone(), memory: a.memory.clone(), snapshots };
+        let mut completed = HashMap::new();
+        for s in &snapshots {
+            completed.extend(s.completed.iter().map(|(k, v)| (*k, *v)));
+        }
+        let cp = Checkpoint {
+            id,
+            pos: a.pos,
+            next_seq: a.next_seq.clone(),
+            memory: a.memory.clone(),
+            markers: snapshots.into_iter().map(|s| s.marker).collect(),
+            completed,
+        };
+        keep.keep(&cp)?;
         for store in &a.stores {
             store.checkpoint_complete(id);
         }
-        Ok(Some(cp))
+        Ok(())
     }
 
     fn fresh_id(&self, a: &mut Attempt<S>) -> EventId {
@@ -587,6 +670,7 @@ impl<S: LogSource> Sim<S> {
                 }
             }
         }
+        ledger.lock().round_done(key, seq, &results);
         outcome.results.insert((key, seq), results);
         a.stores[owner].round_completed(key, seq);
         Ok(())
@@ -610,8 +694,9 @@ impl<S: LogSource> Sim<S> {
         let (outputs, memory) = match kind {
             Kind::Plan => {
                 let v = agent::int(event, "v");
-                let plan =
-                    self.durable(a, owner, &mut handle, "llm.plan", &v.to_le_bytes(), false, crashes, ledger).await?;
+                let plan = self
+                    .durable(a, owner, &mut handle, agent::PLAN_CALL, &v.to_le_bytes(), false, crashes, ledger)
+                    .await?;
                 let task = [("topic", Value::Int(v % 3))];
                 let t1 = agent::event(self.fresh_id(a), "task", task.clone());
                 let t2 = agent::event(self.fresh_id(a), "task", task);
@@ -620,10 +705,10 @@ impl<S: LogSource> Sim<S> {
             Kind::Work => {
                 let topic = agent::int(event, "topic");
                 let found = self
-                    .durable(a, owner, &mut handle, "tool.search", &topic.to_le_bytes(), false, crashes, ledger)
+                    .durable(a, owner, &mut handle, agent::SEARCH_CALL, &topic.to_le_bytes(), false, crashes, ledger)
                     .await?;
                 let fetched = self
-                    .durable(a, owner, &mut handle, "tool.fetch", &found, self.config.reconcile, crashes, ledger)
+                    .durable(a, owner, &mut handle, agent::FETCH_CALL, &found, self.config.reconcile, crashes, ledger)
                     .await?;
                 let result = agent::event(
                     self.fresh_id(a),
@@ -676,6 +761,12 @@ impl<S: LogSource> Sim<S> {
         }
         l.call_acked(call_key);
         Ok(call.output.unwrap_or_default())
+    }
+
+    /// Reads the whole log and counts the completions `ledger` saw acknowledged that are not
+    /// in it (for a run without input changes, where no acknowledged state may go).
+    pub async fn acknowledged_missing(&self, ledger: &Ledger) -> Result<u64, StoreError> {
+        self.lost_acknowledged(ledger, &HashMap::new()).await
     }
 
     /// Replays the whole log into a fresh index and counts acknowledged completions that are

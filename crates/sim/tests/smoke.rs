@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used, reason = "tests")]
 use actionstate_recovery::testkit::MemoryLog;
 use actionstate_sim::*;
+use std::io::Write;
 
 #[tokio::test]
 async fn crash_and_replay_matches_clean_run() {
@@ -26,4 +27,35 @@ async fn crash_and_replay_matches_clean_run() {
         assert_eq!(b.ledger.duplicates(), 0);
         assert_eq!(b.lost_acknowledged, 0);
     }
+}
+
+#[tokio::test]
+async fn attempts_over_a_run_dir_match_a_clean_run_and_read_back() {
+    let config = SimConfig::default();
+    let clean = Sim::new(MemorySource { log: MemoryLog::new(4) }, config.clone())
+        .run(&RunPlan::clean(), &|_| {})
+        .await
+        .unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let dir = RunDir::new(state.path()).unwrap();
+    let sim = Sim::new(MemorySource { log: MemoryLog::new(4) }, config.clone());
+    let first = sim.run_attempt(&dir, 0, &|_| {}).await.unwrap();
+    assert_eq!(first.results, clean.results);
+    assert!(!dir.checkpoints().unwrap().is_empty());
+    // A write cut by a kill: ignored when read back, dropped by the next attempt.
+    std::fs::OpenOptions::new().append(true).open(dir.journal_path()).unwrap().write_all(b"1 exec 00").unwrap();
+    assert!(dir.journal().unwrap().cut);
+    let second = sim.run_attempt(&dir, 1, &|_| {}).await.unwrap();
+    assert_eq!(second.restores, 1);
+    assert!(second.reused > 0);
+    assert_eq!(second.ledger.executed, 0);
+    let journal = dir.journal().unwrap();
+    assert!(!journal.cut);
+    assert_eq!(journal.ledger.executed, clean.ledger.executed);
+    assert_eq!(journal.ledger.calls_executed, clean.ledger.calls_executed);
+    assert_eq!(journal.ledger.acked().len(), clean.ledger.acked().len());
+    assert_eq!(journal.ledger.duplicates(), 0);
+    assert_eq!(journal.results, clean.results);
+    assert_eq!(dir.final_memory().unwrap(), Some(clean.memory.clone()));
+    assert_eq!(sim.acknowledged_missing(&journal.ledger).await.unwrap(), 0);
 }

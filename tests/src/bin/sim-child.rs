@@ -1,0 +1,61 @@
+//! Crash-test child: one attempt of a simulated agent run, in a process the parent kills with
+//! SIGKILL at a random moment (`tests/tests/all/sigkill.rs`).
+//!
+//! Usage: `sim-child state=DIR attempt=N log=LOG seed=.. keys=.. inputs=.. checkpoint_every=..
+//! abort_every=.. owners=.. reconcile=true|false` (see `actionstate_tests::ChildArgs`), where
+//! `LOG` is `file:DIR?partitions=N` or `kafka://HOST:PORT/TOPIC?partitions=N`.
+//!
+//! The child restores from the newest checkpoint in the state directory (or starts fresh),
+//! replays the input source to its end on the log, and records every side effect in the
+//! state directory's ledger journal as it happens
+//! ([`Sim::run_attempt`](actionstate_sim::Sim::run_attempt)). When it gets to the end it prints
+//! one summary line and exits with success.
+
+use actionstate_recovery::LogConfig;
+use actionstate_sim::{FileSource, KafkaSource, LogSource, Outcome, RunDir, Sim, SimError};
+use actionstate_tests::ChildArgs;
+use std::process::ExitCode;
+
+async fn attempt<S: LogSource>(source: S, args: &ChildArgs, dir: &RunDir) -> Result<Outcome, SimError> {
+    Sim::new(source, args.config.clone()).run_attempt(dir, args.attempt, &|_| {}).await
+}
+
+async fn run() -> Result<(), String> {
+    let args = ChildArgs::parse(std::env::args().skip(1))?;
+    let dir = RunDir::new(&args.state).map_err(|e| e.to_string())?;
+    let log: LogConfig = args.log.parse().map_err(|e| format!("{e}"))?;
+    let outcome = match log {
+        LogConfig::File { dir: data, partitions } => attempt(FileSource { dir: data, partitions }, &args, &dir).await,
+        LogConfig::Kafka { bootstrap, topic, partitions } => {
+            let config = actionstate_tests::kafka_topic_config(&bootstrap, &topic, partitions);
+            attempt(KafkaSource { config }, &args, &dir).await
+        }
+        other => return Err(format!("sim-child does not run on {other:?}")),
+    }
+    .map_err(|e| e.to_string())?;
+    println!(
+        "attempt={} restored_from={:?} rebuild_records={} reused={} resumed={} executed={} calls_executed={} \
+         calls_replayed={} calls_reconciled={}",
+        args.attempt,
+        outcome.restored_from,
+        outcome.rebuild_records,
+        outcome.reused,
+        outcome.resumed,
+        outcome.ledger.executed,
+        outcome.ledger.calls_executed,
+        outcome.ledger.calls_replayed,
+        outcome.ledger.calls_reconciled
+    );
+    Ok(())
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> ExitCode {
+    match run().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sim-child: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

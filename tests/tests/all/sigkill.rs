@@ -1,0 +1,314 @@
+//! Process crashes: the simulated agent runs in a child process (`sim-child`) that is killed
+//! with SIGKILL at a random moment — while it opens the log, rebuilds, processes rounds,
+//! writes checkpoints — and started again, restoring from the newest checkpoint it completed
+//! and replaying the inputs, until one child gets through the whole input source. A quarter
+//! of the kills land a random few milliseconds after the spawn, the others a random delay
+//! after the child recorded its first ledger entry, so they hit the start-up as well as
+//! every stage of the work whatever the machine's speed. After 8 kills in one run the next
+//! child is left to finish. Each run uses a fresh log (a directory, or a topic) and a fresh
+//! state directory; runs continue until enough children were actually killed.
+//!
+//! The child records every side effect in a ledger journal as it happens (an action body or
+//! a durable call about to run, a completion or a call result acknowledged, a round's
+//! outputs), and every completed checkpoint atomically (see `actionstate_sim::RunDir`). After
+//! each run: no action or durable call whose completion or result had been acknowledged
+//! executed again, no acknowledged completion is missing from the log, and the outputs of
+//! every round and the final memory equal those of a crash-free run in memory.
+//!
+//! `ACTIONSTATE_SIM_KILLS` sets the number of kills on the file backend (default 20),
+//! `ACTIONSTATE_SIM_KILLS_KAFKA` on Kafka (default 20); `ACTIONSTATE_SIM_KILL_SEED` the seed of
+//! the run configurations and kill delays. The Kafka variant runs on the broker the
+//! environment names (see `actionstate_tests::kafka_bootstrap`).
+
+use actionstate_sim::{FileSource, KafkaSource, Ledger, LogSource, RunDir, Sim, SimConfig};
+use actionstate_tests::{Backend, ChildArgs, PARTITIONS, Rng, reference};
+use std::collections::BTreeMap;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+fn env_u64(name: &str) -> Option<u64> {
+    let value = std::env::var(name).ok()?;
+    Some(value.trim().parse().unwrap_or_else(|_| panic!("{name}={value:?} is not a number")))
+}
+
+/// Kills per run at most; the child after the last one runs to the end.
+const MAX_KILLS_PER_RUN: u64 = 8;
+/// Longest a child may take before it counts as hung.
+const CHILD_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A campaign's backend and kill timing.
+#[derive(Clone, Copy, Debug)]
+struct Target {
+    backend: Backend,
+    /// One kill in four lands this many milliseconds after the spawn, often while the child
+    /// still opens the log or rebuilds (a few milliseconds on file; a few hundred on Kafka,
+    /// with its clients, metadata requests and reads).
+    early_ms: (u64, u64),
+    /// The others land this many milliseconds after the child recorded its first ledger
+    /// entry, while it replays and processes inputs (some 30 ms per input on file, where
+    /// every append is fsynced, and some 8 ms on Kafka).
+    working_ms: (u64, u64),
+    /// Inputs per run.
+    inputs: usize,
+}
+
+/// The configuration of run `seed`, varied like the in-process campaign's.
+fn config(target: Target, seed: u64) -> SimConfig {
+    let mut rng = Rng::new(seed);
+    SimConfig {
+        seed,
+        keys: rng.range(3, 6) as u32,
+        inputs: target.inputs,
+        checkpoint_every: rng.range(2, 4) as usize,
+        abort_every: rng.pick(&[0, 2, 3]),
+        owners: rng.range(1, 2) as u32,
+        reconcile: rng.range(0, 1) == 1,
+    }
+}
+
+fn spawn(args: &ChildArgs, root: &Path) -> Child {
+    let out = std::fs::File::create(root.join(format!("child-{}.out", args.attempt))).unwrap();
+    let err = std::fs::File::create(root.join(format!("child-{}.err", args.attempt))).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_sim-child"))
+        .args(args.to_args())
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .unwrap()
+}
+
+/// Waits up to `limit` for `child` to exit on its own or for the file at `grows` to grow
+/// beyond `from` bytes; `Some` if the child exited.
+async fn wait_until(child: &mut Child, limit: Duration, grows: &Path, from: u64) -> Option<ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        if Instant::now() >= deadline || std::fs::metadata(grows).is_ok_and(|m| m.len() > from) {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// Waits up to `limit` for `child` to exit on its own.
+async fn wait_for(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// What one run observed.
+#[derive(Debug, Default)]
+struct RunReport {
+    kills: u64,
+    /// Kills of children that had not recorded anything yet (opening the log, rebuilding).
+    kills_before_work: u64,
+    children: u64,
+    duplicates: u64,
+    lost: u64,
+    executed: u64,
+    reexecuted: BTreeMap<String, u64>,
+    problems: Vec<String>,
+}
+
+async fn lost<S: LogSource>(source: S, config: &SimConfig, ledger: &Ledger) -> u64 {
+    Sim::new(source, config.clone()).acknowledged_missing(ledger).await.unwrap()
+}
+
+/// One run: children killed at random moments until one finishes, then the checks.
+async fn one_run(target: Target, seed: u64, rng: &mut Rng, log: String, root: &Path, open: Open) -> RunReport {
+    let config = config(target, seed);
+    let state = root.join("state");
+    let dir = RunDir::new(&state).unwrap();
+    let mut report = RunReport::default();
+    let mut killed_attempts = Vec::new();
+    for attempt in 0.. {
+        let args = ChildArgs { state: state.clone(), attempt, log: log.clone(), config: config.clone() };
+        let journal_len = std::fs::metadata(dir.journal_path()).map_or(0, |m| m.len());
+        let mut child = spawn(&args, root);
+        report.children += 1;
+        let kill = report.kills < MAX_KILLS_PER_RUN;
+        let exited = if !kill {
+            wait_for(&mut child, CHILD_TIMEOUT).await
+        } else if rng.range(0, 3) == 0 {
+            wait_for(&mut child, Duration::from_millis(rng.range(target.early_ms.0, target.early_ms.1))).await
+        } else {
+            let delay = Duration::from_millis(rng.range(target.working_ms.0, target.working_ms.1));
+            match wait_until(&mut child, CHILD_TIMEOUT, &dir.journal_path(), journal_len).await {
+                Some(status) => Some(status),
+                None if std::fs::metadata(dir.journal_path()).is_ok_and(|m| m.len() > journal_len) => {
+                    wait_for(&mut child, delay).await
+                }
+                None => {
+                    child.kill().unwrap();
+                    child.wait().unwrap();
+                    panic!("run seed={seed}: child {attempt} recorded nothing for {CHILD_TIMEOUT:?}");
+                }
+            }
+        };
+        let status = match exited {
+            Some(status) => status,
+            None => {
+                child.kill().unwrap(); // SIGKILL on unix
+                child.wait().unwrap()
+            }
+        };
+        if status.signal() == Some(9) {
+            assert!(kill, "run seed={seed}: child {attempt} hung for {CHILD_TIMEOUT:?} and was killed");
+            report.kills += 1;
+            killed_attempts.push(attempt);
+            continue;
+        }
+        if !status.success() {
+            let err = std::fs::read_to_string(root.join(format!("child-{attempt}.err"))).unwrap_or_default();
+            report.problems.push(format!(
+                "child {attempt} failed ({status}): {}; config {config:?}, killed attempts {killed_attempts:?}, \
+                 state in {}",
+                err.trim(),
+                root.display()
+            ));
+            return report;
+        }
+        break;
+    }
+    let journal = dir.journal().unwrap();
+    report.kills_before_work =
+        killed_attempts.iter().filter(|a| !journal.lines_per_attempt.contains_key(a)).count() as u64;
+    let ledger = &journal.ledger;
+    report.duplicates = ledger.duplicates();
+    report.executed = ledger.executed;
+    report.reexecuted = ledger.reexecuted.clone();
+    report.lost = match open {
+        Open::File(dir) => lost(FileSource { dir, partitions: PARTITIONS }, &config, ledger).await,
+        Open::Kafka(kafka) => lost(KafkaSource { config: *kafka }, &config, ledger).await,
+    };
+    let clean = reference(Backend::Memory, &config, None).await.unwrap();
+    let problems = &mut report.problems;
+    if ledger.duplicate_actions != 0 {
+        problems.push(format!("{} acknowledged actions executed again", ledger.duplicate_actions));
+    }
+    if ledger.duplicate_calls != 0 {
+        problems.push(format!("{} acknowledged durable calls executed again", ledger.duplicate_calls));
+    }
+    if report.lost != 0 {
+        problems.push(format!("{} acknowledged completions lost", report.lost));
+    }
+    if journal.cut {
+        problems.push("the journal ends in a cut line after a child that finished".into());
+    }
+    if journal.results != clean.results {
+        let differ = clean.results.iter().filter(|(k, v)| journal.results.get(*k) != Some(*v)).count();
+        problems.push(format!("outputs differ from the crash-free run in {differ} rounds"));
+    }
+    match dir.final_memory().unwrap() {
+        Some(memory) if memory == clean.memory => {}
+        Some(_) => problems.push("memory differs from the crash-free run".into()),
+        None => problems.push("the finishing child wrote no final memory".into()),
+    }
+    if !problems.is_empty() {
+        problems.push(format!("config {config:?}, killed attempts {killed_attempts:?}, state in {}", root.display()));
+    }
+    report
+}
+
+/// Where the parent reopens a run's log.
+#[derive(Clone, Debug)]
+enum Open {
+    File(std::path::PathBuf),
+    Kafka(Box<actionstate_kafka::KafkaConfig>),
+}
+
+async fn sigkill_campaign(target: Target, kills: u64) {
+    let started = Instant::now();
+    let seed = env_u64("ACTIONSTATE_SIM_KILL_SEED").unwrap_or(0x51_6b11);
+    let mut rng = Rng::new(seed);
+    let (mut runs, mut total_kills, mut before_work, mut children, mut duplicates, mut lost, mut executed) =
+        (0u64, 0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
+    let mut reexecuted: BTreeMap<String, u64> = BTreeMap::new();
+    let mut failures = Vec::new();
+    let mut kept = Vec::new();
+    while total_kills < kills {
+        let run_seed = seed.wrapping_add(runs);
+        let root = tempfile::Builder::new().prefix("sim-sigkill-").tempdir().unwrap();
+        let (log, open) = match target.backend {
+            Backend::Kafka => {
+                let bootstrap = actionstate_tests::kafka_bootstrap().unwrap();
+                let topic = format!(
+                    "actionstate-sim-sigkill-{}-{runs}-{}",
+                    std::process::id(),
+                    &uuid::Uuid::new_v4().simple().to_string()[..8]
+                );
+                let config = actionstate_tests::kafka_topic_config(bootstrap, &topic, PARTITIONS);
+                (format!("kafka://{bootstrap}/{topic}?partitions={PARTITIONS}"), Open::Kafka(Box::new(config)))
+            }
+            _ => {
+                let dir = root.path().join("log");
+                (format!("file:{}?partitions={PARTITIONS}", dir.display()), Open::File(dir))
+            }
+        };
+        let report = one_run(target, run_seed, &mut rng, log, root.path(), open).await;
+        runs += 1;
+        total_kills += report.kills;
+        before_work += report.kills_before_work;
+        children += report.children;
+        duplicates += report.duplicates;
+        lost += report.lost;
+        executed += report.executed;
+        for (reason, n) in &report.reexecuted {
+            *reexecuted.entry(reason.clone()).or_default() += n;
+        }
+        if !report.problems.is_empty() {
+            failures.push(format!(
+                "sim-sigkill backend={} run seed={run_seed} (ACTIONSTATE_SIM_KILL_SEED={seed}): {}",
+                target.backend.name(),
+                report.problems.join("; ")
+            ));
+            kept.push(root.keep());
+        }
+    }
+    println!(
+        "sim-sigkill backend={} runs={runs} children={children} kills={total_kills} kills_before_work={before_work} \
+         executed={executed} reexecuted={reexecuted:?} duplicates={duplicates} lost={lost} failures={} \
+         seed={seed:#x} time={:.1}s",
+        target.backend.name(),
+        failures.len(),
+        started.elapsed().as_secs_f64()
+    );
+    for f in &failures {
+        println!("{f}");
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {runs} runs failed (all printed above); the first:\n{}",
+        failures.len(),
+        failures[0]
+    );
+    // The kills must land while children do work, not only while they start, or they prove little.
+    assert!(total_kills > before_work, "all {total_kills} kills hit children before they did any work");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sim_survives_sigkill_on_file() {
+    let target = Target { backend: Backend::File, early_ms: (1, 25), working_ms: (0, 400), inputs: 24 };
+    sigkill_campaign(target, env_u64("ACTIONSTATE_SIM_KILLS").unwrap_or(20)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sim_survives_sigkill_on_kafka() {
+    if actionstate_tests::kafka_available("sim-sigkill") {
+        let target = Target { backend: Backend::Kafka, early_ms: (5, 500), working_ms: (0, 600), inputs: 120 };
+        sigkill_campaign(target, env_u64("ACTIONSTATE_SIM_KILLS_KAFKA").unwrap_or(20)).await;
+    }
+}
