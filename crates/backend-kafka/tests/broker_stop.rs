@@ -28,6 +28,7 @@ use actionstate_core::{
 };
 use actionstate_kafka::{KafkaConfig, KafkaLog};
 use actionstate_recovery::testkit::conformance;
+use actionstate_recovery::testkit::services::{self, Service};
 use actionstate_recovery::{ActionStateStore, Begin, Ownership, Round, StoreConfig};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -42,28 +43,6 @@ const DELIVERY_TIMEOUT: Duration = Duration::from_secs(5);
 const MARGIN: Duration = Duration::from_secs(3);
 const TASKS: u64 = 4;
 const PARTITIONS: u32 = 4;
-
-fn workspace_root() -> PathBuf {
-    let mut dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    loop {
-        if std::fs::read_to_string(dir.join("Cargo.toml")).is_ok_and(|t| t.contains("[workspace]")) {
-            return dir;
-        }
-        assert!(dir.pop(), "no workspace root above {}", env!("CARGO_MANIFEST_DIR"));
-    }
-}
-
-/// `target/services/kafka.env` as key/value pairs; the test needs the broker xtask started
-/// (it restarts that process), not just any bootstrap address.
-fn services_env(root: &Path) -> Option<HashMap<String, String>> {
-    let text = std::fs::read_to_string(root.join("target/services/kafka.env")).ok()?;
-    Some(
-        text.lines()
-            .filter_map(|l| l.split_once('='))
-            .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
-            .collect(),
-    )
-}
 
 /// The broker process: its pid, command line and working directory, read from /proc.
 struct Broker {
@@ -103,7 +82,7 @@ impl Broker {
 
     /// Starts the broker again with the same command line, in its own process group, its
     /// output appended to the broker log, and records the new pid where xtask looks for it.
-    fn restart(self, root: &Path) -> Broker {
+    fn restart(self, env_path: &Path) -> Broker {
         let log = std::fs::OpenOptions::new().append(true).create(true).open(self.cwd.join("broker.log")).unwrap();
         let mut cmd = Command::new(&self.argv[0]);
         cmd.args(&self.argv[1..])
@@ -117,13 +96,12 @@ impl Broker {
         // Not waited for: like the broker xtask started, it outlives this process.
         std::mem::forget(child);
         std::fs::write(self.cwd.join("kafka.pid"), format!("{pid}\n")).unwrap();
-        let env_path = root.join("target/services/kafka.env");
-        let env = std::fs::read_to_string(&env_path).unwrap();
+        let env = std::fs::read_to_string(env_path).unwrap();
         let env: String = env
             .lines()
             .map(|l| if l.starts_with("KAFKA_PID=") { format!("KAFKA_PID={pid}\n") } else { format!("{l}\n") })
             .collect();
-        std::fs::write(&env_path, env).unwrap();
+        std::fs::write(env_path, env).unwrap();
         Broker { pid, argv: self.argv, cwd: self.cwd }
     }
 }
@@ -184,18 +162,17 @@ async fn put(store: &ActionStateStore<KafkaLog>, k: u64, seq: u64) -> Put {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn broker_stop_during_puts_loses_no_acknowledged_state() {
-    let root = workspace_root();
-    let Some(env) = services_env(&root) else {
-        let msg = "ACTIONSTATE-SKIP broker-stop test: no broker started by `cargo xtask services up kafka`";
-        if std::env::var_os("ACTIONSTATE_REQUIRE_SERVICES").is_some() {
-            panic!("{msg}; ACTIONSTATE_REQUIRE_SERVICES is set");
-        }
-        eprintln!("{msg}");
-        println!("{msg}");
+    // The broker xtask started, not just any bootstrap address: the test restarts its process.
+    let Some(env_file) = services::env_file("kafka").filter(|f| f.exists()) else {
+        services::skip("kafka", "broker-stop: no broker started by `cargo xtask services up kafka`");
         return;
     };
-    let bootstrap = env["KAFKA_BOOTSTRAP"].clone();
-    let broker = Broker::of(env["KAFKA_PID"].parse().unwrap());
+    let Some(env) = Service::find("kafka", "KAFKA") else {
+        services::skip("kafka", "broker-stop");
+        return;
+    };
+    let bootstrap = env.get("KAFKA_BOOTSTRAP").unwrap().to_owned();
+    let broker = Broker::of(env.get("KAFKA_PID").unwrap().parse().unwrap());
 
     let topic = format!("broker-stop-{}", uuid::Uuid::new_v4().simple());
     let mut config = KafkaConfig::new(&bootstrap, &topic, PARTITIONS);
@@ -244,8 +221,7 @@ async fn broker_stop_during_puts_loses_no_acknowledged_state() {
     // Down for longer than the delivery timeout, so puts in flight fail.
     tokio::time::sleep(DELIVERY_TIMEOUT + Duration::from_secs(3)).await;
     let restarted_at = Instant::now();
-    let root2 = root.clone();
-    let broker = tokio::task::spawn_blocking(move || broker.restart(&root2)).await.unwrap();
+    let broker = tokio::task::spawn_blocking(move || broker.restart(&env_file)).await.unwrap();
     eprintln!("broker restarted as pid {}", broker.pid);
 
     // Keep putting until every task has had puts succeed after the restart (or give up).

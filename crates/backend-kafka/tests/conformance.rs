@@ -10,22 +10,19 @@
 use actionstate_core::{Error, KeyId, StateLog, WireRecord};
 use actionstate_kafka::{KafkaConfig, KafkaLog, Security};
 use actionstate_recovery::testkit::conformance;
+use actionstate_recovery::testkit::services::Service;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
-use std::collections::HashMap;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// Broker settings, from the environment or the services file.
+/// The broker's settings (`KAFKA_BOOTSTRAP`, `KAFKA_SASL_*`).
 #[derive(Debug, Clone)]
-struct Broker {
-    vars: HashMap<String, String>,
-}
+struct Broker(Service);
 
 impl Broker {
     fn get(&self, key: &str) -> Option<String> {
-        self.vars.get(key).cloned()
+        self.0.get(key).map(str::to_owned)
     }
 
     fn bootstrap(&self) -> String {
@@ -33,51 +30,9 @@ impl Broker {
     }
 }
 
-fn workspace_root() -> Option<PathBuf> {
-    let mut dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    loop {
-        if let Ok(text) = std::fs::read_to_string(dir.join("Cargo.toml"))
-            && text.contains("[workspace]")
-        {
-            return Some(dir);
-        }
-        if !dir.pop() {
-            return None;
-        }
-    }
-}
-
-const KEYS: [&str; 4] = ["KAFKA_BOOTSTRAP", "KAFKA_SASL_BOOTSTRAP", "KAFKA_SASL_USERNAME", "KAFKA_SASL_PASSWORD"];
-
 /// The configured broker, or `None` after printing the skip marker.
 fn broker(test: &str) -> Option<Broker> {
-    let mut vars = HashMap::new();
-    if std::env::var("KAFKA_BOOTSTRAP").is_ok() {
-        for k in KEYS {
-            if let Ok(v) = std::env::var(k) {
-                vars.insert(k.to_owned(), v);
-            }
-        }
-    } else if let Some(text) =
-        workspace_root().and_then(|r| std::fs::read_to_string(r.join("target/services/kafka.env")).ok())
-    {
-        for line in text.lines() {
-            if let Some((k, v)) = line.split_once('=') {
-                vars.insert(k.trim().to_owned(), v.trim().to_owned());
-            }
-        }
-    }
-    if vars.contains_key("KAFKA_BOOTSTRAP") {
-        return Some(Broker { vars });
-    }
-    let msg =
-        format!("ACTIONSTATE-SKIP kafka tests ({test}): no broker configured (run cargo xtask services up kafka)");
-    if std::env::var_os("ACTIONSTATE_REQUIRE_SERVICES").is_some() {
-        panic!("{msg}; ACTIONSTATE_REQUIRE_SERVICES is set");
-    }
-    eprintln!("{msg}");
-    println!("{msg}");
-    None
+    Service::require("kafka", "KAFKA", test).map(Broker)
 }
 
 fn unique_topic(prefix: &str) -> String {

@@ -2,6 +2,7 @@
 
 pub mod conformance;
 mod memory;
+pub mod services;
 
 pub use memory::{InjectedFault, MemoryLog};
 
