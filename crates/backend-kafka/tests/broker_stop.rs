@@ -28,11 +28,9 @@ use actionstate_core::{
 };
 use actionstate_kafka::{KafkaConfig, KafkaLog};
 use actionstate_recovery::testkit::conformance;
-use actionstate_recovery::testkit::services::{self, Service};
+use actionstate_recovery::testkit::services::{self, ServerProcess, Service};
 use actionstate_recovery::{ActionStateStore, Begin, Ownership, Round, StoreConfig};
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -43,68 +41,6 @@ const DELIVERY_TIMEOUT: Duration = Duration::from_secs(5);
 const MARGIN: Duration = Duration::from_secs(3);
 const TASKS: u64 = 4;
 const PARTITIONS: u32 = 4;
-
-/// The broker process: its pid, command line and working directory, read from /proc.
-struct Broker {
-    pid: u32,
-    argv: Vec<String>,
-    cwd: PathBuf,
-}
-
-impl Broker {
-    fn of(pid: u32) -> Broker {
-        let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
-        let argv: Vec<String> =
-            raw.split(|b| *b == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
-        assert!(argv.iter().any(|a| a == "kafka.Kafka"), "pid {pid} is not the Kafka broker: {argv:?}");
-        let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap();
-        Broker { pid, argv, cwd }
-    }
-
-    fn alive(&self) -> bool {
-        // A zombie (exited, not yet reaped by its parent) counts as stopped.
-        std::fs::read_to_string(format!("/proc/{}/stat", self.pid))
-            .is_ok_and(|s| s.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z')))
-    }
-
-    /// SIGTERM (a clean broker shutdown), SIGKILL after 60 s.
-    fn stop(&self) {
-        let kill = |sig: &str| Command::new("kill").args([sig, &self.pid.to_string()]).status().unwrap();
-        assert!(kill("-TERM").success());
-        let started = Instant::now();
-        while self.alive() {
-            if started.elapsed() > Duration::from_secs(60) {
-                kill("-KILL");
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    /// Starts the broker again with the same command line, in its own process group, its
-    /// output appended to the broker log, and records the new pid where xtask looks for it.
-    fn restart(self, env_path: &Path) -> Broker {
-        let log = std::fs::OpenOptions::new().append(true).create(true).open(self.cwd.join("broker.log")).unwrap();
-        let mut cmd = Command::new(&self.argv[0]);
-        cmd.args(&self.argv[1..])
-            .current_dir(&self.cwd)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log);
-        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-        let child = cmd.spawn().unwrap();
-        let pid = child.id();
-        // Not waited for: like the broker xtask started, it outlives this process.
-        std::mem::forget(child);
-        std::fs::write(self.cwd.join("kafka.pid"), format!("{pid}\n")).unwrap();
-        let env = std::fs::read_to_string(env_path).unwrap();
-        let env: String = env
-            .lines()
-            .map(|l| if l.starts_with("KAFKA_PID=") { format!("KAFKA_PID={pid}\n") } else { format!("{l}\n") })
-            .collect();
-        std::fs::write(env_path, env).unwrap();
-        Broker { pid, argv: self.argv, cwd: self.cwd }
-    }
-}
 
 /// A completed state of key `k`, round `seq`.
 fn state(k: u64, seq: u64) -> (ActionState, Event) {
@@ -172,7 +108,7 @@ async fn broker_stop_during_puts_loses_no_acknowledged_state() {
         return;
     };
     let bootstrap = env.get("KAFKA_BOOTSTRAP").unwrap().to_owned();
-    let broker = Broker::of(env.get("KAFKA_PID").unwrap().parse().unwrap());
+    let broker = ServerProcess::of(env.get("KAFKA_PID").unwrap().parse().unwrap(), "kafka.Kafka").unwrap();
 
     let topic = format!("broker-stop-{}", uuid::Uuid::new_v4().simple());
     let mut config = KafkaConfig::new(&bootstrap, &topic, PARTITIONS);
@@ -212,7 +148,7 @@ async fn broker_stop_during_puts_loses_no_acknowledged_state() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     let stopped_at = Instant::now();
     let broker = tokio::task::spawn_blocking(move || {
-        broker.stop();
+        broker.stop(Duration::from_secs(60)).unwrap();
         broker
     })
     .await
@@ -221,7 +157,12 @@ async fn broker_stop_during_puts_loses_no_acknowledged_state() {
     // Down for longer than the delivery timeout, so puts in flight fail.
     tokio::time::sleep(DELIVERY_TIMEOUT + Duration::from_secs(3)).await;
     let restarted_at = Instant::now();
-    let broker = tokio::task::spawn_blocking(move || broker.restart(&env_file)).await.unwrap();
+    let broker = tokio::task::spawn_blocking(move || {
+        let dir = broker.dir();
+        broker.restart(&dir.join("broker.log"), &dir.join("kafka.pid"), &env_file, "KAFKA_PID").unwrap()
+    })
+    .await
+    .unwrap();
     eprintln!("broker restarted as pid {}", broker.pid);
 
     // Keep putting until every task has had puts succeed after the restart (or give up).

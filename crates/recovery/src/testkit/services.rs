@@ -91,3 +91,85 @@ pub fn skip(name: &str, test: &str) {
     eprintln!("{msg}");
     println!("{msg}");
 }
+
+/// A server process a fault test stops and starts again (Linux: read from `/proc`): its pid,
+/// command line and working directory.
+#[derive(Clone, Debug)]
+pub struct ServerProcess {
+    /// The running process.
+    pub pid: u32,
+    argv: Vec<String>,
+    cwd: PathBuf,
+}
+
+impl ServerProcess {
+    /// The process `pid`, which must run `main_class` (its command line names it).
+    pub fn of(pid: u32, main_class: &str) -> std::io::Result<ServerProcess> {
+        let raw = std::fs::read(format!("/proc/{pid}/cmdline"))?;
+        let argv: Vec<String> =
+            raw.split(|b| *b == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+        if !argv.iter().any(|a| a == main_class) {
+            return Err(std::io::Error::other(format!("pid {pid} does not run {main_class}: {argv:?}")));
+        }
+        let cwd = std::fs::read_link(format!("/proc/{pid}/cwd"))?;
+        Ok(ServerProcess { pid, argv, cwd })
+    }
+
+    /// Whether it still runs (a zombie, exited but not reaped, does not).
+    pub fn alive(&self) -> bool {
+        std::fs::read_to_string(format!("/proc/{}/stat", self.pid))
+            .is_ok_and(|s| s.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z')))
+    }
+
+    /// Stops it with SIGTERM (a clean shutdown), SIGKILL after `patience`, and waits until it
+    /// is gone.
+    pub fn stop(&self, patience: std::time::Duration) -> std::io::Result<()> {
+        let kill = |signal: &str| std::process::Command::new("kill").args([signal, &self.pid.to_string()]).status();
+        if !kill("-TERM")?.success() && self.alive() {
+            return Err(std::io::Error::other(format!("kill -TERM {} failed", self.pid)));
+        }
+        let started = std::time::Instant::now();
+        let mut killed = false;
+        while self.alive() {
+            if !killed && started.elapsed() > patience {
+                kill("-KILL")?;
+                killed = true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        Ok(())
+    }
+
+    /// Starts the same command line again in the same directory, in a process group of its
+    /// own (it outlives the test, like the server xtask started), its output appended to `log`.
+    /// Writes the new pid to `pid_file` and as `pid_var` into the env file `env_file`, where
+    /// `cargo xtask services down` and later tests look for it.
+    pub fn restart(
+        &self,
+        log: &std::path::Path,
+        pid_file: &std::path::Path,
+        env_file: &std::path::Path,
+        pid_var: &str,
+    ) -> std::io::Result<ServerProcess> {
+        let out = std::fs::OpenOptions::new().append(true).create(true).open(log)?;
+        let (program, args) = self.argv.split_first().ok_or_else(|| std::io::Error::other("empty command line"))?;
+        let mut cmd = std::process::Command::new(program);
+        cmd.args(args).current_dir(&self.cwd).stdin(std::process::Stdio::null()).stdout(out.try_clone()?).stderr(out);
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        let pid = cmd.spawn()?.id();
+        std::fs::write(pid_file, format!("{pid}\n"))?;
+        let env: String = std::fs::read_to_string(env_file)?
+            .lines()
+            .map(
+                |l| if l.starts_with(&format!("{pid_var}=")) { format!("{pid_var}={pid}\n") } else { format!("{l}\n") },
+            )
+            .collect();
+        std::fs::write(env_file, env)?;
+        Ok(ServerProcess { pid, argv: self.argv.clone(), cwd: self.cwd.clone() })
+    }
+
+    /// The working directory (where xtask keeps the server's files).
+    pub fn dir(&self) -> &std::path::Path {
+        &self.cwd
+    }
+}
