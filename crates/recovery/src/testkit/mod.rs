@@ -1,6 +1,7 @@
 //! Test support: an in-memory log with fault injection, and the backend conformance suite.
 
 pub mod conformance;
+pub mod faults;
 mod memory;
 pub mod services;
 

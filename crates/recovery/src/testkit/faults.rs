@@ -1,0 +1,263 @@
+//! Fault tests that stop a real server while the store writes, for backends whose servers
+//! `cargo xtask services up` starts (see [`crate::testkit::services::ServerProcess`]).
+
+use crate::testkit::conformance;
+use crate::testkit::services::ServerProcess;
+use crate::{ActionStateStore, Begin, Ownership, Round, StoreConfig};
+use actionstate_core::{
+    ActionId, ActionState, Attributes, Error, Event, EventId, KeyId, LogRecord, Progress, StateKey, StateLog, Trigger,
+    Value, codec,
+};
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// What a failed put may take beyond the delivery timeout: encoding, the index lock and the
+/// scheduling of a loaded machine.
+const MARGIN: Duration = Duration::from_secs(3);
+/// Keys putting concurrently.
+const TASKS: u64 = 4;
+
+/// A completed state of key `k`, round `seq`.
+fn state(k: u64, seq: u64) -> (ActionState, Event) {
+    let key = KeyId::of(format!("server-stop-{k}").as_bytes());
+    let mut a = Attributes::new();
+    a.insert("n".into(), Value::Int(seq as i64));
+    let input = Event { id: EventId(u128::from(k) << 64 | u128::from(seq)), event_type: "input".into(), attributes: a };
+    let action = ActionId::new("server-stop");
+    let sk = StateKey::new(key, seq, &action, &input, &Trigger::Input);
+    let mut out = Attributes::new();
+    out.insert("answer".into(), Value::Int((k * 1000 + seq) as i64));
+    let output =
+        Event { id: EventId(u128::from(k) << 96 | u128::from(seq)), event_type: "answer".into(), attributes: out };
+    let s = ActionState {
+        key: sk,
+        action,
+        trigger: Trigger::Input,
+        trigger_event: input.id,
+        input: input.fingerprint(),
+        progress: Progress::Completed { outputs: vec![output], memory: Vec::new() },
+    };
+    (s, input)
+}
+
+#[derive(Debug)]
+enum Outcome {
+    Acked(Arc<ActionState>),
+    Failed { took: Duration, error: String },
+}
+
+#[derive(Debug)]
+struct Put {
+    state: ActionState,
+    at: Instant,
+    outcome: Outcome,
+}
+
+async fn put<L: StateLog>(store: &ActionStateStore<L>, k: u64, seq: u64) -> Put {
+    let (s, input) = state(k, seq);
+    let round = Round::new(s.key.key, seq, &input);
+    let at = Instant::now();
+    let outcome = match store.begin(&round, &s.action, &input, &Trigger::Input).await {
+        Ok(Begin::Fresh(handle, _)) => {
+            let Progress::Completed { outputs, memory } = s.progress.clone() else { unreachable!() };
+            match store.complete(handle, outputs, memory).await {
+                Ok(indexed) => Outcome::Acked(indexed),
+                Err(e) => Outcome::Failed { took: at.elapsed(), error: e.to_string() },
+            }
+        }
+        Ok(other) => panic!("state {k}/{seq} was already recorded: {other:?}"),
+        Err(e) => Outcome::Failed { took: at.elapsed(), error: e.to_string() },
+    };
+    Put { state: s, at, outcome }
+}
+
+/// Stops `server` (SIGTERM) while [`TASKS`] keys put completed states through a store on the
+/// log `open` returns, keeps putting while it is down (longer than `delivery_timeout`), starts
+/// it again with `restart`, and keeps putting until puts succeed. Then checks, panicking with
+/// the reason otherwise:
+///
+/// - every put that returned `Ok` is indexed and its record is in the log, at its position
+///   (exact positions) or after it (lower bounds);
+/// - every put that failed did so within `delivery_timeout` plus a margin and is not indexed;
+/// - puts succeed after the restart;
+/// - a rebuild from a marker taken before the stop, on a freshly opened log, holds every
+///   acknowledged state, equal to what was put, and nothing else but states whose put failed
+///   after their record reached the server (a lost acknowledgement, which the put contract
+///   allows; the failed put itself never indexes it).
+///
+/// `name` prefixes the summary lines it prints. The server is shared: run this test alone.
+pub async fn server_stop_during_puts<L, F, Fut>(
+    name: &str,
+    open: F,
+    server: ServerProcess,
+    restart: impl FnOnce(&ServerProcess) -> std::io::Result<ServerProcess> + Send + 'static,
+    delivery_timeout: Duration,
+) where
+    L: StateLog + Send + Sync + 'static,
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<L, Error>>,
+{
+    let store = Arc::new(ActionStateStore::new(open().await.expect("opening the log"), StoreConfig::default()));
+    // Some states before the fault, then the marker the rebuild starts from.
+    let mut early = Vec::new();
+    for seq in 0..5 {
+        for k in 0..TASKS {
+            let p = put(&store, k, seq).await;
+            assert!(matches!(p.outcome, Outcome::Acked(_)), "{p:?}");
+            early.push(p.state);
+        }
+    }
+    let before = store.snapshot(1).await.expect("a snapshot before the fault");
+
+    // The stream: TASKS keys putting one round after another until told to stop.
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut tasks = tokio::task::JoinSet::new();
+    for k in 0..TASKS {
+        let (store, stop) = (Arc::clone(&store), Arc::clone(&stop));
+        tasks.spawn(async move {
+            let mut puts = Vec::new();
+            let mut seq = 5;
+            while !stop.load(Ordering::Relaxed) {
+                puts.push(put(&store, k, seq).await);
+                seq += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            puts
+        });
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let stopped_at = Instant::now();
+    let server = tokio::task::spawn_blocking(move || {
+        server.stop(Duration::from_secs(60)).expect("stopping the server");
+        server
+    })
+    .await
+    .expect("the stopping task");
+    eprintln!("{name}: server stopped in {:?}", stopped_at.elapsed());
+    // Down for longer than the delivery timeout, so puts in flight fail.
+    tokio::time::sleep(delivery_timeout + Duration::from_secs(3)).await;
+    let restarted_at = Instant::now();
+    let server = tokio::task::spawn_blocking(move || restart(&server).expect("restarting the server"))
+        .await
+        .expect("the restarting task");
+    eprintln!("{name}: server restarted as pid {}", server.pid);
+
+    // Keep putting until every task has had puts succeed after the restart (or give up).
+    let deadline = restarted_at + Duration::from_secs(120);
+    let mut probes = Vec::new();
+    loop {
+        let p = put(&store, 100 + probes.len() as u64, 0).await;
+        let done = matches!(p.outcome, Outcome::Acked(_));
+        probes.push(p);
+        if done {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no put succeeded within 120 s of restarting the server: {probes:?}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let recovered_after = restarted_at.elapsed();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut puts = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        puts.extend(joined.expect("a putting task"));
+    }
+
+    let acked: Vec<&Put> = puts.iter().filter(|p| matches!(p.outcome, Outcome::Acked(_))).collect();
+    let failed: Vec<&Put> = puts.iter().filter(|p| matches!(p.outcome, Outcome::Failed { .. })).collect();
+    let acked_after_restart = acked.iter().filter(|p| p.at > restarted_at).count();
+    println!(
+        "{name}-stop puts={} acked={} failed={} acked_after_restart={acked_after_restart} recovered_after={:.1}s",
+        puts.len(),
+        acked.len(),
+        failed.len(),
+        recovered_after.as_secs_f64()
+    );
+    assert!(!failed.is_empty(), "no put failed while the broker was down: the server did not stop");
+    assert!(acked_after_restart > 0, "no put of the stream succeeded after the restart");
+
+    // Failed puts: within the delivery timeout, nothing indexed.
+    for p in failed.iter().copied().chain(probes.iter().filter(|p| matches!(p.outcome, Outcome::Failed { .. }))) {
+        let Outcome::Failed { took, error } = &p.outcome else { unreachable!() };
+        assert!(*took <= delivery_timeout + MARGIN, "a put failed only after {took:?}: {error}");
+        assert!(store.with_index(|i| i.get(&p.state.key).is_none()), "failed put {:?} is indexed", p.state.key);
+    }
+    eprintln!("first failure: {:?}", failed.first().map(|p| &p.outcome));
+
+    // Acknowledged puts: indexed, and readable at their position.
+    let log = store.log();
+    let end = log.end_offsets().await.expect("end offsets after the restart");
+    let mut stored = std::collections::BTreeMap::new();
+    for (partition, &to) in (0u32..).zip(&end) {
+        for (offset, key, value) in conformance::read_all(log, partition, 0, to).await {
+            stored.insert((partition, offset), (key, value));
+        }
+    }
+    for p in &acked {
+        let Outcome::Acked(indexed) = &p.outcome else { unreachable!() };
+        assert_eq!(**indexed, p.state);
+        let position = store.with_index(|i| i.position(&p.state.key)).expect("an acknowledged state is indexed");
+        let want = LogRecord::Upsert(p.state.clone());
+        // An exact position names the record's offset; a lower bound (Fluss) one at or below it.
+        let found = stored.range((position.partition, position.offset)..(position.partition + 1, 0)).find(
+            |(at, (key, value))| {
+                codec::decode(key, value).is_ok_and(|r| r == want) && (!position.exact || at.1 == position.offset)
+            },
+        );
+        let found = found.map(|(at, _)| *at);
+        assert!(
+            found.is_some(),
+            "acknowledged record {:?} is not in partition {} at or after {}",
+            p.state.key,
+            position.partition,
+            position.offset
+        );
+        if position.exact {
+            assert_eq!(found, Some((position.partition, position.offset)), "record not at its acknowledged offset");
+        }
+    }
+
+    // A rebuild from the marker taken before the stop, on a fresh log handle.
+    let rebuilt =
+        ActionStateStore::new(open().await.expect("reopening the log after the restart"), StoreConfig::default());
+    let report = rebuilt
+        .rebuild(std::slice::from_ref(&before.marker), &Ownership::All, &HashMap::new())
+        .await
+        .expect("the rebuild from the marker taken before the fault");
+    let states = rebuilt.with_index(|i| i.dump());
+    // Everything else the rebuild holds: states put before the marker, the probes after the
+    // restart, and puts that failed after their record reached the broker.
+    let mut expected: HashMap<StateKey, &ActionState> = early.iter().map(|s| (s.key, s)).collect();
+    expected.extend(acked.iter().map(|p| (p.state.key, &p.state)));
+    expected.extend(probes.iter().filter(|p| matches!(p.outcome, Outcome::Acked(_))).map(|p| (p.state.key, &p.state)));
+    let failed_states: HashMap<StateKey, &ActionState> = failed
+        .iter()
+        .copied()
+        .chain(probes.iter().filter(|p| matches!(p.outcome, Outcome::Failed { .. })))
+        .map(|p| (p.state.key, &p.state))
+        .collect();
+    let mut landed_although_failed = 0;
+    for (key, (s, _)) in &states {
+        match (expected.get(key), failed_states.get(key)) {
+            (Some(e), _) => assert_eq!(**s, **e),
+            (None, Some(f)) => {
+                assert_eq!(**s, **f);
+                landed_although_failed += 1;
+            }
+            (None, None) => panic!("the rebuild holds a state nobody put: {key:?}"),
+        }
+    }
+    for (key, e) in &expected {
+        assert_eq!(states.get(key).map(|(s, _)| &**s), Some(*e), "acknowledged state {key:?} missing after rebuild");
+    }
+    println!(
+        "{name}-stop rebuild records={} states={} acked={} landed_although_failed={landed_although_failed}",
+        report.records,
+        states.len(),
+        expected.len()
+    );
+    assert_eq!(states.len(), expected.len() + landed_although_failed);
+}
