@@ -74,7 +74,7 @@ async fn put<L: StateLog>(store: &ActionStateStore<L>, k: u64, seq: u64) -> Put 
     Put { state: s, at, outcome }
 }
 
-/// Stops `server` (SIGTERM) while [`TASKS`] keys put completed states through a store on the
+/// Stops `server` (SIGTERM) while four keys put completed states through a store on the
 /// log `open` returns, keeps putting while it is down (longer than `delivery_timeout`), starts
 /// it again with `restart`, and keeps putting until puts succeed. Then checks, panicking with
 /// the reason otherwise:
