@@ -8,16 +8,21 @@
 //! `<workspace>/target/services/kafka.env` as `cargo xtask services up kafka` writes it. Tests
 //! on Kafka call [`kafka_available`] first, which prints the `ACTIONSTATE-SKIP` marker when no
 //! broker is configured (and panics instead when `ACTIONSTATE_REQUIRE_SERVICES` is set).
+//! The Fluss backend likewise needs a cluster: `FLUSS_BOOTSTRAP`, or
+//! `<workspace>/target/services/fluss.env` from `cargo xtask services up fluss`, checked by
+//! [`fluss_available`].
 #![forbid(unsafe_code)]
 #![deny(clippy::unwrap_used)]
 
 use actionstate_core::{ActionDigest, KeyId, LogRecord, StateKey, StateLog, codec};
+use actionstate_fluss::FlussConfig;
 use actionstate_kafka::KafkaConfig;
 use actionstate_recovery::testkit::MemoryLog;
 use actionstate_recovery::{AnyLog, StoreError};
 use actionstate_sim::agent::Kind;
 use actionstate_sim::{
-    FileSource, KafkaSource, Ledger, LedgerEntry, LogSource, MemorySource, Outcome, RunPlan, Sim, SimConfig,
+    FileSource, FlussSource, KafkaSource, Ledger, LedgerEntry, LogSource, MemorySource, Outcome, RunPlan, Sim,
+    SimConfig,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -37,6 +42,8 @@ pub enum Backend {
     File,
     /// A fresh topic on the Kafka broker the environment names (see [`kafka_bootstrap`]).
     Kafka,
+    /// A fresh table on the Fluss cluster the environment names (see [`fluss_bootstrap`]).
+    Fluss,
 }
 
 impl Backend {
@@ -49,6 +56,7 @@ impl Backend {
             Backend::Memory => "memory",
             Backend::File => "file",
             Backend::Kafka => "kafka",
+            Backend::Fluss => "fluss",
         }
     }
 }
@@ -66,6 +74,57 @@ fn workspace_root() -> Option<PathBuf> {
             return None;
         }
     }
+}
+
+/// The value of `key` in the environment, else in `<workspace>/target/services/<file>`.
+fn service_var(key: &str, file: &str) -> Option<String> {
+    if let Ok(v) = std::env::var(key) {
+        return Some(v.trim().to_owned()).filter(|v| !v.is_empty());
+    }
+    let text = std::fs::read_to_string(workspace_root()?.join("target/services").join(file)).ok()?;
+    text.lines()
+        .filter_map(|line| line.split_once('='))
+        .find(|(k, _)| k.trim() == key)
+        .map(|(_, v)| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+}
+
+/// The Fluss cluster's bootstrap address: `FLUSS_BOOTSTRAP` from the environment, else from
+/// `<workspace>/target/services/fluss.env`; `None` when neither names one. Read once.
+pub fn fluss_bootstrap() -> Option<&'static str> {
+    static BOOTSTRAP: OnceLock<Option<String>> = OnceLock::new();
+    BOOTSTRAP.get_or_init(|| service_var("FLUSS_BOOTSTRAP", "fluss.env")).as_deref()
+}
+
+/// Whether a Fluss cluster is configured for `test`. When none is, prints the
+/// `ACTIONSTATE-SKIP` marker and returns `false`, or panics if `ACTIONSTATE_REQUIRE_SERVICES`
+/// is set.
+pub fn fluss_available(test: &str) -> bool {
+    if fluss_bootstrap().is_some() {
+        return true;
+    }
+    let msg =
+        format!("ACTIONSTATE-SKIP fluss tests ({test}): no cluster configured (run cargo xtask services up fluss)");
+    if std::env::var_os("ACTIONSTATE_REQUIRE_SERVICES").is_some() {
+        panic!("{msg}; ACTIONSTATE_REQUIRE_SERVICES is set");
+    }
+    eprintln!("{msg}");
+    println!("{msg}");
+    false
+}
+
+/// The database the tests' Fluss tables live in.
+pub const FLUSS_DATABASE: &str = "actionstate_tests";
+
+/// The configuration of a fresh, uniquely named table of [`PARTITIONS`] buckets on the
+/// configured Fluss cluster, with timeouts of a few seconds.
+pub fn fluss_test_config(bootstrap: &str) -> FlussConfig {
+    let table = format!("scenario_{}", uuid::Uuid::new_v4().simple());
+    let mut config = actionstate_recovery::fluss_config(bootstrap, FLUSS_DATABASE, &table, PARTITIONS);
+    config.delivery_timeout = Duration::from_secs(20);
+    config.read_stall_timeout = Duration::from_secs(10);
+    config.request_timeout = Duration::from_secs(15);
+    config
 }
 
 /// The Kafka broker's bootstrap address: `KAFKA_BOOTSTRAP` from the environment, else from
@@ -121,22 +180,35 @@ pub fn kafka_topic_config(bootstrap: &str, topic: &str, partitions: u32) -> Kafk
 }
 
 /// One fresh, empty log of a backend; a file log's directory is deleted when this is
-/// dropped. A Kafka log is a new topic, created on first open and left on the broker.
+/// dropped. A Kafka log is a new topic, created on first open and left on the broker; a Fluss
+/// log a new table, likewise.
 #[derive(Debug)]
 pub struct Env {
     backend: Backend,
     memory: MemoryLog,
     dir: Option<TempDir>,
     kafka: Option<KafkaConfig>,
+    fluss: Option<FlussConfig>,
 }
 
 impl Env {
-    /// A fresh log of `backend`. Kafka fails with [`std::io::ErrorKind::NotFound`] when no
-    /// broker is configured.
+    /// A fresh log of `backend`. Kafka and Fluss fail with [`std::io::ErrorKind::NotFound`]
+    /// when no broker or cluster is configured.
     pub fn new(backend: Backend) -> std::io::Result<Env> {
+        let mut fluss = None;
         let (dir, kafka) = match backend {
             Backend::Memory => (None, None),
             Backend::File => (Some(tempfile::tempdir()?), None),
+            Backend::Fluss => {
+                let bootstrap = fluss_bootstrap().ok_or_else(|| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        "no Fluss cluster configured (FLUSS_BOOTSTRAP or target/services/fluss.env)",
+                    )
+                })?;
+                fluss = Some(fluss_test_config(bootstrap));
+                (None, None)
+            }
             Backend::Kafka => {
                 let bootstrap = kafka_bootstrap().ok_or_else(|| {
                     std::io::Error::new(
@@ -147,7 +219,7 @@ impl Env {
                 (None, Some(kafka_test_config(bootstrap)))
             }
         };
-        Ok(Env { backend, memory: MemoryLog::new(PARTITIONS), dir, kafka })
+        Ok(Env { backend, memory: MemoryLog::new(PARTITIONS), dir, kafka, fluss })
     }
 
     /// The backend.
@@ -180,6 +252,9 @@ impl Env {
         if let Some(kafka) = &self.kafka {
             return go(Sim::new(KafkaSource { config: kafka.clone() }, config.clone()), inputs, plan).await;
         }
+        if let Some(fluss) = &self.fluss {
+            return go(Sim::new(FlussSource { config: fluss.clone() }, config.clone()), inputs, plan).await;
+        }
         match self.file_source() {
             Some(source) => go(Sim::new(source, config.clone()), inputs, plan).await,
             None => go(Sim::new(MemorySource { log: self.memory.clone() }, config.clone()), inputs, plan).await,
@@ -190,6 +265,9 @@ impl Env {
     pub async fn open(&self) -> Result<AnyLog, StoreError> {
         if let Some(config) = &self.kafka {
             return Ok(AnyLog::Kafka(KafkaSource { config: config.clone() }.open().await?));
+        }
+        if let Some(config) = &self.fluss {
+            return Ok(AnyLog::Fluss(FlussSource { config: config.clone() }.open().await?));
         }
         Ok(match self.file_source() {
             Some(source) => AnyLog::File(source.open().await?),

@@ -1,8 +1,8 @@
 //! Developer tasks: `cargo xtask <task>`.
 //!
 //! - `ci` — everything CI checks: formatting, clippy with warnings denied on all targets, all
-//!   tests including doc tests (with a local Kafka broker started for them and stopped after),
-//!   and rustdoc with warnings denied. A test that reports a skip (a missing server) fails the
+//!   tests including doc tests (with a local Kafka broker and a local Fluss cluster started for
+//!   them and stopped after), and rustdoc with warnings denied. A test that reports a skip (a missing server) fails the
 //!   run.
 //! - `bench index` — criterion benchmarks of the replay index and its summary line.
 //! - `bench file` — store put and rebuild on the embedded backend against raw redb.
@@ -145,12 +145,24 @@ fn ci() -> Result<()> {
     )?;
     // The backend tests run against real servers started here and always stopped again.
     let kafka = services::up_kafka().context("starting the Kafka broker for the tests")?;
+    let fluss_env = match fluss::up_fluss() {
+        Ok(env) => env,
+        Err(e) => {
+            let stopped = services::down_kafka();
+            let _ = fluss::down_fluss();
+            stopped.context("stopping the Kafka broker")?;
+            return Err(e.context("starting the Fluss cluster for the tests"));
+        }
+    };
     let mut test = cargo();
     test.args(["test", "--workspace", "--locked", "--", "--nocapture"])
         .env("ACTIONSTATE_REQUIRE_SERVICES", "1")
         .env("RUST_BACKTRACE", "1")
-        .envs(kafka.vars());
+        .envs(kafka.vars())
+        .envs(fluss_env.vars());
     let mut tested = run_no_skips("test", &mut test);
+    // Done with Fluss: stop it before the broker-stop test, which needs only Kafka.
+    let fluss_stopped = fluss::down_fluss();
     if tested.is_ok() {
         // Stops and restarts the broker: alone, after every other test is done with it.
         let mut fault = cargo();
@@ -165,6 +177,7 @@ fn ci() -> Result<()> {
     let stopped = services::down_kafka();
     tested?;
     stopped.context("stopping the Kafka broker")?;
+    fluss_stopped.context("stopping the Fluss cluster")?;
     run("doc", cargo().args(["doc", "--workspace", "--no-deps", "--locked"]).env("RUSTDOCFLAGS", "-D warnings"))?;
     eprintln!("==> ci: all steps passed in {:.0}s", started.elapsed().as_secs_f64());
     Ok(())

@@ -1,5 +1,5 @@
-//! `actionstate demo`: the simulator on the embedded store (or a Kafka topic), crashed partway
-//! and restored.
+//! `actionstate demo`: the simulator on the embedded store (or a Kafka topic, or a Fluss
+//! table), crashed partway and restored.
 
 use actionstate_recovery::testkit::MemoryLog;
 use actionstate_sim::{CrashPoint, FileSource, MemorySource, RunPlan, Sim, SimConfig};
@@ -16,11 +16,13 @@ pub(crate) struct DemoArgs {
     /// Data directory of the file backend (default: a fresh directory under the system temp dir).
     #[arg(long)]
     data: Option<PathBuf>,
-    /// Backend: `file` (the embedded default) or `kafka` (a fresh topic
-    /// `actionstate-demo-<pid>` on the cluster `--bootstrap` names; needs the `kafka` feature).
+    /// Backend: `file` (the embedded default), `kafka` (a fresh topic `actionstate-demo-<pid>`
+    /// on the cluster `--bootstrap` names; needs the `kafka` feature) or `fluss` (a fresh table
+    /// `actionstate_demo.demo_<pid>` on the Fluss cluster `--bootstrap` names; needs the `fluss`
+    /// feature).
     #[arg(long, default_value = "file")]
     backend: String,
-    /// Kafka bootstrap brokers (`HOST:PORT`, comma-separated) for `--backend kafka`.
+    /// Bootstrap servers (`HOST:PORT`, comma-separated) for `--backend kafka` or `fluss`.
     #[arg(long)]
     bootstrap: Option<String>,
     /// Inputs to process.
@@ -68,6 +70,8 @@ enum Target {
     File(PathBuf),
     #[cfg(feature = "kafka")]
     Kafka(Box<actionstate_kafka::KafkaConfig>),
+    #[cfg(feature = "fluss")]
+    Fluss(Box<actionstate_fluss::FlussConfig>),
 }
 
 impl Target {
@@ -75,7 +79,7 @@ impl Target {
         match args.backend.as_str() {
             "file" => {
                 if args.bootstrap.is_some() {
-                    bail!("--bootstrap applies to --backend kafka only");
+                    bail!("--bootstrap applies to --backend kafka or fluss only");
                 }
                 let dir = match &args.data {
                     Some(d) => d.clone(),
@@ -99,7 +103,25 @@ impl Target {
             }
             #[cfg(not(feature = "kafka"))]
             "kafka" => bail!("backend `kafka` is not available in this build (built without the `kafka` feature)"),
-            other => bail!("unknown backend `{other}`; use `file` or `kafka`"),
+            #[cfg(feature = "fluss")]
+            "fluss" => {
+                if args.data.is_some() {
+                    bail!("--data applies to --backend file only; the fluss backend uses a fresh table");
+                }
+                let Some(bootstrap) = args.bootstrap.as_deref().filter(|b| !b.trim().is_empty()) else {
+                    bail!("--backend fluss needs --bootstrap HOST:PORT");
+                };
+                let table = format!("demo_{}", std::process::id());
+                Ok(Target::Fluss(Box::new(actionstate_recovery::fluss_config(
+                    bootstrap.trim(),
+                    "actionstate_demo",
+                    &table,
+                    8,
+                ))))
+            }
+            #[cfg(not(feature = "fluss"))]
+            "fluss" => bail!("backend `fluss` is not available in this build (built without the `fluss` feature)"),
+            other => bail!("unknown backend `{other}`; use `file`, `kafka` or `fluss`"),
         }
     }
 
@@ -109,6 +131,8 @@ impl Target {
             Target::File(dir) => dir.display().to_string(),
             #[cfg(feature = "kafka")]
             Target::Kafka(c) => format!("kafka://{}/{}", c.bootstrap, c.topic),
+            #[cfg(feature = "fluss")]
+            Target::Fluss(c) => format!("fluss://{}/{}/{}", c.bootstrap, c.database, c.table),
         }
     }
 }
@@ -147,6 +171,21 @@ pub(crate) async fn run(args: DemoArgs) -> Result<ExitCode> {
         })?;
         if log.end_offsets().await?.iter().any(|&e| e > 0) {
             bail!("topic {} already holds records; run the demo again", c.topic);
+        }
+    }
+    #[cfg(feature = "fluss")]
+    if let Target::Fluss(c) = &target {
+        // The table is new unless a process of the same pid ran the demo before: refuse to mix.
+        use actionstate_core::StateLog;
+        let log = actionstate_fluss::FlussLog::open(c.as_ref().clone()).await.with_context(|| {
+            format!(
+                "cannot use {} (is a Fluss cluster running there? `cargo xtask services up fluss` starts one \
+                     and writes its address to target/services/fluss.env)",
+                target.location()
+            )
+        })?;
+        if log.end_offsets().await?.iter().any(|&e| e > 0) {
+            bail!("table {} already holds records; run the demo again", c.table_name());
         }
     }
     let bar = if args.json {
@@ -189,6 +228,11 @@ pub(crate) async fn run(args: DemoArgs) -> Result<ExitCode> {
             .context("demo run")?,
         #[cfg(feature = "kafka")]
         Target::Kafka(c) => Sim::new(actionstate_sim::KafkaSource { config: c.as_ref().clone() }, config.clone())
+            .run(&plan, &progress)
+            .await
+            .context("demo run")?,
+        #[cfg(feature = "fluss")]
+        Target::Fluss(c) => Sim::new(actionstate_sim::FlussSource { config: c.as_ref().clone() }, config.clone())
             .run(&plan, &progress)
             .await
             .context("demo run")?,

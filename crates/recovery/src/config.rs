@@ -17,6 +17,13 @@ use std::str::FromStr;
 ///   `N` partitions (default [`DEFAULT_PARTITIONS`]) when absent; an existing topic must have
 ///   exactly `N`. The cluster is reached without authentication, with a 10 s request timeout and
 ///   30 s delivery and read-stall timeouts.
+/// - `fluss://HOST:PORT/DATABASE/TABLE` or `fluss://HOST:PORT/DATABASE/TABLE?buckets=N` — a
+///   log table on an Apache Fluss cluster (feature `fluss`). `HOST:PORT` may be a
+///   comma-separated list of bootstrap servers; database and table names consist of ASCII
+///   letters, digits, `_` and `-`. The database and the table are created when absent, the
+///   table with `N` buckets (default [`DEFAULT_PARTITIONS`]); an existing table must have
+///   exactly `N`. The cluster is reached without authentication, with a 10 s request timeout
+///   and 30 s delivery and read-stall timeouts.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LogConfig {
@@ -41,6 +48,17 @@ pub enum LogConfig {
         /// Partitions (used when the topic is created, checked when it exists).
         partitions: u32,
     },
+    /// A log table on an Apache Fluss cluster.
+    Fluss {
+        /// Bootstrap servers: comma-separated `host:port` list.
+        bootstrap: String,
+        /// The database holding the table.
+        database: String,
+        /// The log table.
+        table: String,
+        /// Buckets (used when the table is created, checked when it exists).
+        buckets: u32,
+    },
 }
 
 /// Partitions of a log created without an explicit count.
@@ -62,6 +80,18 @@ impl FromStr for LogConfig {
                 return Err(bad("partitions must be a positive integer"));
             }
             Ok(partitions)
+        };
+        let check_bootstrap = |bootstrap: &str, scheme: &str| -> Result<()> {
+            if bootstrap.is_empty() {
+                return Err(bad(&format!("`{scheme}://` needs a bootstrap server `HOST:PORT`")));
+            }
+            for server in bootstrap.split(',') {
+                match server.rsplit_once(':') {
+                    Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0) => {}
+                    _ => return Err(bad("every bootstrap server must be `HOST:PORT` with a numeric port")),
+                }
+            }
+            Ok(())
         };
         match scheme {
             "file" => {
@@ -97,6 +127,38 @@ impl FromStr for LogConfig {
                     partitions: partitions_of(query)?,
                 })
             }
+            "fluss" => {
+                let example = "expected `fluss://HOST:PORT/DATABASE/TABLE[?buckets=N]`";
+                let rest = rest.strip_prefix("//").ok_or_else(|| bad(example))?;
+                let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+                let (bootstrap, path) = rest.split_once('/').ok_or_else(|| bad(example))?;
+                check_bootstrap(bootstrap, "fluss")?;
+                let (database, table) = path.split_once('/').ok_or_else(|| bad(example))?;
+                let name_ok = |n: &str| {
+                    !n.is_empty()
+                        && n.len() <= 200
+                        && n.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-".contains(&b))
+                };
+                if !name_ok(database) || !name_ok(table) {
+                    return Err(bad(
+                        "database and table names are 1 to 200 ASCII letters, digits, `_` and `-` (`fluss://HOST:PORT/DATABASE/TABLE`)",
+                    ));
+                }
+                let buckets = match query.strip_prefix("buckets=") {
+                    Some(n) => n.parse().map_err(|_| bad("buckets must be a positive integer"))?,
+                    None if query.is_empty() => DEFAULT_PARTITIONS,
+                    None => return Err(bad("the only option is `buckets=N`")),
+                };
+                if buckets == 0 || i32::try_from(buckets).is_err() {
+                    return Err(bad("buckets must be a positive integer"));
+                }
+                Ok(LogConfig::Fluss {
+                    bootstrap: bootstrap.to_owned(),
+                    database: database.to_owned(),
+                    table: table.to_owned(),
+                    buckets,
+                })
+            }
             "memory" => {
                 let partitions = if rest.is_empty() {
                     DEFAULT_PARTITIONS
@@ -105,7 +167,9 @@ impl FromStr for LogConfig {
                 };
                 Ok(LogConfig::Memory { partitions: partitions.max(1) })
             }
-            _ => Err(bad("unknown backend; expected `file:PATH`, `kafka://HOST:PORT/TOPIC` or `memory[:N]`")),
+            _ => Err(bad(
+                "unknown backend; expected `file:PATH`, `kafka://HOST:PORT/TOPIC`, `fluss://HOST:PORT/DATABASE/TABLE` or `memory[:N]`",
+            )),
         }
     }
 }
@@ -123,6 +187,9 @@ pub enum AnyLog {
     /// A topic on an Apache Kafka cluster.
     #[cfg(feature = "kafka")]
     Kafka(actionstate_kafka::KafkaLog),
+    /// A log table on an Apache Fluss cluster.
+    #[cfg(feature = "fluss")]
+    Fluss(actionstate_fluss::FlussLog),
 }
 
 /// The client settings [`open`] uses for a [`LogConfig::Kafka`]: no authentication, the
@@ -131,6 +198,17 @@ pub enum AnyLog {
 #[cfg(feature = "kafka")]
 pub fn kafka_config(bootstrap: &str, topic: &str, partitions: u32) -> actionstate_kafka::KafkaConfig {
     let mut config = actionstate_kafka::KafkaConfig::new(bootstrap, topic, partitions);
+    config.request_timeout = std::time::Duration::from_secs(10);
+    config.delivery_timeout = std::time::Duration::from_secs(30);
+    config.read_stall_timeout = std::time::Duration::from_secs(30);
+    config
+}
+
+/// The client settings [`open`] uses for a [`LogConfig::Fluss`]: no authentication, a 10 s
+/// request timeout and 30 s delivery and read-stall timeouts.
+#[cfg(feature = "fluss")]
+pub fn fluss_config(bootstrap: &str, database: &str, table: &str, buckets: u32) -> actionstate_fluss::FlussConfig {
+    let mut config = actionstate_fluss::FlussConfig::new(bootstrap, database, table, buckets);
     config.request_timeout = std::time::Duration::from_secs(10);
     config.delivery_timeout = std::time::Duration::from_secs(30);
     config.read_stall_timeout = std::time::Duration::from_secs(30);
@@ -154,6 +232,11 @@ pub async fn open(config: &LogConfig) -> Result<AnyLog> {
             let log = actionstate_kafka::KafkaLog::open(kafka_config(bootstrap, topic, *partitions)).await?;
             Ok(AnyLog::Kafka(log))
         }
+        #[cfg(feature = "fluss")]
+        LogConfig::Fluss { bootstrap, database, table, buckets } => {
+            let log = actionstate_fluss::FlussLog::open(fluss_config(bootstrap, database, table, *buckets)).await?;
+            Ok(AnyLog::Fluss(log))
+        }
         #[allow(unreachable_patterns, reason = "reachable when a backend feature is off")]
         other => Err(StoreError::Config {
             value: format!("{other:?}"),
@@ -171,6 +254,8 @@ macro_rules! dispatch {
             AnyLog::Memory($log) => $body,
             #[cfg(feature = "kafka")]
             AnyLog::Kafka($log) => $body,
+            #[cfg(feature = "fluss")]
+            AnyLog::Fluss($log) => $body,
         }
     };
 }
@@ -257,11 +342,55 @@ mod tests {
         assert!(parse(&format!("kafka://h:1/{}", "t".repeat(249))).is_ok());
     }
 
+    fn fluss(bootstrap: &str, database: &str, table: &str, buckets: u32) -> LogConfig {
+        LogConfig::Fluss { bootstrap: bootstrap.into(), database: database.into(), table: table.into(), buckets }
+    }
+
+    #[test]
+    fn parses_fluss_urls() {
+        assert_eq!(
+            parse("fluss://127.0.0.1:9123/agents/state").ok(),
+            Some(fluss("127.0.0.1:9123", "agents", "state", 8))
+        );
+        assert_eq!(parse("fluss://a:1,b:2/db_1/log-2?buckets=3").ok(), Some(fluss("a:1,b:2", "db_1", "log-2", 3)));
+    }
+
+    #[test]
+    fn rejects_malformed_fluss_urls() {
+        for (value, detail) in [
+            ("fluss:h:1/d/t", "expected `fluss://"),
+            ("fluss://h:1/d", "expected `fluss://"),
+            ("fluss:///d/t", "needs a bootstrap server"),
+            ("fluss://h/d/t", "numeric port"),
+            ("fluss://h:1//t", "database and table names"),
+            ("fluss://h:1/d/", "database and table names"),
+            ("fluss://h:1/d/t/x", "database and table names"),
+            ("fluss://h:1/d/a.b", "database and table names"),
+            ("fluss://h:1/d/t?buckets=0", "positive integer"),
+            ("fluss://h:1/d/t?partitions=2", "the only option"),
+        ] {
+            match parse(value) {
+                Err(StoreError::Config { value: v, detail: d }) => {
+                    assert_eq!(v, value);
+                    assert!(d.contains(detail), "{value}: {d}");
+                }
+                other => panic!("{value} parsed as {other:?}"),
+            }
+        }
+    }
+
     #[test]
     fn parses_file_and_memory() {
         assert_eq!(parse("file:./d?partitions=2").ok(), Some(LogConfig::File { dir: "./d".into(), partitions: 2 }));
         assert_eq!(parse("memory:3").ok(), Some(LogConfig::Memory { partitions: 3 }));
         assert!(parse("redis://h:1/t").is_err());
+    }
+
+    #[cfg(not(feature = "fluss"))]
+    #[tokio::test]
+    async fn fluss_without_its_feature_is_a_config_error() {
+        let err = open(&fluss("127.0.0.1:9123", "d", "t", 1)).await.unwrap_err();
+        assert!(matches!(err, StoreError::Config { .. }), "{err}");
     }
 
     #[cfg(not(feature = "kafka"))]

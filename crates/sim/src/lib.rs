@@ -24,6 +24,8 @@ mod runtime;
 pub use crash::{CrashLog, CrashPoint, Crashes, InjectedCrash};
 pub use ledger::{CallKey, Ledger, LedgerEntry, ReplayedJournal};
 pub use run_dir::RunDir;
+#[cfg(feature = "fluss")]
+pub use runtime::FlussSource;
 #[cfg(feature = "kafka")]
 pub use runtime::KafkaSource;
 pub use runtime::{

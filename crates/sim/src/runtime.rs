@@ -85,6 +85,26 @@ impl LogSource for KafkaSource {
     }
 }
 
+/// A log table on an Apache Fluss cluster (feature `fluss`): every open, and every reopen
+/// after a crash, opens the table the configuration names, creating it on the first open.
+#[cfg(feature = "fluss")]
+#[derive(Clone, Debug)]
+pub struct FlussSource {
+    /// Cluster, database, table, buckets and timeouts.
+    pub config: actionstate_fluss::FlussConfig,
+}
+
+#[cfg(feature = "fluss")]
+impl LogSource for FlussSource {
+    type Log = actionstate_fluss::FlussLog;
+    fn backend(&self) -> &'static str {
+        actionstate_fluss::BACKEND
+    }
+    async fn open(&self) -> Result<Self::Log, StoreError> {
+        Ok(actionstate_fluss::FlussLog::open(self.config.clone()).await?)
+    }
+}
+
 /// What to simulate.
 #[derive(Clone, Debug)]
 pub struct SimConfig {

@@ -37,7 +37,7 @@ struct Case {
 fn config(backend: Backend, seed: u64) -> SimConfig {
     let mut rng = Rng::new(seed);
     let inputs = match backend {
-        Backend::File | Backend::Kafka => 10,
+        Backend::File | Backend::Kafka | Backend::Fluss => 10,
         Backend::Memory => rng.range(16, 24) as usize,
     };
     SimConfig {
@@ -157,7 +157,7 @@ async fn campaign(backend: Backend, default_runs: u64, first_seed: u64) {
         Some(seed) => vec![seed],
         None => {
             let runs = match backend {
-                Backend::Kafka => env_u64("ACTIONSTATE_CAMPAIGN_RUNS_KAFKA"),
+                Backend::Kafka | Backend::Fluss => env_u64("ACTIONSTATE_CAMPAIGN_RUNS_KAFKA"),
                 Backend::File | Backend::Memory => env_u64("ACTIONSTATE_CAMPAIGN_RUNS"),
             };
             let runs = runs.unwrap_or(default_runs);

@@ -15,7 +15,8 @@ use actionstate_tests::*;
 use std::collections::{BTreeSet, HashSet};
 
 /// Generates one test per backend for the scenario function of the same name. The `kafka`
-/// test runs on a fresh topic of the configured broker, or prints the skip marker without one.
+/// test runs on a fresh topic of the configured broker, the `fluss` test on a fresh table of
+/// the configured cluster; each prints the skip marker without one.
 macro_rules! on_every_backend {
     ($($name:ident),* $(,)?) => {$(
         mod $name {
@@ -35,6 +36,13 @@ macro_rules! on_every_backend {
             async fn kafka() {
                 if actionstate_tests::kafka_available(concat!("scenarios::", stringify!($name))) {
                     super::$name(Backend::Kafka).await;
+                }
+            }
+
+            #[tokio::test]
+            async fn fluss() {
+                if actionstate_tests::fluss_available(concat!("scenarios::", stringify!($name))) {
+                    super::$name(Backend::Fluss).await;
                 }
             }
         }
