@@ -119,8 +119,13 @@ pub const FLUSS_DATABASE: &str = "actionstate_tests";
 /// The configuration of a fresh, uniquely named table of [`PARTITIONS`] buckets on the
 /// configured Fluss cluster, with timeouts of a few seconds.
 pub fn fluss_test_config(bootstrap: &str) -> FlussConfig {
-    let table = format!("scenario_{}", uuid::Uuid::new_v4().simple());
-    let mut config = actionstate_recovery::fluss_config(bootstrap, FLUSS_DATABASE, &table, PARTITIONS);
+    fluss_table_config(bootstrap, &format!("scenario_{}", uuid::Uuid::new_v4().simple()))
+}
+
+/// The configuration of the table `table` of [`PARTITIONS`] buckets in [`FLUSS_DATABASE`] on the
+/// configured Fluss cluster, with the tests' timeouts.
+pub fn fluss_table_config(bootstrap: &str, table: &str) -> FlussConfig {
+    let mut config = actionstate_recovery::fluss_config(bootstrap, FLUSS_DATABASE, table, PARTITIONS);
     config.delivery_timeout = Duration::from_secs(20);
     config.read_stall_timeout = Duration::from_secs(10);
     config.request_timeout = Duration::from_secs(15);

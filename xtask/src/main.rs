@@ -8,6 +8,8 @@
 //! - `bench file` — store put and rebuild on the embedded backend against raw redb.
 //! - `bench kafka` — store put and rebuild on a Kafka topic against raw rdkafka clients, on a
 //!   local broker started for it and stopped after.
+//! - `bench fluss` — store put and rebuild on a Fluss log table against raw fluss-rs clients, on
+//!   a local Fluss cluster started for it and stopped after.
 //! - `fuzz [--time SECONDS]` — the decoder fuzz target (needs a nightly toolchain and
 //!   cargo-fuzz; both are installed on demand when missing).
 //! - `services up|down|status [kafka] [fluss]` — a local Apache Kafka broker, and a local Apache
@@ -57,6 +59,7 @@ fn print_help() {
          bench index          replay-index benchmarks and their summary line\n  \
          bench file           store put and rebuild on the embedded backend vs raw redb\n  \
          bench kafka          store put and rebuild on a local Kafka broker vs raw rdkafka\n  \
+         bench fluss          store put and rebuild on a local Fluss cluster vs raw fluss-rs\n  \
          fuzz [--time SECS]   run the record-decoder fuzz target (default 60 s)\n  \
          services up [kafka]  start a local Kafka broker; addresses in target/services/kafka.env\n  \
          services up fluss    start a local Fluss cluster; addresses in target/services/fluss.env\n  \
@@ -125,6 +128,8 @@ fn run_no_skips(step: &str, cmd: &mut Command) -> Result<()> {
 
 /// The feature that builds the test which stops and restarts the broker.
 const BROKER_FAULT_FEATURE: &str = "actionstate-kafka/broker-fault-tests";
+/// The feature that builds the test which stops and restarts the Fluss tablet server.
+const TABLET_FAULT_FEATURE: &str = "actionstate-fluss/server-fault-tests";
 
 fn ci() -> Result<()> {
     let started = Instant::now();
@@ -137,7 +142,7 @@ fn ci() -> Result<()> {
             "--all-targets",
             "--locked",
             "--features",
-            BROKER_FAULT_FEATURE,
+            &format!("{BROKER_FAULT_FEATURE},{TABLET_FAULT_FEATURE}"),
             "--",
             "-D",
             "warnings",
@@ -161,19 +166,24 @@ fn ci() -> Result<()> {
         .envs(kafka.vars())
         .envs(fluss_env.vars());
     let mut tested = run_no_skips("test", &mut test);
-    // Done with Fluss: stop it before the broker-stop test, which needs only Kafka.
-    let fluss_stopped = fluss::down_fluss();
-    if tested.is_ok() {
-        // Stops and restarts the broker: alone, after every other test is done with it.
-        let mut fault = cargo();
-        fault
-            .args(["test", "-p", "actionstate-kafka", "--features", BROKER_FAULT_FEATURE, "--test", "broker_stop"])
-            .args(["--locked", "--", "--nocapture"])
-            .env("ACTIONSTATE_REQUIRE_SERVICES", "1")
-            .env("RUST_BACKTRACE", "1")
-            .envs(kafka.vars());
-        tested = run_no_skips("broker-stop test", &mut fault);
+    // The fault tests stop and restart a shared server: alone, after every other test is done
+    // with it, one after the other.
+    for (step, package, feature, test) in [
+        ("broker-stop test", "actionstate-kafka", BROKER_FAULT_FEATURE, "broker_stop"),
+        ("tablet-stop test", "actionstate-fluss", TABLET_FAULT_FEATURE, "tablet_stop"),
+    ] {
+        if tested.is_ok() {
+            let mut fault = cargo();
+            fault
+                .args(["test", "-p", package, "--features", feature, "--test", test, "--locked", "--", "--nocapture"])
+                .env("ACTIONSTATE_REQUIRE_SERVICES", "1")
+                .env("RUST_BACKTRACE", "1")
+                .envs(kafka.vars())
+                .envs(fluss_env.vars());
+            tested = run_no_skips(step, &mut fault);
+        }
     }
+    let fluss_stopped = fluss::down_fluss();
     let stopped = services::down_kafka();
     tested?;
     stopped.context("stopping the Kafka broker")?;
@@ -212,8 +222,30 @@ fn bench(what: Option<&str>) -> Result<()> {
             measured?;
             stopped.context("stopping the Kafka broker")
         }
-        Some(other) => bail!("unknown benchmark `{other}` (known: index, file, kafka)"),
-        None => bail!("usage: cargo xtask bench <index|file|kafka>"),
+        Some("fluss") => {
+            let env = fluss::up_fluss().context("starting the Fluss cluster for the benchmark")?;
+            let measured = run(
+                "bench fluss",
+                cargo().args([
+                    "run",
+                    "--release",
+                    "-p",
+                    "actionstate",
+                    "--",
+                    "bench",
+                    "--backend",
+                    "fluss",
+                    "--bootstrap",
+                    &env.bootstrap,
+                    "--json",
+                ]),
+            );
+            let stopped = fluss::down_fluss();
+            measured?;
+            stopped.context("stopping the Fluss cluster")
+        }
+        Some(other) => bail!("unknown benchmark `{other}` (known: index, file, kafka, fluss)"),
+        None => bail!("usage: cargo xtask bench <index|file|kafka|fluss>"),
     }
 }
 

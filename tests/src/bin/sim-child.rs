@@ -3,7 +3,8 @@
 //!
 //! Usage: `sim-child state=DIR attempt=N log=LOG seed=.. keys=.. inputs=.. checkpoint_every=..
 //! abort_every=.. owners=.. reconcile=true|false` (see `actionstate_tests::ChildArgs`), where
-//! `LOG` is `file:DIR?partitions=N` or `kafka://HOST:PORT/TOPIC?partitions=N`.
+//! `LOG` is `file:DIR?partitions=N`, `kafka://HOST:PORT/TOPIC?partitions=N` or
+//! `fluss://HOST:PORT/DATABASE/TABLE?buckets=N`.
 //!
 //! The child restores from the newest checkpoint in the state directory (or starts fresh),
 //! replays the input source to its end on the log, and records every side effect in the
@@ -12,7 +13,7 @@
 //! one summary line and exits with success.
 
 use actionstate_recovery::LogConfig;
-use actionstate_sim::{FileSource, KafkaSource, LogSource, Outcome, RunDir, Sim, SimError};
+use actionstate_sim::{FileSource, FlussSource, KafkaSource, LogSource, Outcome, RunDir, Sim, SimError};
 use actionstate_tests::ChildArgs;
 use std::process::ExitCode;
 
@@ -29,6 +30,17 @@ async fn run() -> Result<(), String> {
         LogConfig::Kafka { bootstrap, topic, partitions } => {
             let config = actionstate_tests::kafka_topic_config(&bootstrap, &topic, partitions);
             attempt(KafkaSource { config }, &args, &dir).await
+        }
+        LogConfig::Fluss { bootstrap, database, table, buckets } => {
+            if database != actionstate_tests::FLUSS_DATABASE || buckets != actionstate_tests::PARTITIONS {
+                return Err(format!(
+                    "sim-child runs on {}.<table> with {} buckets",
+                    actionstate_tests::FLUSS_DATABASE,
+                    actionstate_tests::PARTITIONS
+                ));
+            }
+            let config = actionstate_tests::fluss_table_config(&bootstrap, &table);
+            attempt(FlussSource { config }, &args, &dir).await
         }
         other => return Err(format!("sim-child does not run on {other:?}")),
     }

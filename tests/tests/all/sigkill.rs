@@ -16,11 +16,12 @@
 //! every round and the final memory equal those of a crash-free run in memory.
 //!
 //! `ACTIONSTATE_SIM_KILLS` sets the number of kills on the file backend (default 20),
-//! `ACTIONSTATE_SIM_KILLS_KAFKA` on Kafka (default 20); `ACTIONSTATE_SIM_KILL_SEED` the seed of
+//! `ACTIONSTATE_SIM_KILLS_KAFKA` on Kafka (default 20), `ACTIONSTATE_SIM_KILLS_FLUSS` on Fluss
+//! (default 10); `ACTIONSTATE_SIM_KILL_SEED` the seed of
 //! the run configurations and kill delays. The Kafka variant runs on the broker the
 //! environment names (see `actionstate_tests::kafka_bootstrap`).
 
-use actionstate_sim::{FileSource, KafkaSource, Ledger, LogSource, RunDir, Sim, SimConfig};
+use actionstate_sim::{FileSource, FlussSource, KafkaSource, Ledger, LogSource, RunDir, Sim, SimConfig};
 use actionstate_tests::{Backend, ChildArgs, PARTITIONS, Rng, reference};
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
@@ -193,6 +194,7 @@ async fn one_run(target: Target, seed: u64, rng: &mut Rng, log: String, root: &P
     report.lost = match open {
         Open::File(dir) => lost(FileSource { dir, partitions: PARTITIONS }, &config, ledger).await,
         Open::Kafka(kafka) => lost(KafkaSource { config: *kafka }, &config, ledger).await,
+        Open::Fluss(fluss) => lost(FlussSource { config: *fluss }, &config, ledger).await,
     };
     let clean = reference(Backend::Memory, &config, None).await.unwrap();
     let problems = &mut report.problems;
@@ -228,6 +230,7 @@ async fn one_run(target: Target, seed: u64, rng: &mut Rng, log: String, root: &P
 enum Open {
     File(std::path::PathBuf),
     Kafka(Box<actionstate_kafka::KafkaConfig>),
+    Fluss(Box<actionstate_fluss::FlussConfig>),
 }
 
 async fn sigkill_campaign(target: Target, kills: u64) {
@@ -252,6 +255,17 @@ async fn sigkill_campaign(target: Target, kills: u64) {
                 );
                 let config = actionstate_tests::kafka_topic_config(bootstrap, &topic, PARTITIONS);
                 (format!("kafka://{bootstrap}/{topic}?partitions={PARTITIONS}"), Open::Kafka(Box::new(config)))
+            }
+            Backend::Fluss => {
+                let bootstrap = actionstate_tests::fluss_bootstrap().unwrap();
+                let table = format!(
+                    "sim_sigkill_{}_{runs}_{}",
+                    std::process::id(),
+                    &uuid::Uuid::new_v4().simple().to_string()[..8]
+                );
+                let database = actionstate_tests::FLUSS_DATABASE;
+                let config = actionstate_tests::fluss_table_config(bootstrap, &table);
+                (format!("fluss://{bootstrap}/{database}/{table}?buckets={PARTITIONS}"), Open::Fluss(Box::new(config)))
             }
             _ => {
                 let dir = root.path().join("log");
@@ -303,6 +317,14 @@ async fn sigkill_campaign(target: Target, kills: u64) {
 async fn sim_survives_sigkill_on_file() {
     let target = Target { backend: Backend::File, early_ms: (1, 25), working_ms: (0, 400), inputs: 24 };
     sigkill_campaign(target, env_u64("ACTIONSTATE_SIM_KILLS").unwrap_or(20)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sim_survives_sigkill_on_fluss() {
+    if actionstate_tests::fluss_available("sim-sigkill") {
+        let target = Target { backend: Backend::Fluss, early_ms: (5, 500), working_ms: (0, 600), inputs: 120 };
+        sigkill_campaign(target, env_u64("ACTIONSTATE_SIM_KILLS_FLUSS").unwrap_or(10)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
