@@ -18,6 +18,7 @@ use actionstate_core::{ActionDigest, KeyId, LogRecord, StateKey, StateLog, codec
 use actionstate_fluss::FlussConfig;
 use actionstate_kafka::KafkaConfig;
 use actionstate_recovery::testkit::MemoryLog;
+use actionstate_recovery::testkit::services::{self, Service};
 use actionstate_recovery::{AnyLog, StoreError};
 use actionstate_sim::agent::Kind;
 use actionstate_sim::{
@@ -61,39 +62,17 @@ impl Backend {
     }
 }
 
-/// The directory whose `Cargo.toml` declares the workspace.
-fn workspace_root() -> Option<PathBuf> {
-    let mut dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    loop {
-        if let Ok(text) = std::fs::read_to_string(dir.join("Cargo.toml"))
-            && text.contains("[workspace]")
-        {
-            return Some(dir);
-        }
-        if !dir.pop() {
-            return None;
-        }
-    }
-}
-
-/// The value of `key` in the environment, else in `<workspace>/target/services/<file>`.
-fn service_var(key: &str, file: &str) -> Option<String> {
-    if let Ok(v) = std::env::var(key) {
-        return Some(v.trim().to_owned()).filter(|v| !v.is_empty());
-    }
-    let text = std::fs::read_to_string(workspace_root()?.join("target/services").join(file)).ok()?;
-    text.lines()
-        .filter_map(|line| line.split_once('='))
-        .find(|(k, _)| k.trim() == key)
-        .map(|(_, v)| v.trim().to_owned())
-        .filter(|v| !v.is_empty())
+/// The bootstrap address of the service `name` (settings prefix `prefix`), as
+/// [`Service::find`] finds it.
+fn service_bootstrap(name: &str, prefix: &str) -> Option<String> {
+    Service::find(name, prefix)?.get(&format!("{prefix}_BOOTSTRAP")).map(str::to_owned)
 }
 
 /// The Fluss cluster's bootstrap address: `FLUSS_BOOTSTRAP` from the environment, else from
 /// `<workspace>/target/services/fluss.env`; `None` when neither names one. Read once.
 pub fn fluss_bootstrap() -> Option<&'static str> {
     static BOOTSTRAP: OnceLock<Option<String>> = OnceLock::new();
-    BOOTSTRAP.get_or_init(|| service_var("FLUSS_BOOTSTRAP", "fluss.env")).as_deref()
+    BOOTSTRAP.get_or_init(|| service_bootstrap("fluss", "FLUSS")).as_deref()
 }
 
 /// Whether a Fluss cluster is configured for `test`. When none is, prints the
@@ -103,13 +82,7 @@ pub fn fluss_available(test: &str) -> bool {
     if fluss_bootstrap().is_some() {
         return true;
     }
-    let msg =
-        format!("ACTIONSTATE-SKIP fluss tests ({test}): no cluster configured (run cargo xtask services up fluss)");
-    if std::env::var_os("ACTIONSTATE_REQUIRE_SERVICES").is_some() {
-        panic!("{msg}; ACTIONSTATE_REQUIRE_SERVICES is set");
-    }
-    eprintln!("{msg}");
-    println!("{msg}");
+    services::skip("fluss", test);
     false
 }
 
@@ -136,19 +109,7 @@ pub fn fluss_table_config(bootstrap: &str, table: &str) -> FlussConfig {
 /// `<workspace>/target/services/kafka.env`; `None` when neither names one. Read once.
 pub fn kafka_bootstrap() -> Option<&'static str> {
     static BOOTSTRAP: OnceLock<Option<String>> = OnceLock::new();
-    BOOTSTRAP
-        .get_or_init(|| {
-            if let Ok(v) = std::env::var("KAFKA_BOOTSTRAP") {
-                return Some(v.trim().to_owned()).filter(|v| !v.is_empty());
-            }
-            let text = std::fs::read_to_string(workspace_root()?.join("target/services/kafka.env")).ok()?;
-            text.lines()
-                .filter_map(|line| line.split_once('='))
-                .find(|(k, _)| k.trim() == "KAFKA_BOOTSTRAP")
-                .map(|(_, v)| v.trim().to_owned())
-                .filter(|v| !v.is_empty())
-        })
-        .as_deref()
+    BOOTSTRAP.get_or_init(|| service_bootstrap("kafka", "KAFKA")).as_deref()
 }
 
 /// Whether a Kafka broker is configured for `test`. When none is, prints the `ACTIONSTATE-SKIP`
@@ -157,13 +118,7 @@ pub fn kafka_available(test: &str) -> bool {
     if kafka_bootstrap().is_some() {
         return true;
     }
-    let msg =
-        format!("ACTIONSTATE-SKIP kafka tests ({test}): no broker configured (run cargo xtask services up kafka)");
-    if std::env::var_os("ACTIONSTATE_REQUIRE_SERVICES").is_some() {
-        panic!("{msg}; ACTIONSTATE_REQUIRE_SERVICES is set");
-    }
-    eprintln!("{msg}");
-    println!("{msg}");
+    services::skip("kafka", test);
     false
 }
 

@@ -11,23 +11,21 @@
 use actionstate_core::{Error, KeyId, Marker, StateLog, WireRecord};
 use actionstate_fluss::{FlussConfig, FlussLog, Security, bucket};
 use actionstate_recovery::testkit::conformance;
+use actionstate_recovery::testkit::services::Service;
 use fluss::row::GenericRow;
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// The database every test table lives in.
 const DATABASE: &str = "actionstate_tests";
 
-/// Cluster settings, from the environment or the services file.
+/// The cluster's settings (`FLUSS_BOOTSTRAP`, `FLUSS_SASL_*`).
 #[derive(Debug, Clone)]
-struct Cluster {
-    vars: HashMap<String, String>,
-}
+struct Cluster(Service);
 
 impl Cluster {
     fn get(&self, key: &str) -> Option<String> {
-        self.vars.get(key).cloned()
+        self.0.get(key).map(str::to_owned)
     }
 
     fn bootstrap(&self) -> String {
@@ -35,51 +33,9 @@ impl Cluster {
     }
 }
 
-fn workspace_root() -> Option<PathBuf> {
-    let mut dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    loop {
-        if let Ok(text) = std::fs::read_to_string(dir.join("Cargo.toml"))
-            && text.contains("[workspace]")
-        {
-            return Some(dir);
-        }
-        if !dir.pop() {
-            return None;
-        }
-    }
-}
-
-const KEYS: [&str; 4] = ["FLUSS_BOOTSTRAP", "FLUSS_SASL_BOOTSTRAP", "FLUSS_SASL_USERNAME", "FLUSS_SASL_PASSWORD"];
-
 /// The configured cluster, or `None` after printing the skip marker.
 fn cluster(test: &str) -> Option<Cluster> {
-    let mut vars = HashMap::new();
-    if std::env::var("FLUSS_BOOTSTRAP").is_ok() {
-        for k in KEYS {
-            if let Ok(v) = std::env::var(k) {
-                vars.insert(k.to_owned(), v);
-            }
-        }
-    } else if let Some(text) =
-        workspace_root().and_then(|r| std::fs::read_to_string(r.join("target/services/fluss.env")).ok())
-    {
-        for line in text.lines() {
-            if let Some((k, v)) = line.split_once('=') {
-                vars.insert(k.trim().to_owned(), v.trim().to_owned());
-            }
-        }
-    }
-    if vars.contains_key("FLUSS_BOOTSTRAP") {
-        return Some(Cluster { vars });
-    }
-    let msg =
-        format!("ACTIONSTATE-SKIP fluss tests ({test}): no cluster configured (run cargo xtask services up fluss)");
-    if std::env::var_os("ACTIONSTATE_REQUIRE_SERVICES").is_some() {
-        panic!("{msg}; ACTIONSTATE_REQUIRE_SERVICES is set");
-    }
-    eprintln!("{msg}");
-    println!("{msg}");
-    None
+    Service::require("fluss", "FLUSS", test).map(Cluster)
 }
 
 fn unique_table(prefix: &str) -> String {
@@ -380,29 +336,4 @@ async fn sasl_wrong_password_fails_with_authentication_error() {
     assert!(text.to_lowercase().contains("authentication"), "not an authentication error: {text}");
     assert!(!err.is_retryable(), "a rejected password is not retryable: {text}");
     assert!(!text.contains("not-the-password"), "the error shows the password: {text}");
-}
-
-/// Median put latency of the two ways to send an append at once (flush after append, or a
-/// 1 ms batch timeout); run by hand with `--ignored --nocapture`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a measurement, not a check"]
-async fn measure_append_latency() {
-    let Some(cluster) = cluster("latency") else { return };
-    for (label, flush, batch_ms) in
-        [("flush, batch 1 ms", true, 1), ("no flush, batch 1 ms", false, 1), ("flush, batch 100 ms", true, 100)]
-    {
-        let mut config = test_config(&cluster.bootstrap(), &unique_table("latency"), 4);
-        config.flush_on_append = flush;
-        config.batch_timeout = Duration::from_millis(batch_ms);
-        let log = FlussLog::open(config).await.unwrap();
-        let mut lat = Vec::new();
-        for n in 0..400u32 {
-            let r = WireRecord { key_id: KeyId::of(&n.to_le_bytes()), key: vec![1; 40], value: vec![2; 512] };
-            let t = Instant::now();
-            log.append(r).await.unwrap();
-            lat.push(t.elapsed());
-        }
-        lat.sort();
-        eprintln!("{label}: p50 {:?} p90 {:?} p99 {:?}", lat[200], lat[360], lat[396]);
-    }
 }
