@@ -1,6 +1,7 @@
 //! `actionstate bench --backend file`: end-to-end store paths side by side with the raw
 //! embedded database, in the same run. `--backend kafka` does the same on a Kafka topic against
-//! raw rdkafka clients (see the `kafka` module).
+//! raw rdkafka clients (see the `kafka` module), `--backend fluss` on an Apache Fluss log table
+//! against raw fluss-rs clients (see the `fluss` module).
 //!
 //! - **put**: `ActionStateStore::complete` (encode, durable append, index) against a raw redb
 //!   write transaction inserting the same bytes with the same durability and committing.
@@ -25,20 +26,23 @@ use std::time::Instant;
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct BenchArgs {
-    /// Backend to measure: `file` (the embedded default) or `kafka` (fresh topics
-    /// `actionstate-bench-<pid>-<n>` on the cluster `--bootstrap` names; needs the `kafka` feature).
+    /// Backend to measure: `file` (the embedded default), `kafka` (fresh topics
+    /// `actionstate-bench-<pid>-<n>` on the cluster `--bootstrap` names; needs the `kafka` feature)
+    /// or `fluss` (fresh tables `actionstate_bench.bench_<pid>_<n>` on the Fluss cluster
+    /// `--bootstrap` names; needs the `fluss` feature).
     #[arg(long, default_value = "file")]
     backend: String,
-    /// Kafka bootstrap brokers (`HOST:PORT`, comma-separated) for `--backend kafka`.
+    /// Bootstrap servers (`HOST:PORT`, comma-separated) for `--backend kafka` or `fluss`.
     #[arg(long)]
     bootstrap: Option<String>,
     /// Sequential puts measured (each side).
     #[arg(long, default_value_t = 2000)]
     puts: usize,
-    /// Records written and rebuilt (default: 1,000,000 for `file`, 500,000 for `kafka`).
+    /// Records written and rebuilt (default: 1,000,000 for `file`, 500,000 for `kafka`,
+    /// 200,000 for `fluss`).
     #[arg(long)]
     records: Option<usize>,
-    /// Partitions of the log.
+    /// Partitions of the log (buckets of the table for `fluss`).
     #[arg(long, default_value_t = 8)]
     partitions: u32,
     /// Directory for the data (default: a fresh directory under the system temp dir).
@@ -104,6 +108,8 @@ fn state(key: KeyId, seq: u64, n: u64) -> (ActionState, Event) {
     (s, input)
 }
 
+#[cfg(feature = "fluss")]
+mod fluss;
 #[cfg(feature = "kafka")]
 mod kafka;
 
@@ -111,14 +117,18 @@ pub(crate) async fn run(args: BenchArgs) -> Result<ExitCode> {
     match args.backend.as_str() {
         "file" => {
             if args.bootstrap.is_some() {
-                bail!("--bootstrap applies to --backend kafka only");
+                bail!("--bootstrap applies to --backend kafka or fluss only");
             }
         }
         #[cfg(feature = "kafka")]
         "kafka" => return kafka::run(args).await,
         #[cfg(not(feature = "kafka"))]
         "kafka" => bail!("backend `kafka` is not available in this build (built without the `kafka` feature)"),
-        other => bail!("unknown backend `{other}`; use `file` or `kafka`"),
+        #[cfg(feature = "fluss")]
+        "fluss" => return fluss::run(args).await,
+        #[cfg(not(feature = "fluss"))]
+        "fluss" => bail!("backend `fluss` is not available in this build (built without the `fluss` feature)"),
+        other => bail!("unknown backend `{other}`; use `file`, `kafka` or `fluss`"),
     }
     let dir = args
         .dir

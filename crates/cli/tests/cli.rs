@@ -111,7 +111,24 @@ fn bench_on_kafka_needs_a_bootstrap_address() {
     }
     let out = actionstate(&["bench", "--backend", "file", "--bootstrap", "127.0.0.1:9092"]);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--bootstrap applies to --backend kafka only"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--bootstrap applies to --backend kafka or fluss only"));
     let out = actionstate(&["bench", "--backend", "nope"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown backend `nope`"));
+}
+
+#[test]
+fn bench_on_fluss_needs_a_bootstrap_address() {
+    let out = actionstate(&["bench", "--backend", "fluss", "--json"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    if cfg!(feature = "fluss") {
+        assert!(err.contains("--backend fluss needs --bootstrap"), "{err}");
+    } else {
+        assert!(err.contains("not available in this build"), "{err}");
+    }
+    let out = actionstate(&["bench", "--backend", "fluss", "--bootstrap", "127.0.0.1:9123", "--dir", "/tmp/x"]);
+    assert!(!out.status.success());
+    if cfg!(feature = "fluss") {
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--dir applies to --backend file only"));
+    }
 }
