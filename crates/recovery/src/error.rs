@@ -22,6 +22,16 @@ pub enum StoreError {
         /// How long it made no progress.
         seconds: u64,
     },
+    /// A rebuild did not finish within [`StoreConfig::rebuild_deadline`](crate::StoreConfig);
+    /// `unfinished` names each partition still being read, with the offset it had reached and
+    /// the end offset captured at the start.
+    #[error("rebuild did not finish within {limit:?}; unfinished partitions (partition, reached, end): {unfinished:?}")]
+    RebuildDeadline {
+        /// The deadline.
+        limit: std::time::Duration,
+        /// (partition, offset reached, end offset) of every partition not read to its end.
+        unfinished: Vec<(u32, u64, u64)>,
+    },
     /// A durable call was made on a state that is not the one the handle was begun for.
     #[error("action handle for {key:?} is stale: {detail}")]
     StaleHandle {
@@ -57,7 +67,7 @@ impl StoreError {
     pub fn is_retryable(&self) -> bool {
         match self {
             StoreError::Log(e) => e.is_retryable(),
-            StoreError::RebuildStalled { .. } => true,
+            StoreError::RebuildStalled { .. } | StoreError::RebuildDeadline { .. } => true,
             _ => false,
         }
     }

@@ -6,6 +6,7 @@ use actionstate_core::{KeyId, Marker, Position, StateLog, codec};
 use actionstate_index::Index;
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// What a rebuild read and kept.
@@ -66,16 +67,42 @@ impl<L: StateLog> ActionStateStore<L> {
         // Each partition is replayed into an index of its own, in parallel; a key's records all
         // live in one partition, so the indexes are joined by moving keys.
         let mut tasks = tokio::task::JoinSet::new();
+        // Per partition, the offset its reader has reached, for the deadline error.
+        let reached: Arc<Vec<AtomicU64>> = Arc::new(marker.offsets.iter().map(|&o| AtomicU64::new(o)).collect());
         for (partition, (&from, &to)) in (0u32..).zip(marker.offsets.iter().zip(&end)) {
             let log = Arc::clone(&self.log);
             let ownership = ownership.clone();
+            let reached = Arc::clone(&reached);
             let (batch, stall) = (self.config.read_batch.max(1), self.config.rebuild_stall);
-            tasks.spawn(async move { read_partition(&*log, &ownership, partition, from, to, batch, stall).await });
+            tasks.spawn(
+                async move { read_partition(&*log, &ownership, partition, from, to, batch, stall, &reached).await },
+            );
         }
         let mut report = RebuildReport { partitions: current.partitions, ..RebuildReport::default() };
         let mut index = Index::new();
-        while let Some(joined) = tasks.join_next().await {
+        let mut done = vec![false; end.len()];
+        let deadline = self.config.rebuild_deadline.map(|d| (d, tokio::time::Instant::from_std(started) + d));
+        loop {
+            let next = match deadline {
+                Some((limit, at)) => match tokio::time::timeout_at(at, tasks.join_next()).await {
+                    Ok(next) => next,
+                    Err(_) => {
+                        tasks.abort_all();
+                        let unfinished = (0u32..)
+                            .zip(&end)
+                            .filter(|(p, _)| !done[*p as usize])
+                            .map(|(p, &e)| (p, reached[p as usize].load(Ordering::Relaxed), e))
+                            .collect();
+                        return Err(StoreError::RebuildDeadline { limit, unfinished });
+                    }
+                },
+                None => tasks.join_next().await,
+            };
+            let Some(joined) = next else { break };
             let part = joined.map_err(|e| StoreError::Task(e.to_string()))??;
+            if let Some(d) = done.get_mut(part.partition as usize) {
+                *d = true;
+            }
             report.records += part.records;
             report.bytes += part.bytes;
             report.foreign += part.foreign;
@@ -108,6 +135,7 @@ struct PartitionRead {
     foreign: u64,
 }
 
+#[allow(clippy::too_many_arguments, reason = "one call site; a struct would only rename them")]
 async fn read_partition<L: StateLog>(
     log: &L,
     ownership: &Ownership,
@@ -116,6 +144,7 @@ async fn read_partition<L: StateLog>(
     to: u64,
     batch: usize,
     stall: Duration,
+    reached: &[AtomicU64],
 ) -> Result<PartitionRead> {
     let mut out = PartitionRead { partition, index: Index::new(), records: 0, bytes: 0, foreign: 0 };
     let mut next = from;
@@ -142,6 +171,9 @@ async fn read_partition<L: StateLog>(
             out.index.apply(record, Position { partition, offset: r.offset, exact: true }, bytes);
         }
         next = read.next;
+        if let Some(r) = reached.get(partition as usize) {
+            r.store(next, Ordering::Relaxed);
+        }
     }
     Ok(out)
 }

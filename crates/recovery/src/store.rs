@@ -22,6 +22,10 @@ pub struct StoreConfig {
     /// A rebuild read that makes no progress for this long fails with
     /// [`StoreError::RebuildStalled`].
     pub rebuild_stall: Duration,
+    /// A rebuild that has not read every partition to its end within this time fails with
+    /// [`StoreError::RebuildDeadline`], naming the unfinished partitions (`None`: no limit
+    /// beyond the per-read stall).
+    pub rebuild_deadline: Option<Duration>,
     /// Checkpoints snapshotted but neither completed nor aborted that are remembered; older
     /// ones are forgotten (as if aborted), so the map stays bounded.
     pub max_pending_checkpoints: usize,
@@ -29,7 +33,12 @@ pub struct StoreConfig {
 
 impl Default for StoreConfig {
     fn default() -> Self {
-        StoreConfig { read_batch: 4096, rebuild_stall: Duration::from_secs(30), max_pending_checkpoints: 64 }
+        StoreConfig {
+            read_batch: 4096,
+            rebuild_stall: Duration::from_secs(30),
+            rebuild_deadline: Some(Duration::from_secs(3600)),
+            max_pending_checkpoints: 64,
+        }
     }
 }
 

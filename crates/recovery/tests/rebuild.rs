@@ -251,3 +251,78 @@ fn explain_key<L: StateLog>(
     store.explain(&Round::new(k, seq, input), &plan(), input, &Trigger::Input).key
 }
 on_every_backend!(invalidated_history_is_never_revived_by_a_later_restore, not_revived);
+
+/// A log whose reads of one partition never answer (a bucket whose server hangs).
+struct HangingLog {
+    inner: actionstate_recovery::testkit::MemoryLog,
+    hangs: u32,
+}
+
+impl StateLog for HangingLog {
+    fn identity(&self) -> &actionstate_core::LogIdentity {
+        self.inner.identity()
+    }
+
+    async fn current_identity(&self) -> Result<actionstate_core::LogIdentity, actionstate_core::Error> {
+        self.inner.current_identity().await
+    }
+
+    async fn append(
+        &self,
+        record: actionstate_core::WireRecord,
+    ) -> Result<actionstate_core::Position, actionstate_core::Error> {
+        self.inner.append(record).await
+    }
+
+    async fn earliest_offsets(&self) -> Result<Vec<u64>, actionstate_core::Error> {
+        self.inner.earliest_offsets().await
+    }
+
+    async fn end_offsets(&self) -> Result<Vec<u64>, actionstate_core::Error> {
+        self.inner.end_offsets().await
+    }
+
+    async fn read(
+        &self,
+        partition: u32,
+        from: u64,
+        to: u64,
+        max: usize,
+    ) -> Result<actionstate_core::ReadBatch, actionstate_core::Error> {
+        if partition == self.hangs {
+            std::future::pending::<()>().await;
+        }
+        self.inner.read(partition, from, to, max).await
+    }
+}
+
+#[tokio::test]
+async fn rebuild_past_its_deadline_names_the_unfinished_partitions_and_changes_nothing() {
+    let log = actionstate_recovery::testkit::MemoryLog::new(4);
+    let writer = ActionStateStore::new(log.reopen(), StoreConfig::default());
+    for k in keys() {
+        process(&writer, k, 0, &input(0)).await.unwrap();
+    }
+    let snap = writer.snapshot(1).await.unwrap();
+    let end = log.end_offsets().await.unwrap();
+    assert!(end[2] > 0, "partition 2 holds records: {end:?}");
+
+    let config = StoreConfig {
+        rebuild_deadline: Some(std::time::Duration::from_millis(300)),
+        rebuild_stall: std::time::Duration::from_secs(60),
+        ..StoreConfig::default()
+    };
+    let store = ActionStateStore::new(HangingLog { inner: log.reopen(), hangs: 2 }, config);
+    process(&store, key("before"), 0, &input(0)).await.unwrap();
+    let before = store.stats();
+    let started = std::time::Instant::now();
+    let err = store.rebuild(std::slice::from_ref(&snap.marker), &Ownership::All, &HashMap::new()).await.unwrap_err();
+    eprintln!("{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "the deadline did not stop the rebuild");
+    let actionstate_recovery::StoreError::RebuildDeadline { unfinished, .. } = &err else {
+        panic!("expected a deadline error, got {err}");
+    };
+    assert_eq!(unfinished, &vec![(2, snap.marker.offsets[2], end[2])]);
+    assert!(err.is_retryable());
+    assert_eq!(store.stats(), before, "a failed rebuild must leave the store as it was");
+}
