@@ -193,6 +193,12 @@ fn ci() -> Result<()> {
     Ok(())
 }
 
+/// `actionstate bench --backend BACKEND --bootstrap ADDR --json`, in release.
+fn bench_on(backend: &str, bootstrap: &str) -> Result<()> {
+    let args = ["run", "--release", "-p", "actionstate", "--", "bench", "--backend", backend, "--bootstrap", bootstrap];
+    run(&format!("bench {backend}"), cargo().args(args).arg("--json"))
+}
+
 fn bench(what: Option<&str>) -> Result<()> {
     match what {
         Some("index") => run("bench index", cargo().args(["bench", "-p", "actionstate-index", "--bench", "index"])),
@@ -202,44 +208,14 @@ fn bench(what: Option<&str>) -> Result<()> {
         ),
         Some("kafka") => {
             let kafka = services::up_kafka().context("starting the Kafka broker for the benchmark")?;
-            let measured = run(
-                "bench kafka",
-                cargo().args([
-                    "run",
-                    "--release",
-                    "-p",
-                    "actionstate",
-                    "--",
-                    "bench",
-                    "--backend",
-                    "kafka",
-                    "--bootstrap",
-                    &kafka.bootstrap,
-                    "--json",
-                ]),
-            );
+            let measured = bench_on("kafka", &kafka.bootstrap);
             let stopped = services::down_kafka();
             measured?;
             stopped.context("stopping the Kafka broker")
         }
         Some("fluss") => {
             let env = fluss::up_fluss().context("starting the Fluss cluster for the benchmark")?;
-            let measured = run(
-                "bench fluss",
-                cargo().args([
-                    "run",
-                    "--release",
-                    "-p",
-                    "actionstate",
-                    "--",
-                    "bench",
-                    "--backend",
-                    "fluss",
-                    "--bootstrap",
-                    &env.bootstrap,
-                    "--json",
-                ]),
-            );
+            let measured = bench_on("fluss", &env.bootstrap);
             let stopped = fluss::down_fluss();
             measured?;
             stopped.context("stopping the Fluss cluster")

@@ -110,6 +110,27 @@ fn state(key: KeyId, seq: u64, n: u64) -> (ActionState, Event) {
 
 #[cfg(feature = "fluss")]
 mod fluss;
+/// One store put of benchmark state `n` of `key` in round `seq`: `begin` (a fresh action),
+/// then `complete`, which alone is timed. Returns the state put and the µs `complete` took.
+pub(crate) async fn store_put<L: StateLog>(
+    store: &ActionStateStore<L>,
+    key: KeyId,
+    seq: u64,
+    n: u64,
+) -> Result<(ActionState, f64)> {
+    let (s, input) = state(key, seq, n);
+    let round = Round::new(key, seq, &input);
+    let Begin::Fresh(handle, _) = store.begin(&round, &s.action, &input, &Trigger::Input).await? else {
+        bail!("benchmark state {seq} of {key} unexpectedly recorded");
+    };
+    let Progress::Completed { outputs, memory } = s.progress.clone() else {
+        bail!("benchmark state {seq} of {key} is not completed");
+    };
+    let t = Instant::now();
+    store.complete(handle, outputs, memory).await?;
+    Ok((s, t.elapsed().as_secs_f64() * 1e6))
+}
+
 #[cfg(feature = "kafka")]
 mod kafka;
 
@@ -187,15 +208,7 @@ async fn put_latency(dir: &Path, args: &BenchArgs) -> Result<(Vec<f64>, Vec<f64>
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     let warmup = 50;
     for n in 0..(args.puts + warmup) as u64 {
-        let (s, input) = state(key, n, n);
-        let round = Round::new(key, n, &input);
-        let Begin::Fresh(handle, _) = store.begin(&round, &s.action, &input, &Trigger::Input).await? else {
-            bail!("benchmark state {n} unexpectedly recorded");
-        };
-        let Progress::Completed { outputs, memory } = s.progress.clone() else { unreachable!() };
-        let t = Instant::now();
-        store.complete(handle, outputs, memory).await?;
-        let ours_us = t.elapsed().as_secs_f64() * 1e6;
+        let (s, ours_us) = store_put(&store, key, n, n).await?;
 
         let wire = codec::encode(&LogRecord::Upsert(s))?;
         let t = Instant::now();

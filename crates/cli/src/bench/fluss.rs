@@ -16,10 +16,10 @@
 //! Every phase writes to a fresh table `actionstate_bench.bench_<pid>_<n>`; the tables are
 //! dropped at the end.
 
-use super::{BenchArgs, log_read, percentile, state};
-use actionstate_core::{KeyId, LogRecord, Marker, Progress, StateLog, Trigger, WireRecord, codec};
+use super::{BenchArgs, log_read, percentile};
+use actionstate_core::{KeyId, LogRecord, Marker, StateLog, WireRecord, codec};
 use actionstate_fluss::{COLUMNS, FlussConfig, FlussLog, bucket};
-use actionstate_recovery::{ActionStateStore, Begin, Ownership, Round, StoreConfig, fluss_config};
+use actionstate_recovery::{ActionStateStore, Ownership, StoreConfig, fluss_config};
 use anyhow::{Context, Result, anyhow, bail};
 use fluss::client::{AppendWriter, FlussConnection};
 use fluss::config::Config;
@@ -214,15 +214,7 @@ async fn put_latency(bootstrap: &str, args: &BenchArgs, tables: &mut Vec<String>
     let warmup = 50;
     let measured = async {
         for n in 0..(args.puts + warmup) as u64 {
-            let (s, input) = state(key, n, n);
-            let round = Round::new(key, n, &input);
-            let Begin::Fresh(handle, _) = store.begin(&round, &s.action, &input, &Trigger::Input).await? else {
-                bail!("benchmark state {n} unexpectedly recorded");
-            };
-            let Progress::Completed { outputs, memory } = s.progress.clone() else { unreachable!() };
-            let t = Instant::now();
-            store.complete(handle, outputs, memory).await?;
-            let ours_us = t.elapsed().as_secs_f64() * 1e6;
+            let (s, ours_us) = super::store_put(&store, key, n, n).await?;
 
             let wire = codec::encode(&LogRecord::Upsert(s))?;
             let row = row(&wire, &column[..]);

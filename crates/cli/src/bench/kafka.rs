@@ -16,9 +16,9 @@
 //!   the plain `StateLog::read` of all partitions (parallel, no decoding) is measured too.
 
 use super::{BenchArgs, log_read, percentile, state};
-use actionstate_core::{KeyId, LogRecord, Marker, Progress, StateLog, Trigger, codec};
+use actionstate_core::{KeyId, LogRecord, Marker, StateLog, codec};
 use actionstate_kafka::{KafkaConfig, KafkaLog};
-use actionstate_recovery::{ActionStateStore, Begin, Ownership, Round, StoreConfig, kafka_config};
+use actionstate_recovery::{ActionStateStore, Ownership, StoreConfig, kafka_config};
 use anyhow::{Context, Result, anyhow, bail};
 use rdkafka::admin::{AdminClient, AdminOptions};
 use rdkafka::client::DefaultClientContext;
@@ -204,15 +204,7 @@ async fn put_latency(bootstrap: &str, args: &BenchArgs, topics: &mut Vec<String>
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     let warmup = 50;
     for n in 0..(args.puts + warmup) as u64 {
-        let (s, input) = state(key, n, n);
-        let round = Round::new(key, n, &input);
-        let Begin::Fresh(handle, _) = store.begin(&round, &s.action, &input, &Trigger::Input).await? else {
-            bail!("benchmark state {n} unexpectedly recorded");
-        };
-        let Progress::Completed { outputs, memory } = s.progress.clone() else { unreachable!() };
-        let t = Instant::now();
-        store.complete(handle, outputs, memory).await?;
-        let ours_us = t.elapsed().as_secs_f64() * 1e6;
+        let (s, ours_us) = super::store_put(&store, key, n, n).await?;
 
         let wire = codec::encode(&LogRecord::Upsert(s))?;
         let partition = i32::try_from(wire.key_id.partition(partitions))?;
@@ -295,15 +287,9 @@ async fn concurrent_throughput(bootstrap: &str, args: &BenchArgs, topics: &mut V
             let (store, seqs) = (Arc::clone(&store), seqs.clone());
             tasks.spawn(async move {
                 for n in seqs {
-                    let (s, input) = state(key, n, n);
-                    let round = Round::new(key, n, &input);
-                    let Begin::Fresh(handle, _) = store.begin(&round, &s.action, &input, &Trigger::Input).await? else {
-                        bail!("benchmark state {n} unexpectedly recorded");
-                    };
-                    let Progress::Completed { outputs, memory } = s.progress else { unreachable!() };
-                    store.complete(handle, outputs, memory).await?;
+                    super::store_put(&store, key, n, n).await?;
                 }
-                Ok(())
+                anyhow::Ok(())
             });
         }
         while let Some(joined) = tasks.join_next().await {
