@@ -111,7 +111,8 @@ fn trigger_text(t: &Trigger, index: &Index) -> String {
     match t {
         Trigger::Input => "input".into(),
         Trigger::Emitted { producer, index: i } => match index.get(producer) {
-            Some(p) => format!("output {i} of {}", p.action),
+            Some(p) if let Ok(p) = p.state() => format!("output {i} of {}", p.action),
+            Some(_) => format!("output {i} of {} (its record does not decode)", short(hex_key(producer))),
             None => format!("output {i} of {}", short(hex_key(producer))),
         },
         Trigger::Bootstrap { label } => format!("bootstrap {label}"),
@@ -193,7 +194,7 @@ pub(crate) async fn inspect(data: &Path, key: Option<&str>, json: bool) -> Resul
             continue;
         }
         keys.entry(sk.key).or_default().entry(sk.seq).or_default().push(state_view(
-            state,
+            &*state.state()?,
             Some(*position),
             &loaded.index,
         ));
@@ -279,11 +280,13 @@ pub(crate) async fn explain(data: &Path, key: &str, seq: u64, action: &str, json
     let key_id = KeyId::of(key.as_bytes());
     let rounds = loaded.index.rounds_of(&key_id);
     let later: usize = rounds.iter().filter(|(s, _)| *s > seq).map(|(_, st)| st.len()).sum();
-    let mine: Vec<Arc<ActionState>> = rounds
-        .iter()
-        .filter(|(s, _)| *s == seq)
-        .flat_map(|(_, st)| st.iter().filter(|s| s.action.name == action).cloned())
-        .collect();
+    let mut mine: Vec<Arc<ActionState>> = Vec::new();
+    for recorded in rounds.iter().filter(|(s, _)| *s == seq).flat_map(|(_, st)| st) {
+        let state = recorded.state()?;
+        if state.action.name == action {
+            mine.push(state);
+        }
+    }
     let mut lines = Vec::new();
     for s in &mine {
         // A replay presents roots with a new event id and emitted events with the producer's

@@ -2,8 +2,9 @@
 
 use crate::error::{Result, StoreError};
 use crate::store::{ActionStateStore, Ownership};
-use actionstate_core::{KeyId, Marker, Position, StateLog, codec};
-use actionstate_index::Index;
+use actionstate_core::codec::{self, Peeked};
+use actionstate_core::{KeyId, Marker, Position, StateLog};
+use actionstate_index::{Index, Recorded};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -167,8 +168,20 @@ async fn read_partition<L: StateLog>(
                 out.foreign += 1;
                 continue;
             }
-            let record = codec::decode(&r.key, &r.value).map_err(|e| e.at(partition, r.offset))?;
-            out.index.apply(record, Position { partition, offset: r.offset, exact: true }, bytes);
+            // Checked in full, but kept encoded: a lookup decodes the state it hands out.
+            let position = Position { partition, offset: r.offset, exact: true };
+            match codec::peek(&r.key, &r.value).map_err(|e| e.at(partition, r.offset))? {
+                Peeked::Upsert(evidence) => {
+                    out.index.upsert(
+                        Recorded::encoded(evidence, r.value.into_boxed_slice(), position),
+                        position,
+                        bytes,
+                    );
+                }
+                Peeked::Other(record) => {
+                    out.index.apply(record, position, bytes);
+                }
+            }
         }
         next = read.next;
         if let Some(r) = reached.get(partition as usize) {

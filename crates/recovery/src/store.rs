@@ -7,7 +7,7 @@ use actionstate_core::{
     ActionId, ActionState, Audit, CallResult, CallStatus, Event, EventId, Fingerprint, KeyId, LogRecord, Marker,
     MemoryUpdate, MissReason, Progress, StateKey, StateLog, Trigger, codec,
 };
-use actionstate_index::{Decision, Index, Invalidation, Probe, Stats};
+use actionstate_index::{Decision, Index, Invalidation, Probe, Recorded, Stats};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::future::Future;
@@ -270,13 +270,16 @@ impl<L: StateLog> ActionStateStore<L> {
             cursor: 0,
         };
         Ok(match decision {
-            Decision::Hit(state) if state.is_completed() => {
-                m::hit("reuse");
-                Begin::Reuse(state)
-            }
-            Decision::Hit(state) => {
-                m::hit("resume");
-                Begin::Resume(handle(state.calls().to_vec()))
+            // A replayed state is decoded here, when it is used (see `Recorded`).
+            Decision::Hit(recorded) => {
+                let state = recorded.state()?;
+                if state.is_completed() {
+                    m::hit("reuse");
+                    Begin::Reuse(state)
+                } else {
+                    m::hit("resume");
+                    Begin::Resume(handle(state.calls().to_vec()))
+                }
             }
             Decision::Miss(reason) => {
                 m::miss(reason);
@@ -405,10 +408,15 @@ impl<L: StateLog> ActionStateStore<L> {
         m::put_latency(started.elapsed());
         // No await between the acknowledgement and the index update: a dropped future either
         // never saw the acknowledgement or has already indexed.
+        let LogRecord::Upsert(state) = record else { unreachable!("built as an upsert above") };
+        let state = Arc::new(state);
         let mut sh = self.shared.lock();
-        let invalidation = sh.index.apply(record, position, bytes);
+        let invalidation = sh.index.upsert(Recorded::Decoded(Arc::clone(&state)), position, bytes);
         sh.enqueue(&key, None, invalidation);
-        sh.index.get(&key).cloned().ok_or(StoreError::StaleHandle { key, detail: "state vanished after indexing" })
+        if sh.index.get(&key).is_none() {
+            return Err(StoreError::StaleHandle { key, detail: "state vanished after indexing" });
+        }
+        Ok(state)
     }
 
     /// Appends this key's pending invalidation records, oldest first.

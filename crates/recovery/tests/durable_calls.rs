@@ -111,7 +111,7 @@ async fn mismatch_truncates(backend: Backend) {
     assert_eq!(h.journal(), want.as_slice(), "the handle kept slots past the mismatch");
     assert_eq!(logged_journal(store.log(), &sk).await, want, "the persisted journal kept slots past the mismatch");
     let indexed = store.with_index(|ix| ix.get(&sk).cloned()).unwrap();
-    assert_eq!(indexed.calls(), want.as_slice());
+    assert_eq!(indexed.state().unwrap().calls(), want.as_slice());
     // The old slot 2 is gone: `c` runs again.
     let c = store.call(&mut h, "c", digest(3), counted(&count, Ok(b"c2".to_vec()))).await.unwrap();
     assert_eq!(c, executed(Ok(b"c2".to_vec())));

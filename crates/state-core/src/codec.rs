@@ -15,7 +15,7 @@
 use crate::error::Error;
 use crate::key::StateKey;
 use crate::log::WireRecord;
-use crate::record::{LogRecord, RecordKind, audit_log_key};
+use crate::record::{Evidence, LogRecord, RecordKind, audit_log_key};
 
 /// The four magic bytes every envelope starts with.
 pub const MAGIC: [u8; 4] = *b"AcSt";
@@ -62,6 +62,50 @@ pub fn decode(key: &[u8], value: &[u8]) -> Result<LogRecord, Error> {
 
 /// Decodes an enveloped value. Each failure class has its own error variant.
 pub fn decode_value(value: &[u8]) -> Result<LogRecord, Error> {
+    let (kind, body) = open_envelope(value)?;
+    let (record, rest): (LogRecord, &[u8]) =
+        postcard::take_from_bytes(body).map_err(|e| Error::Payload { detail: e.to_string() })?;
+    if !rest.is_empty() {
+        return Err(Error::TrailingBytes { extra: rest.len() });
+    }
+    if record.kind() != kind {
+        return Err(Error::KindMismatch { header: kind, payload: record.kind() });
+    }
+    Ok(record)
+}
+
+/// A record read without materializing an upserted state: see [`peek`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum Peeked {
+    /// An upsert: the state's evidence; the value decodes to the state with [`decode_value`].
+    Upsert(Evidence),
+    /// A delete or an audit record, decoded (both are small and rare).
+    Other(LogRecord),
+}
+
+/// Checks a record read from the log exactly as [`decode`] does (envelope, checksum, payload,
+/// key agreement) and returns the same errors, but reads an upserted state only for its
+/// [`Evidence`], without allocating the state. A rebuild uses it to index records it keeps
+/// encoded.
+pub fn peek(key: &[u8], value: &[u8]) -> Result<Peeked, Error> {
+    let (kind, body) = open_envelope(value)?;
+    if kind == RecordKind::Upsert
+        && let Some(evidence) = crate::view::evidence(body)
+        && key == evidence.key.to_bytes().as_slice()
+    {
+        return Ok(Peeked::Upsert(evidence));
+    }
+    // Not an upsert, or the walk found something wrong: the full decoder decides, so the
+    // errors are exactly its errors.
+    Ok(match decode(key, value)? {
+        LogRecord::Upsert(state) => Peeked::Upsert(Evidence::of(&state)),
+        other => Peeked::Other(other),
+    })
+}
+
+/// Checks the envelope (magic, version, kind, length, checksum) and returns the record kind
+/// and the payload.
+fn open_envelope(value: &[u8]) -> Result<(RecordKind, &[u8]), Error> {
     let magic = value.get(..4).ok_or(Error::Truncated { needed: HEADER_LEN, available: value.len() })?;
     if magic != MAGIC {
         return Err(Error::BadMagic { found: magic.try_into().unwrap_or_default() });
@@ -87,15 +131,7 @@ pub fn decode_value(value: &[u8]) -> Result<LogRecord, Error> {
     if header[10..26] != checksum(version, kind_byte, len, body) {
         return Err(Error::BadChecksum);
     }
-    let (record, rest): (LogRecord, &[u8]) =
-        postcard::take_from_bytes(body).map_err(|e| Error::Payload { detail: e.to_string() })?;
-    if !rest.is_empty() {
-        return Err(Error::TrailingBytes { extra: rest.len() });
-    }
-    if record.kind() != kind {
-        return Err(Error::KindMismatch { header: kind, payload: record.kind() });
-    }
-    Ok(record)
+    Ok((kind, body))
 }
 
 fn checksum(version: u8, kind: u8, len: u32, payload: &[u8]) -> [u8; 16] {

@@ -43,6 +43,7 @@ mod log;
 mod record;
 mod state;
 mod value;
+mod view;
 
 pub use error::{BackendError, Error};
 pub use event::{Event, Trigger};
@@ -50,7 +51,8 @@ pub use id::{ActionDigest, ActionId, EventId, Fingerprint, KeyId, OccurrenceId};
 pub use key::{LocalKey, StateKey};
 pub use log::{LogIdentity, Marker, Position, ReadBatch, ReadRecord, StateLog, WireRecord};
 pub use record::{
-    AUDIT_KEY_LAYOUT, Audit, AuditDetail, InvalidationReason, LogRecord, MissReason, RecordKind, audit_log_key,
+    AUDIT_KEY_LAYOUT, Audit, AuditDetail, Evidence, InvalidationReason, LogRecord, MissReason, RecordKind,
+    audit_log_key,
 };
 pub use state::{ActionState, CallResult, CallStatus, MemoryOp, MemoryUpdate, Progress, TaggedBytes};
 pub use value::{Attributes, Value, normalize_float};

@@ -1,5 +1,6 @@
 //! Log records: what the store appends to a [`crate::StateLog`].
 
+use crate::event::Trigger;
 use crate::id::{ActionId, EventId, Fingerprint, KeyId};
 use crate::key::StateKey;
 use crate::state::ActionState;
@@ -20,6 +21,37 @@ pub enum LogRecord {
     },
     /// An informational record of one divergence. Never needed for correctness.
     Audit(Audit),
+}
+
+/// What replay decisions need of an upserted state: its identity, how its trigger came about,
+/// the trigger event id and round input it was derived from, and whether it completed with
+/// which output ids. A rebuild reads it with [`codec::peek`](crate::codec::peek) and keeps
+/// the record encoded until a lookup uses the state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Evidence {
+    /// Identity of the state.
+    pub key: StateKey,
+    /// How the trigger event came to be.
+    pub trigger: Trigger,
+    /// Id of the trigger event when the state was written.
+    pub trigger_event: EventId,
+    /// Fingerprint of the round's input event.
+    pub input: Fingerprint,
+    /// Ids of the output events of a completed state, in emission order; `None` while pending.
+    pub outputs: Option<Box<[EventId]>>,
+}
+
+impl Evidence {
+    /// The evidence of a decoded state.
+    pub fn of(state: &ActionState) -> Self {
+        Evidence {
+            key: state.key,
+            trigger: state.trigger.clone(),
+            trigger_event: state.trigger_event,
+            input: state.input,
+            outputs: state.is_completed().then(|| state.outputs().iter().map(|e| e.id).collect()),
+        }
+    }
 }
 
 impl LogRecord {

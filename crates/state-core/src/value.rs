@@ -153,13 +153,13 @@ pub enum Value {
 /// Bounds the nesting of lists and maps in encoded values, so that decoding a record never
 /// exhausts the stack. Encoding enforces the same bound, so every record the codec writes can
 /// be read back. The wire format is unchanged: the guard only counts while it delegates.
-mod depth {
+pub(crate) mod depth {
     use serde::{Deserialize, Deserializer, Serialize, Serializer, de, ser};
     use std::cell::Cell;
 
     /// Lists and maps may nest this deep inside one value (the top-level attribute map of an
     /// event does not count).
-    pub(super) const MAX_DEPTH: u32 = 128;
+    pub(crate) const MAX_DEPTH: u32 = 128;
 
     thread_local! {
         static DEPTH: Cell<u32> = const { Cell::new(0) };

@@ -10,7 +10,7 @@
 use actionstate_core::codec::{self, FORMAT_VERSION, HEADER_LEN, MAGIC};
 use actionstate_core::{
     AUDIT_KEY_LAYOUT, ActionDigest, ActionId, ActionState, Attributes, Audit, AuditDetail, CallResult, CallStatus,
-    Error, Event, EventId, Fingerprint, InvalidationReason, KeyId, LogIdentity, LogRecord, Marker, MemoryOp,
+    Error, Event, EventId, Evidence, Fingerprint, InvalidationReason, KeyId, LogIdentity, LogRecord, Marker, MemoryOp,
     MemoryUpdate, MissReason, OccurrenceId, Progress, RecordKind, StateKey, TaggedBytes, Trigger, Value, audit_log_key,
 };
 use proptest::prelude::*;
@@ -1811,5 +1811,80 @@ fn nesting_beyond_the_limit_is_an_error() {
     for depth in [MAX_VALUE_DEPTH + 1, 1_000, 200_000] {
         let err = codec::decode_value(&envelope(1, 1, &deep_payload(depth))).unwrap_err();
         assert!(matches!(err, Error::Payload { .. }), "depth {depth}: {err:?}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// peek: the evidence of a record without materializing it
+// ---------------------------------------------------------------------------------------------
+
+/// `peek` answers exactly as `decode` does: the same error, or the evidence of the same state.
+fn assert_peek_agrees(key: &[u8], value: &[u8]) -> Result<(), TestCaseError> {
+    match (codec::peek(key, value), codec::decode(key, value)) {
+        (Ok(codec::Peeked::Upsert(evidence)), Ok(LogRecord::Upsert(state))) => {
+            prop_assert_eq!(evidence, Evidence::of(&state));
+        }
+        (Ok(codec::Peeked::Other(peeked)), Ok(decoded)) => {
+            prop_assert!(!matches!(decoded, LogRecord::Upsert(_)));
+            prop_assert_eq!(peeked, decoded);
+        }
+        (Err(a), Err(b)) => prop_assert_eq!(a.to_string(), b.to_string()),
+        (peeked, decoded) => prop_assert!(false, "peek {:?} but decode {:?}", peeked, decoded),
+    }
+    Ok(())
+}
+
+proptest! {
+    #[test]
+    fn peek_agrees_with_decode(record in arb_record()) {
+        let wire = codec::encode(&record).unwrap();
+        assert_peek_agrees(&wire.key, &wire.value)?;
+        let expected = match &record {
+            LogRecord::Upsert(s) => codec::Peeked::Upsert(Evidence::of(s)),
+            other => codec::Peeked::Other(other.clone()),
+        };
+        prop_assert_eq!(codec::peek(&wire.key, &wire.value).unwrap(), expected);
+    }
+
+    /// Corrupted payloads under a valid checksum (what a buggy writer could produce) exercise
+    /// every step of the walk: it must refuse whatever the decoder refuses.
+    #[test]
+    fn peek_agrees_with_decode_on_corrupted_payloads(
+        record in arb_record(),
+        mutations in proptest::collection::vec(arb_mutation(), 1..4),
+    ) {
+        let wire = codec::encode(&record).unwrap();
+        let mut payload = postcard::to_allocvec(&record).unwrap();
+        for m in &mutations {
+            if !payload.is_empty() || matches!(m, Mutation::Extend(_) | Mutation::Insert { .. }) {
+                m.apply(&mut payload);
+            }
+        }
+        assert_peek_agrees(&wire.key, &envelope(1, record.kind() as u8, &payload))?;
+    }
+
+    #[test]
+    fn peek_agrees_with_decode_on_random_payloads(
+        key in proptest::collection::vec(any::<u8>(), 105..=105),
+        payload in proptest::collection::vec(any::<u8>(), 0..600),
+    ) {
+        assert_peek_agrees(&key, &envelope(1, 1, &payload))?;
+    }
+
+    /// A record keyed by another state key is refused by both.
+    #[test]
+    fn peek_checks_the_log_key(record in arb_record(), other in arb_state_key()) {
+        let wire = codec::encode(&record).unwrap();
+        assert_peek_agrees(&other.to_bytes(), &wire.value)?;
+    }
+}
+
+#[test]
+fn peek_bounds_value_nesting_like_decode() {
+    let key = fixed_state_key().to_bytes();
+    for depth in [MAX_VALUE_DEPTH - 1, MAX_VALUE_DEPTH, MAX_VALUE_DEPTH + 1, 10 * MAX_VALUE_DEPTH] {
+        let value = envelope(1, 1, &deep_payload(depth));
+        assert_peek_agrees(&key, &value).unwrap();
+        assert_eq!(codec::peek(&key, &value).is_ok(), depth <= MAX_VALUE_DEPTH, "depth {depth}");
     }
 }

@@ -5,9 +5,10 @@
 //!
 //! Per business key the index keeps an ordered map `seq → round`. A round holds its states,
 //! a count of the input fingerprints its states were derived from, and a count of the output
-//! event ids of its **completed** states (the *producer evidence*). Every state is the decoded
-//! record that was written or replayed, shared immutably: nothing a caller holds can change
-//! the evidence.
+//! event ids of its **completed** states (the *producer evidence*). Every state is a
+//! [`Recorded`] record, shared immutably so that nothing a caller holds can change the
+//! evidence: decoded when this process wrote it, kept encoded with its evidence when a rebuild
+//! replayed it ([`Index::upsert`]), and decoded when a lookup hands it out.
 //!
 //! Costs: [`Index::lookup`] is `O(log R)` for `R` rounds of the key, [`Index::apply`] is
 //! `O(log R + E)` for `E` outputs, invalidation and pruning are proportional to what they
@@ -51,13 +52,15 @@
 #![warn(missing_docs)]
 
 mod maps;
+mod recorded;
 mod round;
 
 pub use maps::{ScanScope, allow_scans, visits};
+pub use recorded::{Encoded, Recorded};
 
 use actionstate_core::{
-    ActionState, AuditDetail, EventId, Fingerprint, InvalidationReason, KeyId, LogIdentity, LogRecord, Marker,
-    MissReason, Position, StateKey, Trigger,
+    AuditDetail, EventId, Fingerprint, InvalidationReason, KeyId, LogIdentity, LogRecord, Marker, MissReason, Position,
+    StateKey, Trigger,
 };
 use maps::{RoundMap, TopMap};
 use round::{Entry, Round};
@@ -82,14 +85,14 @@ pub struct Probe<'a> {
 #[derive(Clone, Debug)]
 pub enum Decision {
     /// A recorded state to reuse (completed) or resume (pending).
-    Hit(Arc<ActionState>),
+    Hit(Recorded),
     /// Nothing reusable; run the action.
     Miss(MissReason),
 }
 
 impl Decision {
     /// The hit state, if any.
-    pub fn hit(&self) -> Option<&Arc<ActionState>> {
+    pub fn hit(&self) -> Option<&Recorded> {
         match self {
             Decision::Hit(s) => Some(s),
             Decision::Miss(_) => None,
@@ -157,7 +160,7 @@ struct KeyIndex {
 
 /// What a lookup found, before anything is removed.
 enum Plan {
-    Hit(Arc<ActionState>),
+    Hit(Recorded),
     Conflict { recorded: EventId },
     RootChanged { recorded: Vec<Fingerprint> },
     Absent,
@@ -268,13 +271,13 @@ impl Index {
         let sk = probe.key;
         if let Some(round) = self.round(&sk.key, sk.seq) {
             if let Some(entry) = round.get(&sk.local()) {
-                let recorded = entry.state.trigger_event;
+                let recorded = entry.state.trigger_event();
                 // The recorded trigger was a completed producer's output and this is another
                 // event: the producer re-ran, or this is another occurrence.
                 if recorded != probe.event && round.produced(&recorded) {
                     return Plan::Conflict { recorded };
                 }
-                return Plan::Hit(Arc::clone(&entry.state));
+                return Plan::Hit(entry.state.clone());
             }
             if probe.trigger.is_input()
                 && let Some(recorded) = round.other_inputs(&probe.input)
@@ -292,57 +295,66 @@ impl Index {
     /// `position` is where the record lives (exact or a lower bound); `bytes` is its encoded
     /// size, for statistics.
     pub fn apply(&mut self, record: LogRecord, position: Position, bytes: usize) -> Invalidation {
-        let mut inv = Invalidation::default();
         match record {
-            LogRecord::Upsert(state) => {
-                let sk = state.key;
-                let state = Arc::new(state);
-                let ki = self.keys.entry(sk.key).or_default();
-                let round = match ki.rounds.entry(sk.seq) {
-                    std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
-                    std::collections::btree_map::Entry::Vacant(v) => {
-                        self.rounds += 1;
-                        v.insert(Box::default())
-                    }
-                };
-                let bytes = u32::try_from(bytes).unwrap_or(u32::MAX);
-                let mut gone = Vec::new();
-                if let Some(old) = round.insert(Entry { state: Arc::clone(&state), position, bytes }) {
-                    if old.state.is_completed() && !same_evidence(&old.state, &state) {
-                        // Rule 4: the producer re-ran or re-initialized; children computed from
-                        // its old outputs must not match by fingerprint later.
-                        let reason = InvalidationReason::ProducerReplaced;
-                        for d in round.descendants(&old.state) {
-                            if let Some(e) = round.take(&d) {
-                                inv.removed.push(Removed { key: d.within(sk.key, sk.seq), reason });
-                                gone.push(e);
-                            }
-                        }
-                        inv.divergence = Some((reason, AuditDetail::ProducerReplaced { producer: sk }));
-                    }
-                    gone.push(old);
-                }
-                for e in &gone {
-                    self.forget(e);
-                }
-                self.states += 1;
-                self.record_bytes += u64::from(bytes);
-                *self.live.entry(position.partition).or_default().entry(position.offset).or_insert(0) += 1;
-            }
+            LogRecord::Upsert(state) => self.upsert(Recorded::Decoded(Arc::new(state)), position, bytes),
             LogRecord::Delete { key, .. } => {
-                if let Some(e) = self.take(&key) {
-                    if !e.state.outputs().is_empty()
-                        && let Some(round) = self.keys.get_mut(&key.key).and_then(|k| k.rounds.get_mut(key.seq))
-                    {
-                        round.orphaned_children();
-                    }
-                    self.forget(&e);
-                    self.drop_if_empty(&key.key, key.seq);
-                }
+                self.delete(&key);
+                Invalidation::default()
             }
-            LogRecord::Audit(_) => {}
+            LogRecord::Audit(_) => Invalidation::default(),
         }
+    }
+
+    /// Applies an upsert of `state` (decoded, or encoded with its evidence) in log order; see
+    /// [`apply`](Index::apply).
+    pub fn upsert(&mut self, state: Recorded, position: Position, bytes: usize) -> Invalidation {
+        let mut inv = Invalidation::default();
+        let sk = *state.key();
+        let ki = self.keys.entry(sk.key).or_default();
+        let round = match ki.rounds.entry(sk.seq) {
+            std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+            std::collections::btree_map::Entry::Vacant(v) => {
+                self.rounds += 1;
+                v.insert(Box::default())
+            }
+        };
+        let bytes = u32::try_from(bytes).unwrap_or(u32::MAX);
+        let mut gone = Vec::new();
+        if let Some(old) = round.insert(Entry { state: state.clone(), position, bytes }) {
+            if old.state.is_completed() && !same_evidence(&old.state, &state) {
+                // Rule 4: the producer re-ran or re-initialized; children computed from
+                // its old outputs must not match by fingerprint later.
+                let reason = InvalidationReason::ProducerReplaced;
+                for d in round.descendants(&old.state) {
+                    if let Some(e) = round.take(&d) {
+                        inv.removed.push(Removed { key: d.within(sk.key, sk.seq), reason });
+                        gone.push(e);
+                    }
+                }
+                inv.divergence = Some((reason, AuditDetail::ProducerReplaced { producer: sk }));
+            }
+            gone.push(old);
+        }
+        for e in &gone {
+            self.forget(e);
+        }
+        self.states += 1;
+        self.record_bytes += u64::from(bytes);
+        *self.live.entry(position.partition).or_default().entry(position.offset).or_insert(0) += 1;
         inv
+    }
+
+    /// Applies a tombstone: removes the state, leaving its children (now loose).
+    fn delete(&mut self, key: &StateKey) {
+        if let Some(e) = self.take(key) {
+            if e.state.output_count() > 0
+                && let Some(round) = self.keys.get_mut(&key.key).and_then(|k| k.rounds.get_mut(key.seq))
+            {
+                round.orphaned_children();
+            }
+            self.forget(&e);
+            self.drop_if_empty(&key.key, key.seq);
+        }
     }
 
     /// Removes the rounds of `key` with `seq ≤ upto` (rounds a completed checkpoint covers).
@@ -352,7 +364,7 @@ impl Index {
     }
 
     /// The recorded state with this key, if indexed.
-    pub fn get(&self, sk: &StateKey) -> Option<&Arc<ActionState>> {
+    pub fn get(&self, sk: &StateKey) -> Option<&Recorded> {
         self.round(&sk.key, sk.seq)?.get(&sk.local()).map(|e| &e.state)
     }
 
@@ -362,15 +374,15 @@ impl Index {
     }
 
     /// The rounds of one key in sequence order, with their states (for inspection).
-    pub fn rounds_of(&self, key: &KeyId) -> Vec<(u64, Vec<Arc<ActionState>>)> {
+    pub fn rounds_of(&self, key: &KeyId) -> Vec<(u64, Vec<Recorded>)> {
         let Some(ki) = self.keys.get(key) else {
             return Vec::new();
         };
         ki.rounds
             .iter()
             .map(|(seq, r)| {
-                let mut states: Vec<Arc<ActionState>> = r.iter().map(|e| Arc::clone(&e.state)).collect();
-                states.sort_by_key(|s| s.key);
+                let mut states: Vec<Recorded> = r.iter().map(|e| e.state.clone()).collect();
+                states.sort_by_key(|s| *s.key());
                 (*seq, states)
             })
             .collect()
@@ -435,14 +447,14 @@ impl Index {
 
     /// Every indexed state with its position, ordered by state key. Scans the whole index:
     /// for verification, dumps and tests only.
-    pub fn dump(&self) -> BTreeMap<StateKey, (Arc<ActionState>, Position)> {
+    pub fn dump(&self) -> BTreeMap<StateKey, (Recorded, Position)> {
         let mut out = BTreeMap::new();
         for (key, ki) in self.keys.scan("keys") {
             for (seq, round) in ki.rounds.iter() {
                 for e in round.iter() {
-                    let sk = e.state.key;
+                    let sk = *e.state.key();
                     debug_assert_eq!((sk.key, sk.seq), (*key, *seq));
-                    out.insert(sk, (Arc::clone(&e.state), e.position));
+                    out.insert(sk, (e.state.clone(), e.position));
                 }
             }
         }
@@ -470,16 +482,17 @@ impl Index {
                 let mut previous = None;
                 for e in round.iter() {
                     states += 1;
-                    let s = &*e.state;
-                    if s.key.key != *key || s.key.seq != *seq {
-                        return Err(format!("state {:?} is filed under key {key} round {seq}", s.key));
+                    let s = &e.state;
+                    let sk = s.key();
+                    if sk.key != *key || sk.seq != *seq {
+                        return Err(format!("state {sk:?} is filed under key {key} round {seq}"));
                     }
-                    if previous.is_some_and(|p| p >= s.key.local()) {
+                    if previous.is_some_and(|p| p >= sk.local()) {
                         return Err(format!("states of key {key} round {seq} are not sorted and unique"));
                     }
-                    previous = Some(s.key.local());
-                    *inputs.entry(s.input).or_default() += 1;
-                    produced.extend(s.outputs().iter().map(|o| o.id));
+                    previous = Some(sk.local());
+                    *inputs.entry(s.input()).or_default() += 1;
+                    produced.extend(s.output_ids());
                     *live.entry((e.position.partition, e.position.offset)).or_default() += 1;
                 }
                 let mut have_inputs = round.input_counts();
@@ -539,7 +552,7 @@ impl Index {
             if let Some(mut round) = ki.rounds.remove(seq) {
                 self.rounds -= 1;
                 for e in round.drain() {
-                    out.push(e.state.key);
+                    out.push(*e.state.key());
                     gone.push(e);
                 }
             }
@@ -587,6 +600,6 @@ impl Index {
 
 /// Whether two records of one state carry the same producer evidence (completion and output
 /// ids): replacing one by the other leaves its children valid.
-fn same_evidence(old: &ActionState, new: &ActionState) -> bool {
-    new.is_completed() && old.outputs().iter().map(|e| e.id).eq(new.outputs().iter().map(|e| e.id))
+fn same_evidence(old: &Recorded, new: &Recorded) -> bool {
+    new.is_completed() && old.output_ids().eq(new.output_ids())
 }

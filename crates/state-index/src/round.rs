@@ -6,21 +6,21 @@
 //! `i` all share the occurrence of `Trigger::Emitted { producer, index: i }`, so they form one
 //! contiguous run found by binary search — no child links to store or keep consistent.
 
+use crate::Recorded;
 use crate::maps::visit;
-use actionstate_core::{ActionState, EventId, Fingerprint, LocalKey, OccurrenceId, Position, Trigger};
-use std::sync::Arc;
+use actionstate_core::{EventId, Fingerprint, LocalKey, OccurrenceId, Position, Trigger};
 
 /// An indexed state: the record (immutable evidence) and where it lives in the log.
 #[derive(Clone, Debug)]
 pub(crate) struct Entry {
-    pub(crate) state: Arc<ActionState>,
+    pub(crate) state: Recorded,
     pub(crate) position: Position,
     pub(crate) bytes: u32,
 }
 
 impl Entry {
     fn local(&self) -> LocalKey {
-        self.state.key.local()
+        self.state.key().local()
     }
 }
 
@@ -146,10 +146,10 @@ impl Round {
 
     /// Inserts or replaces the state of `entry`, returning the replaced entry.
     pub(crate) fn insert(&mut self, entry: Entry) -> Option<Entry> {
-        if let Trigger::Emitted { producer, index } = &entry.state.trigger
-            && producer.key == entry.state.key.key
-            && producer.seq == entry.state.key.seq
-            && self.get(&producer.local()).is_none_or(|p| p.state.outputs().len() <= *index as usize)
+        if let Trigger::Emitted { producer, index } = *entry.state.trigger()
+            && producer.key == entry.state.key().key
+            && producer.seq == entry.state.key().seq
+            && self.get(&producer.local()).is_none_or(|p| p.state.output_count() <= index as usize)
         {
             self.loose = true;
         }
@@ -198,18 +198,18 @@ impl Round {
 
     /// Every state reachable from the completed `producer` through emitted triggers, not
     /// including the producer itself. Visits what it returns plus one probe per output.
-    pub(crate) fn descendants(&self, producer: &ActionState) -> Vec<LocalKey> {
+    pub(crate) fn descendants(&self, producer: &Recorded) -> Vec<LocalKey> {
         if self.loose {
-            return self.descendants_by_trigger(producer.key);
+            return self.descendants_by_trigger(*producer.key());
         }
         let mut out: Vec<LocalKey> = Vec::new();
-        let mut frontier: Vec<(actionstate_core::StateKey, usize)> = vec![(producer.key, producer.outputs().len())];
+        let mut frontier: Vec<(actionstate_core::StateKey, usize)> = vec![(*producer.key(), producer.output_count())];
         while let Some((p, outputs)) = frontier.pop() {
             for index in 0..outputs {
                 let occurrence = Trigger::Emitted { producer: p, index: index as u32 }.occurrence();
                 for e in self.with_occurrence(occurrence) {
                     out.push(e.local());
-                    frontier.push((e.state.key, e.state.outputs().len()));
+                    frontier.push((*e.state.key(), e.state.output_count()));
                 }
                 // Each state has one producer, so the walk is a tree within the round; the
                 // bound only protects against a corrupted round.
@@ -229,9 +229,9 @@ impl Round {
         let mut frontier = vec![producer];
         while let Some(p) = frontier.pop() {
             for e in self.iter() {
-                if e.state.trigger.producer() == Some(&p) && !out.contains(&e.local()) {
+                if e.state.trigger().producer() == Some(&p) && !out.contains(&e.local()) {
                     out.push(e.local());
-                    frontier.push(e.state.key);
+                    frontier.push(*e.state.key());
                 }
             }
         }
@@ -240,25 +240,25 @@ impl Round {
 
     /// The contiguous run of states with this occurrence.
     fn with_occurrence(&self, occurrence: OccurrenceId) -> &[Entry] {
-        let start = self.states.partition_point(|e| e.state.key.occurrence < occurrence);
-        let len = self.states[start..].partition_point(|e| e.state.key.occurrence == occurrence);
+        let start = self.states.partition_point(|e| e.state.key().occurrence < occurrence);
+        let len = self.states[start..].partition_point(|e| e.state.key().occurrence == occurrence);
         visit(len + 1);
         &self.states[start..start + len]
     }
 
-    fn add_evidence(&mut self, s: &ActionState) {
-        self.inputs.add(s.input);
-        for out in s.outputs() {
-            let i = self.produced.partition_point(|id| id < &out.id);
+    fn add_evidence(&mut self, s: &Recorded) {
+        self.inputs.add(s.input());
+        for out in s.output_ids() {
+            let i = self.produced.partition_point(|id| id < &out);
             reserve_compact(&mut self.produced);
-            self.produced.insert(i, out.id);
+            self.produced.insert(i, out);
         }
     }
 
-    fn remove_evidence(&mut self, s: &ActionState) {
-        self.inputs.remove(s.input);
-        for out in s.outputs() {
-            if let Ok(i) = self.produced.binary_search(&out.id) {
+    fn remove_evidence(&mut self, s: &Recorded) {
+        self.inputs.remove(s.input());
+        for out in s.output_ids() {
+            if let Ok(i) = self.produced.binary_search(&out) {
                 self.produced.remove(i);
             }
         }

@@ -89,7 +89,7 @@ impl Runtime {
                 let outputs = match found.decision {
                     Decision::Hit(s) if s.is_completed() => {
                         report.hits.push(sk);
-                        s.outputs().to_vec()
+                        s.state().unwrap().outputs().to_vec()
                     }
                     other => {
                         if let Decision::Miss(r) = other {
@@ -133,8 +133,8 @@ impl Runtime {
             .into_iter()
             .filter(|(s, _)| *s == seq)
             .flat_map(|(_, states)| states)
-            .filter(|s| s.key.action == digest)
-            .map(|s| ActionState::clone(&s))
+            .filter(|s| s.key().action == digest)
+            .map(|s| ActionState::clone(&s.state().unwrap()))
             .collect()
     }
 
@@ -144,7 +144,7 @@ impl Runtime {
             .rounds_of(&k)
             .into_iter()
             .filter(|(s, _)| *s == seq)
-            .flat_map(|(_, states)| states.into_iter().map(|s| s.key))
+            .flat_map(|(_, states)| states.into_iter().map(|s| *s.key()))
             .collect()
     }
 }
@@ -295,7 +295,7 @@ fn regenerated_bootstrap_children_are_reused_by_fingerprint() {
     assert_ne!(minted.id, greet.trigger_event);
     let probe = common::probe(&greet, minted.id, greet.input);
     let (decision, divergence, n) = rt.store.index.explain(&probe);
-    assert!(matches!(decision, Decision::Hit(ref s) if **s == greet));
+    assert!(matches!(decision, Decision::Hit(ref s) if *s.state().unwrap() == greet));
     assert_eq!((divergence, n), (None, 0));
 
     let r = rt.run_round(k, 0, 0);
@@ -352,7 +352,7 @@ fn occurrence_conflict_invalidates_state_descendants_and_later_rounds() {
     // The sibling still hits with its recorded trigger event.
     let tool1 = tools.iter().find(|t| t.key != tool0.key).unwrap();
     let found = rt.store.lookup(&common::probe(tool1, tool1.trigger_event, tool1.input));
-    assert_eq!(found.decision.hit().map(|s| s.key), Some(tool1.key));
+    assert_eq!(found.decision.hit().map(|s| *s.key()), Some(tool1.key));
     assert!(found.invalidation.is_empty());
     // The tombstones make replay agree.
     assert_eq!(dump(&rt.store.replay(&[0])), dump(&rt.store.index));
@@ -384,7 +384,7 @@ fn identical_attribute_outputs_get_distinct_states_and_both_are_reused() {
         let ev = common::out_of(&plan, index);
         let found = rt.store.lookup(&common::probe(t, ev.id, plan.input));
         let hit = found.decision.hit().unwrap();
-        assert_eq!(**hit, *t, "each occurrence reuses its own state");
+        assert_eq!(*hit.state().unwrap(), *t, "each occurrence reuses its own state");
         assert!(found.invalidation.is_empty());
     }
     let r = rt.run_round(k, 0, 0);
@@ -425,7 +425,7 @@ fn replaced_producer_evidence_invalidates_children_at_once() {
         Some((InvalidationReason::ProducerReplaced, AuditDetail::ProducerReplaced { producer: plan.key }))
     );
     assert!(descendants.iter().all(|d| rt.store.index.get(d).is_none()));
-    assert_eq!(**rt.store.index.get(&plan.key).unwrap(), rerun);
+    assert_eq!(*rt.store.index.get(&plan.key).unwrap().state().unwrap(), rerun);
     // The replacement itself leaves the later round alone.
     assert_eq!(rt.round_keys(k, 1), round1);
     // The new outputs' children would have matched the old ones by fingerprint: now absent
@@ -537,8 +537,8 @@ fn other_keys_are_never_touched() {
             .rounds_of(&b)
             .into_iter()
             .map(|(s, states)| {
-                let positions = states.iter().map(|x| rt.store.index.position(&x.key)).collect();
-                (s, states.iter().map(|x| ActionState::clone(x)).collect(), positions)
+                let positions = states.iter().map(|x| rt.store.index.position(x.key())).collect();
+                (s, states.iter().map(|x| ActionState::clone(&x.state().unwrap())).collect(), positions)
             })
             .collect()
     };

@@ -199,7 +199,7 @@ pub(crate) type Dump = BTreeMap<StateKey, (Arc<ActionState>, Position)>;
 pub(crate) fn dump<L: StateLog>(store: &ActionStateStore<L>) -> Dump {
     store.with_index(|ix| {
         let _scan = actionstate_index::allow_scans();
-        ix.dump()
+        ix.dump().into_iter().map(|(k, (r, p))| (k, (r.state().expect("an indexed state decodes"), p))).collect()
     })
 }
 

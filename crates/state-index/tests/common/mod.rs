@@ -137,7 +137,7 @@ pub(crate) type Dump = BTreeMap<StateKey, (ActionState, Position)>;
 /// The index's content by value (opens a scan scope for the duration of the call).
 pub(crate) fn dump(index: &Index) -> Dump {
     let _scope = allow_scans();
-    index.dump().into_iter().map(|(k, (s, p))| (k, (ActionState::clone(&s), p))).collect()
+    index.dump().into_iter().map(|(k, (s, p))| (k, (ActionState::clone(&s.state().unwrap()), p))).collect()
 }
 
 /// Checks the index's invariants inside a scan scope.
