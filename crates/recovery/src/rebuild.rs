@@ -3,7 +3,7 @@
 use crate::error::{Result, StoreError};
 use crate::store::{ActionStateStore, Ownership};
 use actionstate_core::codec::{self, Peeked};
-use actionstate_core::{KeyId, Marker, Position, StateLog};
+use actionstate_core::{KeyId, Marker, Position, ReadBatch, ReadRecord, StateLog};
 use actionstate_index::{Index, Recorded};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -136,6 +136,9 @@ struct PartitionRead {
     foreign: u64,
 }
 
+/// Reads one partition from `from` to `to` into an index of its own. The next batch is read
+/// while the previous one is indexed (one batch ahead), so the log's read path and the index
+/// work overlap instead of taking turns.
 #[allow(clippy::too_many_arguments, reason = "one call site; a struct would only rename them")]
 async fn read_partition<L: StateLog>(
     log: &L,
@@ -147,48 +150,68 @@ async fn read_partition<L: StateLog>(
     stall: Duration,
     reached: &[AtomicU64],
 ) -> Result<PartitionRead> {
-    let mut out = PartitionRead { partition, index: Index::new(), records: 0, bytes: 0, foreign: 0 };
-    let mut next = from;
-    while next < to {
-        let read = tokio::time::timeout(stall, log.read(partition, next, to, batch))
-            .await
-            .map_err(|_| StoreError::RebuildStalled { partition, offset: next, end: to, seconds: stall.as_secs() })??;
-        if read.records.is_empty() && read.next <= next {
-            return Err(StoreError::RebuildStalled { partition, offset: next, end: to, seconds: stall.as_secs() });
-        }
-        for r in read.records {
-            out.records += 1;
-            let bytes = r.key.len() + r.value.len();
-            out.bytes += bytes as u64;
-            // The key id sits at the same place in every log key: skip foreign records before
-            // paying for their decode.
-            if let Some(key) = log_key_id(&r.key)
-                && !ownership.owns(&key)
-            {
-                out.foreign += 1;
-                continue;
-            }
-            // Checked in full, but kept encoded: a lookup decodes the state it hands out.
-            let position = Position { partition, offset: r.offset, exact: true };
-            match codec::peek(&r.key, &r.value).map_err(|e| e.at(partition, r.offset))? {
-                Peeked::Upsert(evidence) => {
-                    out.index.upsert(
-                        Recorded::encoded(evidence, r.value.into_boxed_slice(), position),
-                        position,
-                        bytes,
-                    );
-                }
-                Peeked::Other(record) => {
-                    out.index.apply(record, position, bytes);
-                }
+    let stalled = |offset| StoreError::RebuildStalled { partition, offset, end: to, seconds: stall.as_secs() };
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<ReadBatch>>(1);
+    let reader = async move {
+        let mut next = from;
+        while next < to {
+            let read = match tokio::time::timeout(stall, log.read(partition, next, to, batch)).await {
+                Err(_) => Err(stalled(next)),
+                Ok(Err(e)) => Err(e.into()),
+                Ok(Ok(read)) if read.records.is_empty() && read.next <= next => Err(stalled(next)),
+                Ok(Ok(read)) => Ok(read),
+            };
+            let failed = read.is_err();
+            next = read.as_ref().map_or(next, |r| r.next);
+            // The indexer has stopped (it failed): nothing more to read.
+            if tx.send(read).await.is_err() || failed {
+                break;
             }
         }
-        next = read.next;
-        if let Some(r) = reached.get(partition as usize) {
-            r.store(next, Ordering::Relaxed);
+    };
+    // Owns the receiver, so that an indexer that fails drops it and stops the reader.
+    let indexer = async move {
+        let mut out = PartitionRead { partition, index: Index::new(), records: 0, bytes: 0, foreign: 0 };
+        while let Some(read) = rx.recv().await {
+            let read = read?;
+            index_batch(&mut out, ownership, read.records)?;
+            if let Some(r) = reached.get(partition as usize) {
+                r.store(read.next, Ordering::Relaxed);
+            }
+        }
+        Ok(out)
+    };
+    let ((), out) = tokio::join!(reader, indexer);
+    out
+}
+
+/// Indexes one batch of a partition's records, in log order.
+fn index_batch(out: &mut PartitionRead, ownership: &Ownership, records: Vec<ReadRecord>) -> Result<()> {
+    let partition = out.partition;
+    for r in records {
+        out.records += 1;
+        let bytes = r.key.len() + r.value.len();
+        out.bytes += bytes as u64;
+        // The key id sits at the same place in every log key: skip foreign records before
+        // paying for their decode.
+        if let Some(key) = log_key_id(&r.key)
+            && !ownership.owns(&key)
+        {
+            out.foreign += 1;
+            continue;
+        }
+        // Checked in full, but kept encoded: a lookup decodes the state it hands out.
+        let position = Position { partition, offset: r.offset, exact: true };
+        match codec::peek(&r.key, &r.value).map_err(|e| e.at(partition, r.offset))? {
+            Peeked::Upsert(evidence) => {
+                out.index.upsert(Recorded::encoded(evidence, r.value.into_boxed_slice(), position), position, bytes);
+            }
+            Peeked::Other(record) => {
+                out.index.apply(record, position, bytes);
+            }
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// The key id of a log key (state keys and audit keys both carry it at bytes 1..33), if the

@@ -201,3 +201,32 @@ async fn corrupt_record_in_file_log_fails_rebuild_naming_its_position() {
         other => panic!("expected Corrupt, got {other}"),
     }
 }
+
+/// The rebuild reads one batch ahead of the indexing: a corrupt record at the start of a long
+/// partition must still end the rebuild at once, not leave the read-ahead waiting.
+#[tokio::test]
+async fn a_corrupt_first_record_ends_a_rebuild_that_reads_ahead() {
+    let log = MemoryLog::new(1);
+    let store = ActionStateStore::new(log.reopen(), StoreConfig::default());
+    let k = key("read-ahead");
+    for seq in 0..20 {
+        process(&store, k, seq, &input(seq as i64)).await.unwrap();
+    }
+    let marker = Marker { log: log.identity().clone(), offsets: vec![0] };
+    log.corrupt(0, 0, b"garbage".to_vec());
+    // One record per read: the reader is always a batch ahead and most of the log is unread.
+    let restored = ActionStateStore::new(log.reopen(), StoreConfig { read_batch: 1, ..StoreConfig::default() });
+    let completed = HashMap::new();
+    let rebuild = restored.rebuild(std::slice::from_ref(&marker), &Ownership::All, &completed);
+    let err = tokio::time::timeout(std::time::Duration::from_secs(10), rebuild)
+        .await
+        .expect("the rebuild did not end after the corrupt record")
+        .expect_err("a corrupt record must fail the rebuild");
+    match err {
+        StoreError::Log(Error::Corrupt { partition: 0, offset: 0, source }) => {
+            assert!(matches!(*source, Error::BadMagic { .. }), "{source}");
+        }
+        other => panic!("expected Corrupt at 0/0, got {other}"),
+    }
+    assert_eq!(stats(&restored).states, 0, "a failed rebuild left states behind");
+}

@@ -424,7 +424,12 @@ impl Index {
             self.keys.entry(key).or_insert(ki);
         }
         for (partition, offsets) in other.live.drain() {
+            // Usually a partition this index does not hold yet: move its map whole.
             let mine = self.live.entry(partition).or_default();
+            if mine.is_empty() {
+                *mine = offsets;
+                continue;
+            }
             for (offset, n) in offsets {
                 *mine.entry(offset).or_insert(0) += n;
             }
