@@ -22,12 +22,14 @@ pub enum Error {
         found: [u8; 4],
     },
     /// The envelope was written by a format version this build does not read.
-    #[error("unknown record format version {found} (this build reads {supported})")]
+    #[error("unknown record format version {found} (this build reads versions {oldest} to {newest})")]
     UnknownVersion {
         /// Version byte found.
         found: u8,
-        /// Version this build reads.
-        supported: u8,
+        /// Oldest version this build reads.
+        oldest: u8,
+        /// Newest version this build reads (the one it writes).
+        newest: u8,
     },
     /// The envelope names a record kind this build does not know.
     #[error("unknown record kind {found}")]

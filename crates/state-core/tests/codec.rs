@@ -222,16 +222,21 @@ fn assert_round_trip(record: &LogRecord) -> Vec<u8> {
     wire.value
 }
 
-/// The envelope checksum as `docs/format.md` defines it, computed independently of the codec.
-fn spec_checksum(version: u8, kind: u8, len: u32, payload: &[u8]) -> [u8; 16] {
-    let mut h = blake3::Hasher::new();
-    h.update(&[version, kind]);
-    h.update(&len.to_le_bytes());
-    h.update(payload);
-    h.finalize().as_bytes()[..16].try_into().unwrap()
+/// The envelope checksum as `docs/format.md` defines it for `version`, computed independently
+/// of the codec: CRC-32C (version 2) or the first 16 bytes of blake3 (version 1) over version,
+/// kind, length and payload.
+fn spec_checksum(version: u8, kind: u8, len: u32, payload: &[u8]) -> Vec<u8> {
+    let mut covered = vec![version, kind];
+    covered.extend_from_slice(&len.to_le_bytes());
+    covered.extend_from_slice(payload);
+    if version == 1 {
+        blake3::hash(&covered).as_bytes()[..16].to_vec()
+    } else {
+        crc32c::crc32c(&covered).to_le_bytes().to_vec()
+    }
 }
 
-/// Builds an envelope by hand with a correct checksum around an arbitrary payload.
+/// Builds an envelope of `version` by hand with a correct checksum around an arbitrary payload.
 fn envelope(version: u8, kind: u8, payload: &[u8]) -> Vec<u8> {
     let len = u32::try_from(payload.len()).unwrap();
     let mut out = MAGIC.to_vec();
@@ -454,10 +459,11 @@ fn empty_results_stay_distinct() {
 fn envelope_matches_documented_layout() {
     let record = LogRecord::Delete { key: fixed_state_key(), reason: InvalidationReason::ProducerReplaced };
     let payload = postcard::to_allocvec(&record).unwrap();
-    assert_eq!(codec::encode_value(&record).unwrap(), envelope(1, 2, &payload));
+    assert_eq!(codec::encode_value(&record).unwrap(), envelope(2, 2, &payload));
     assert_eq!(MAGIC, *b"AcSt");
-    assert_eq!(FORMAT_VERSION, 1);
-    assert_eq!(HEADER_LEN, 26);
+    assert_eq!(FORMAT_VERSION, 2);
+    assert_eq!(HEADER_LEN, 14);
+    assert_eq!(codec::V1_HEADER_LEN, 26);
     assert_eq!(RecordKind::Upsert as u8, 1);
     assert_eq!(RecordKind::Delete as u8, 2);
     assert_eq!(RecordKind::Audit as u8, 3);
@@ -531,19 +537,19 @@ fn decode_bad_checksum() {
 fn decode_unknown_version() {
     for record in sample_records() {
         let wire = codec::encode(&record).unwrap();
-        for version in [0u8, 2, 0x7f, 0xff] {
+        for version in [0u8, 3, 0x7f, 0xff] {
             let mut value = wire.value.clone();
             value[4] = version;
             let err = codec::decode(&wire.key, &value).unwrap_err();
             assert!(
-                matches!(err, Error::UnknownVersion { found, supported: 1 } if found == version),
+                matches!(err, Error::UnknownVersion { found, oldest: 1, newest: 2 } if found == version),
                 "version {version}: {err:?}"
             );
         }
     }
     // The version is checked as soon as its byte is present.
-    let err = codec::decode_value(b"AcSt\x02").unwrap_err();
-    assert!(matches!(err, Error::UnknownVersion { found: 2, supported: 1 }), "{err:?}");
+    let err = codec::decode_value(b"AcSt\x03").unwrap_err();
+    assert!(matches!(err, Error::UnknownVersion { found: 3, oldest: 1, newest: 2 }), "{err:?}");
 }
 
 #[test]
@@ -568,7 +574,7 @@ fn decode_truncated() {
         let full = wire.value.len();
         assert!(full > HEADER_LEN + 2);
         // Inside the header: magic, version, kind, length and checksum fields.
-        for cut in [0, 1, 3, 4, 5, 6, 8, 9, 10, 17, 25] {
+        for cut in [0, 1, 3, 4, 5, 6, 8, 9, 10, 12, 13] {
             let err = codec::decode(&wire.key, &wire.value[..cut]).unwrap_err();
             assert!(
                 matches!(err, Error::Truncated { needed: HEADER_LEN, available } if available == cut),
@@ -623,7 +629,7 @@ fn decode_trailing_bytes_inside_payload() {
     let record = golden_delete();
     let mut payload = postcard::to_allocvec(&record).unwrap();
     payload.extend_from_slice(&[0xde, 0xad]);
-    let err = codec::decode_value(&envelope(1, record.kind() as u8, &payload)).unwrap_err();
+    let err = codec::decode_value(&envelope(FORMAT_VERSION, record.kind() as u8, &payload)).unwrap_err();
     assert!(matches!(err, Error::TrailingBytes { extra: 2 }), "{err:?}");
 }
 
@@ -634,7 +640,7 @@ fn decode_kind_mismatch() {
     for record in sample_records() {
         let payload = postcard::to_allocvec(&record).unwrap();
         for header in [RecordKind::Upsert, RecordKind::Delete, RecordKind::Audit] {
-            let result = codec::decode_value(&envelope(1, header as u8, &payload));
+            let result = codec::decode_value(&envelope(FORMAT_VERSION, header as u8, &payload));
             if header == record.kind() {
                 assert_eq!(result.unwrap(), record);
             } else {
@@ -660,7 +666,7 @@ fn decode_malformed_payload() {
     ];
     for payload in cases {
         for kind in 1..=3u8 {
-            let err = codec::decode_value(&envelope(1, kind, payload)).unwrap_err();
+            let err = codec::decode_value(&envelope(FORMAT_VERSION, kind, payload)).unwrap_err();
             assert!(matches!(err, Error::Payload { .. }), "payload {payload:?}: {err:?}");
         }
     }
@@ -820,7 +826,7 @@ proptest! {
         kind in 1u8..=3,
         payload in proptest::collection::vec(any::<u8>(), 0..600),
     ) {
-        match codec::decode_value(&envelope(1, kind, &payload)) {
+        match codec::decode_value(&envelope(FORMAT_VERSION, kind, &payload)) {
             Ok(record) => {
                 prop_assert_eq!(record.kind() as u8, kind);
                 check_decoded(&codec::encode_value(&record).unwrap());
@@ -1078,9 +1084,42 @@ fn golden_records_match_files() {
 #[test]
 fn golden_dir_has_no_stray_files() {
     let names: Vec<String> = golden_cases().iter().map(|(n, _)| format!("{n}.hex")).collect();
-    for entry in std::fs::read_dir(golden_dir()).unwrap() {
-        let file = entry.unwrap().file_name().into_string().unwrap();
-        assert!(names.contains(&file), "stray golden file {file}");
+    for dir in [golden_dir(), golden_dir().join("v1")] {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let entry = entry.unwrap();
+            let file = entry.file_name().into_string().unwrap();
+            if entry.file_type().unwrap().is_dir() {
+                assert_eq!(file, "v1", "stray golden directory {file}");
+                continue;
+            }
+            assert!(names.contains(&file), "stray golden file {}", dir.join(&file).display());
+        }
+    }
+}
+
+/// Records written by format version 1 (blake3 checksum, 26-byte header) stay readable: the
+/// files in `tests/golden/v1` are the bytes version 1 wrote for the golden records. They are
+/// never rewritten.
+#[test]
+fn version_1_golden_files_still_decode() {
+    for (name, record) in golden_cases() {
+        let path = golden_dir().join("v1").join(format!("{name}.hex"));
+        let (key, value) = parse_golden(&std::fs::read_to_string(&path).unwrap());
+        assert_eq!(value[4], 1, "{}", path.display());
+        let payload = postcard::to_allocvec(&record).unwrap();
+        assert_eq!(value, envelope(1, record.kind() as u8, &payload), "{}", path.display());
+        assert_eq!(codec::decode(&key, &value).unwrap(), record, "{}", path.display());
+        let expected = match &record {
+            LogRecord::Upsert(s) => codec::Peeked::Upsert(Evidence::of(s)),
+            other => codec::Peeked::Other(other.clone()),
+        };
+        assert_eq!(codec::peek(&key, &value).unwrap(), expected, "{}", path.display());
+        // Its 16-byte blake3 checksum still protects every payload and checksum byte.
+        for at in (codec::V1_HEADER_LEN..value.len()).chain(10..codec::V1_HEADER_LEN) {
+            let mut bad = value.clone();
+            bad[at] ^= 0x10;
+            assert!(matches!(codec::decode(&key, &bad), Err(Error::BadChecksum)), "{} byte {at}", path.display());
+        }
     }
 }
 
@@ -1785,7 +1824,7 @@ fn nesting_at_the_limit_round_trips() {
     let payload = postcard::to_allocvec(&record).unwrap();
     assert_eq!(value[HEADER_LEN..], payload[..]);
     assert_eq!(
-        codec::decode_value(&envelope(1, 1, &deep_payload(MAX_VALUE_DEPTH))).unwrap().kind(),
+        codec::decode_value(&envelope(FORMAT_VERSION, 1, &deep_payload(MAX_VALUE_DEPTH))).unwrap().kind(),
         RecordKind::Upsert
     );
 }
@@ -1809,7 +1848,7 @@ fn nesting_beyond_the_limit_is_an_error() {
     // Decoding a checksum-valid payload nested far beyond the limit fails cleanly, without
     // running out of stack.
     for depth in [MAX_VALUE_DEPTH + 1, 1_000, 200_000] {
-        let err = codec::decode_value(&envelope(1, 1, &deep_payload(depth))).unwrap_err();
+        let err = codec::decode_value(&envelope(FORMAT_VERSION, 1, &deep_payload(depth))).unwrap_err();
         assert!(matches!(err, Error::Payload { .. }), "depth {depth}: {err:?}");
     }
 }
@@ -1860,7 +1899,7 @@ proptest! {
                 m.apply(&mut payload);
             }
         }
-        assert_peek_agrees(&wire.key, &envelope(1, record.kind() as u8, &payload))?;
+        assert_peek_agrees(&wire.key, &envelope(FORMAT_VERSION, record.kind() as u8, &payload))?;
     }
 
     #[test]
@@ -1868,7 +1907,7 @@ proptest! {
         key in proptest::collection::vec(any::<u8>(), 105..=105),
         payload in proptest::collection::vec(any::<u8>(), 0..600),
     ) {
-        assert_peek_agrees(&key, &envelope(1, 1, &payload))?;
+        assert_peek_agrees(&key, &envelope(FORMAT_VERSION, 1, &payload))?;
     }
 
     /// A record keyed by another state key is refused by both.
@@ -1883,7 +1922,7 @@ proptest! {
 fn peek_bounds_value_nesting_like_decode() {
     let key = fixed_state_key().to_bytes();
     for depth in [MAX_VALUE_DEPTH - 1, MAX_VALUE_DEPTH, MAX_VALUE_DEPTH + 1, 10 * MAX_VALUE_DEPTH] {
-        let value = envelope(1, 1, &deep_payload(depth));
+        let value = envelope(FORMAT_VERSION, 1, &deep_payload(depth));
         assert_peek_agrees(&key, &value).unwrap();
         assert_eq!(codec::peek(&key, &value).is_ok(), depth <= MAX_VALUE_DEPTH, "depth {depth}");
     }
