@@ -239,7 +239,7 @@ async fn put_latency(bootstrap: &str, args: &BenchArgs, tables: &mut Vec<String>
 
 /// Writes the records through the log (many concurrent appends), then times a store rebuild
 /// from offset 0, a raw scanner read of the same range and a plain `StateLog::read` of every
-/// bucket, alternating, best of two each.
+/// bucket, alternating, best of [`ROUNDS`](super::ROUNDS) each.
 async fn rebuild_throughput(
     bootstrap: &str,
     args: &BenchArgs,
@@ -259,7 +259,7 @@ async fn rebuild_throughput(
     drop(log);
 
     let (mut best_rebuild, mut best_raw, mut best_read) = (0f64, 0f64, 0f64);
-    for _ in 0..2 {
+    for _ in 0..super::ROUNDS {
         // A fresh log per round, so the rebuild creates its scanners as a restarted worker does.
         let log = FlussLog::open(config.clone()).await?;
         let store = ActionStateStore::new(log, StoreConfig::default());

@@ -353,7 +353,7 @@ async fn concurrent_throughput(bootstrap: &str, args: &BenchArgs, topics: &mut V
 
 /// Writes the records through the log (many concurrent appends), then times a store rebuild
 /// from offset 0, a raw consumer read of the same range and a plain `StateLog::read` of every
-/// partition, alternating, best of two each.
+/// partition, alternating, best of [`ROUNDS`](super::ROUNDS) each.
 async fn rebuild_throughput(
     bootstrap: &str,
     args: &BenchArgs,
@@ -368,7 +368,7 @@ async fn rebuild_throughput(
     drop(log);
 
     let (mut best_rebuild, mut best_raw, mut best_read) = (0f64, 0f64, 0f64);
-    for _ in 0..2 {
+    for _ in 0..super::ROUNDS {
         // A fresh log per round, so the rebuild creates its consumers as a restarted worker does.
         let log = KafkaLog::open(config.clone()).await?;
         let store = ActionStateStore::new(log, StoreConfig::default());
