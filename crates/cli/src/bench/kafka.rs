@@ -9,7 +9,8 @@
 //!   awaiting the delivery report without flushing (the wait the put avoids), and the same
 //!   send followed by a flush (the other way to avoid it, measured to justify `linger.ms=0`).
 //! - **concurrent**: 64 keys putting at once (one task each), store against raw producer
-//!   throughput at the same concurrency.
+//!   throughput at the same concurrency; for reference the log's append alone and the store on
+//!   the in-memory log (the store's own cost).
 //! - **rebuild**: `ActionStateStore::rebuild` from offset 0 against a raw `BaseConsumer`
 //!   assigned every partition from offset 0, reading until each partition reaches the end
 //!   offset captured before, copying each key and value out as any reader must. For reference
@@ -18,6 +19,7 @@
 use super::{BenchArgs, log_read, percentile, state};
 use actionstate_core::{KeyId, LogRecord, Marker, StateLog, codec};
 use actionstate_kafka::{KafkaConfig, KafkaLog};
+use actionstate_recovery::testkit::MemoryLog;
 use actionstate_recovery::{ActionStateStore, Ownership, StoreConfig, kafka_config};
 use anyhow::{Context, Result, anyhow, bail};
 use rdkafka::admin::{AdminClient, AdminOptions};
@@ -59,6 +61,7 @@ struct Report {
     raw_concurrent_per_s: f64,
     concurrent_ratio: f64,
     log_concurrent_per_s: f64,
+    store_memory_concurrent_per_s: f64,
     records: u64,
     record_bytes: u64,
     rebuild_records_per_s: f64,
@@ -104,6 +107,7 @@ pub(super) async fn run(args: BenchArgs) -> Result<ExitCode> {
             report.concurrent_ratio
         );
         outln!("  (KafkaLog::append alone, same keys: {:.0} appends/s)", report.log_concurrent_per_s);
+        outln!("  (the store on the in-memory log, same tasks: {:.0} puts/s)", report.store_memory_concurrent_per_s);
         outln!("rebuild of {} records ({} bytes each):", report.records, report.record_bytes);
         outln!("  store rebuild {:.0} records/s", report.rebuild_records_per_s);
         outln!("  raw consumer  {:.0} records/s", report.raw_read_records_per_s);
@@ -139,6 +143,7 @@ async fn measure(bootstrap: &str, args: &BenchArgs, topics: &mut Vec<String>) ->
         raw_concurrent_per_s: raw_concurrent,
         concurrent_ratio: concurrent / raw_concurrent.max(1e-9),
         log_concurrent_per_s: log_concurrent,
+        store_memory_concurrent_per_s: memory_concurrent().await?,
         records,
         record_bytes: bytes / records.max(1),
         rebuild_records_per_s: rebuild,
@@ -267,9 +272,9 @@ async fn linger_latency(bootstrap: &str, args: &BenchArgs, topics: &mut Vec<Stri
 
 /// Throughput with [`CONCURRENT_KEYS`] keys putting at once, one task per key, each doing
 /// [`CONCURRENT_PUTS`] sequential store puts (`begin` + `complete`), against the same number of
-/// tasks sending the same records through one raw producer, awaiting each delivery. A warm-up
-/// round first, then three rounds alternating the two sides; best round of each. Returns
-/// (store puts/s, raw sends/s).
+/// tasks sending the same records through one raw producer, awaiting each delivery, and the
+/// store's log appending alone. A warm-up round first, then three rounds in which the order of
+/// the three rotates; best round of each. Returns (store puts/s, raw sends/s, log appends/s).
 async fn concurrent_throughput(bootstrap: &str, args: &BenchArgs, topics: &mut Vec<String>) -> Result<(f64, f64, f64)> {
     let log = fresh_log(bootstrap, args.partitions, topics).await?;
     let config = log.config().clone();
@@ -278,77 +283,112 @@ async fn concurrent_throughput(bootstrap: &str, args: &BenchArgs, topics: &mut V
     let raw = raw_producer(&config)?;
     let keys: Vec<KeyId> =
         (0..CONCURRENT_KEYS).map(|k| KeyId::of(format!("bench-concurrent-{k}").as_bytes())).collect();
-    let (mut ours, mut theirs, mut log_only) = (0f64, 0f64, 0f64);
+    // Best rate of the store, the log's append alone and the raw producer.
+    let mut best = [0f64; 3];
+    let topic: Arc<str> = config.topic.as_str().into();
+    let timeout = config.delivery_timeout;
     for round in 0..4u64 {
         let seqs = round * CONCURRENT_PUTS..(round + 1) * CONCURRENT_PUTS;
-        let t = Instant::now();
-        let mut tasks = tokio::task::JoinSet::new();
-        for &key in &keys {
-            let (store, seqs) = (Arc::clone(&store), seqs.clone());
-            tasks.spawn(async move {
-                for n in seqs {
-                    super::store_put(&store, key, n, n).await?;
+        // The order rotates every round, so that no side always runs right after another.
+        for side in (0..3).map(|i| (i + round as usize) % 3) {
+            let rate = match side {
+                0 => store_concurrent(&store, &keys, seqs.clone()).await?,
+                // The log alone, with sequence numbers above the store's so the records differ.
+                1 => {
+                    let store = Arc::clone(&store);
+                    per_key_rate(&keys, seqs.clone(), move |key, n| {
+                        let store = Arc::clone(&store);
+                        async move {
+                            let (s, _) = state(key, n + 1_000_000, n);
+                            store.log().append(codec::encode(&LogRecord::Upsert(s))?).await?;
+                            Ok(())
+                        }
+                    })
+                    .await?
                 }
-                anyhow::Ok(())
-            });
-        }
-        while let Some(joined) = tasks.join_next().await {
-            joined??;
-        }
-        let rate = (CONCURRENT_KEYS as u64 * CONCURRENT_PUTS) as f64 / t.elapsed().as_secs_f64();
-        if round > 0 {
-            ours = ours.max(rate);
-        }
-
-        // The log's own append, without the store, on the same keys (sequence numbers above
-        // the store's, so the records differ).
-        let t = Instant::now();
-        let mut tasks = tokio::task::JoinSet::new();
-        for &key in &keys {
-            let (store, seqs) = (Arc::clone(&store), seqs.clone());
-            tasks.spawn(async move {
-                for n in seqs {
-                    let (s, _) = state(key, n + 1_000_000, n);
-                    store.log().append(codec::encode(&LogRecord::Upsert(s))?).await?;
+                // The raw producer: the store's records, to the same partitions.
+                _ => {
+                    let (raw, topic) = (raw.clone(), Arc::clone(&topic));
+                    per_key_rate(&keys, seqs.clone(), move |key, n| {
+                        let (raw, topic) = (raw.clone(), Arc::clone(&topic));
+                        async move {
+                            let (s, _) = state(key, n, n);
+                            let wire = codec::encode(&LogRecord::Upsert(s))?;
+                            let partition = i32::try_from(wire.key_id.partition(partitions))?;
+                            let record =
+                                FutureRecord::to(&topic).partition(partition).key(&wire.key).payload(&wire.value);
+                            raw.send(record, Timeout::After(timeout))
+                                .await
+                                .map_err(|(e, _)| anyhow!("raw produce to {topic}: {e}"))?;
+                            Ok(())
+                        }
+                    })
+                    .await?
                 }
-                Ok::<_, anyhow::Error>(())
-            });
-        }
-        while let Some(joined) = tasks.join_next().await {
-            joined??;
-        }
-        let rate = (CONCURRENT_KEYS as u64 * CONCURRENT_PUTS) as f64 / t.elapsed().as_secs_f64();
-        if round > 0 {
-            log_only = log_only.max(rate);
-        }
-
-        let t = Instant::now();
-        let mut tasks = tokio::task::JoinSet::new();
-        for &key in &keys {
-            let (raw, topic, seqs) = (raw.clone(), config.topic.clone(), seqs.clone());
-            let timeout = config.delivery_timeout;
-            tasks.spawn(async move {
-                for n in seqs {
-                    let (s, _) = state(key, n, n);
-                    let wire = codec::encode(&LogRecord::Upsert(s))?;
-                    let partition = i32::try_from(wire.key_id.partition(partitions))?;
-                    let record = FutureRecord::to(&topic).partition(partition).key(&wire.key).payload(&wire.value);
-                    raw.send(record, Timeout::After(timeout))
-                        .await
-                        .map_err(|(e, _)| anyhow!("raw produce to {topic}: {e}"))?;
-                }
-                Ok::<_, anyhow::Error>(())
-            });
-        }
-        while let Some(joined) = tasks.join_next().await {
-            joined??;
-        }
-        let rate = (CONCURRENT_KEYS as u64 * CONCURRENT_PUTS) as f64 / t.elapsed().as_secs_f64();
-        if round > 0 {
-            theirs = theirs.max(rate);
+            };
+            // Round 0 warms up.
+            if round > 0 {
+                best[side] = best[side].max(rate);
+            }
         }
     }
-    Ok((ours, theirs, log_only))
+    Ok((best[0], best[2], best[1]))
+}
+
+/// Operations/s of one task per key running `op(key, n)` for each `n` of `seqs` in turn, all
+/// keys at once.
+async fn per_key_rate<F, Fut>(keys: &[KeyId], seqs: std::ops::Range<u64>, op: F) -> Result<f64>
+where
+    F: Fn(KeyId, u64) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = Result<()>> + Send + 'static,
+{
+    let t = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for &key in keys {
+        let (op, seqs) = (op.clone(), seqs.clone());
+        tasks.spawn(async move {
+            for n in seqs {
+                op(key, n).await?;
+            }
+            anyhow::Ok(())
+        });
+    }
+    while let Some(joined) = tasks.join_next().await {
+        joined??;
+    }
+    Ok((keys.len() as u64 * (seqs.end - seqs.start)) as f64 / t.elapsed().as_secs_f64())
+}
+
+/// Puts/s of one task per key putting the states `seqs` through `store` (`begin` + `complete`
+/// each), all keys at once.
+async fn store_concurrent<L: StateLog>(
+    store: &Arc<ActionStateStore<L>>,
+    keys: &[KeyId],
+    seqs: std::ops::Range<u64>,
+) -> Result<f64> {
+    let store = Arc::clone(store);
+    per_key_rate(keys, seqs, move |key, n| {
+        let store = Arc::clone(&store);
+        async move { super::store_put(&store, key, n, n).await.map(drop) }
+    })
+    .await
+}
+
+/// The store's own cost at the concurrency of `concurrent_throughput`: the same tasks and puts
+/// on the in-memory log, where an append costs next to nothing. Best of three rounds after a
+/// warm-up round.
+async fn memory_concurrent() -> Result<f64> {
+    let store = Arc::new(ActionStateStore::new(MemoryLog::new(8), StoreConfig::default()));
+    let keys: Vec<KeyId> =
+        (0..CONCURRENT_KEYS).map(|k| KeyId::of(format!("bench-concurrent-{k}").as_bytes())).collect();
+    let mut best = 0f64;
+    for round in 0..4u64 {
+        let rate = store_concurrent(&store, &keys, round * CONCURRENT_PUTS..(round + 1) * CONCURRENT_PUTS).await?;
+        if round > 0 {
+            best = best.max(rate);
+        }
+    }
+    Ok(best)
 }
 
 /// Writes the records through the log (many concurrent appends), then times a store rebuild
