@@ -61,18 +61,18 @@ pub fn encode_value(record: &LogRecord) -> Result<Vec<u8>, Error> {
 
 /// Decodes a record read from the log and checks that its log key agrees with its payload.
 pub fn decode(key: &[u8], value: &[u8]) -> Result<LogRecord, Error> {
-    let record = decode_value(value)?;
-    let agrees = match &record {
-        LogRecord::Upsert(s) => key == s.key.to_bytes().as_slice(),
-        LogRecord::Delete { key: k, .. } => key == k.to_bytes().as_slice(),
-        LogRecord::Audit(a) => key == audit_log_key(&a.key, a.seq).as_slice(),
-    };
-    if agrees { Ok(record) } else { Err(Error::KeyMismatch { kind: record.kind() }) }
+    let (kind, body) = open_envelope(value)?;
+    keyed_by(key, decode_payload(kind, body)?)
 }
 
 /// Decodes an enveloped value. Each failure class has its own error variant.
 pub fn decode_value(value: &[u8]) -> Result<LogRecord, Error> {
     let (kind, body) = open_envelope(value)?;
+    decode_payload(kind, body)
+}
+
+/// Decodes the payload of an envelope whose header gave `kind`.
+fn decode_payload(kind: RecordKind, body: &[u8]) -> Result<LogRecord, Error> {
     let (record, rest): (LogRecord, &[u8]) =
         postcard::take_from_bytes(body).map_err(|e| Error::Payload { detail: e.to_string() })?;
     if !rest.is_empty() {
@@ -82,6 +82,16 @@ pub fn decode_value(value: &[u8]) -> Result<LogRecord, Error> {
         return Err(Error::KindMismatch { header: kind, payload: record.kind() });
     }
     Ok(record)
+}
+
+/// `record`, if `key` is the log key it is written under.
+fn keyed_by(key: &[u8], record: LogRecord) -> Result<LogRecord, Error> {
+    let agrees = match &record {
+        LogRecord::Upsert(s) => key == s.key.to_bytes().as_slice(),
+        LogRecord::Delete { key: k, .. } => key == k.to_bytes().as_slice(),
+        LogRecord::Audit(a) => key == audit_log_key(&a.key, a.seq).as_slice(),
+    };
+    if agrees { Ok(record) } else { Err(Error::KeyMismatch { kind: record.kind() }) }
 }
 
 /// A record read without materializing an upserted state: see [`peek`].
@@ -105,9 +115,9 @@ pub fn peek(key: &[u8], value: &[u8]) -> Result<Peeked, Error> {
     {
         return Ok(Peeked::Upsert(evidence));
     }
-    // Not an upsert, or the walk found something wrong: the full decoder decides, so the
-    // errors are exactly its errors.
-    Ok(match decode(key, value)? {
+    // Not an upsert, or the walk found something wrong: the full decoder decides (on the
+    // envelope already checked), so the errors are exactly its errors.
+    Ok(match keyed_by(key, decode_payload(kind, body)?)? {
         LogRecord::Upsert(state) => Peeked::Upsert(Evidence::of(&state)),
         other => Peeked::Other(other),
     })
