@@ -16,7 +16,7 @@
 //! Every phase writes to a fresh table `actionstate_bench.bench_<pid>_<n>`; the tables are
 //! dropped at the end.
 
-use super::{BenchArgs, log_read, percentile};
+use super::{BenchArgs, PutFigures, RawRead, RebuildFigures, log_read};
 use actionstate_core::{KeyId, LogRecord, Marker, StateLog, WireRecord, codec};
 use actionstate_fluss::{COLUMNS, FlussConfig, FlussLog, bucket};
 use actionstate_recovery::{ActionStateStore, Ownership, StoreConfig, fluss_config};
@@ -45,19 +45,10 @@ struct Report {
     backend: &'static str,
     bootstrap: String,
     buckets: u32,
-    puts: usize,
-    put_median_us: f64,
-    put_p99_us: f64,
-    raw_median_us: f64,
-    raw_p99_us: f64,
-    put_ratio: f64,
-    records: u64,
-    record_bytes: u64,
-    rebuild_records_per_s: f64,
-    raw_read_records_per_s: f64,
-    rebuild_ratio: f64,
-    log_read_records_per_s: f64,
-    rebuild_vs_log_read: f64,
+    #[serde(flatten)]
+    put: PutFigures,
+    #[serde(flatten)]
+    rebuild: RebuildFigures,
 }
 
 pub(super) async fn run(args: BenchArgs) -> Result<ExitCode> {
@@ -78,20 +69,10 @@ pub(super) async fn run(args: BenchArgs) -> Result<ExitCode> {
             "fluss backend at {}, {} buckets, {} sequential puts each side:",
             report.bootstrap,
             report.buckets,
-            report.puts
+            report.put.puts
         );
-        outln!("  store put     median {:.0} µs  p99 {:.0} µs", report.put_median_us, report.put_p99_us);
-        outln!("  raw append    median {:.0} µs  p99 {:.0} µs", report.raw_median_us, report.raw_p99_us);
-        outln!("  put_ratio     {:.3}", report.put_ratio);
-        outln!("rebuild of {} records ({} bytes each):", report.records, report.record_bytes);
-        outln!("  store rebuild {:.0} records/s", report.rebuild_records_per_s);
-        outln!("  raw scanner   {:.0} records/s", report.raw_read_records_per_s);
-        outln!("  rebuild_ratio {:.3}", report.rebuild_ratio);
-        outln!(
-            "  StateLog::read of all buckets, no decoding: {:.0} records/s (rebuild at {:.3} of it)",
-            report.log_read_records_per_s,
-            report.rebuild_vs_log_read
-        );
+        report.put.print("raw append", 1.15);
+        report.rebuild.print("raw scanner", "buckets");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -103,19 +84,8 @@ async fn measure(bootstrap: &str, args: &BenchArgs, tables: &mut Vec<String>) ->
         backend: "fluss",
         bootstrap: bootstrap.to_owned(),
         buckets: args.partitions,
-        puts: args.puts,
-        put_median_us: percentile(&ours, 0.5),
-        put_p99_us: percentile(&ours, 0.99),
-        raw_median_us: percentile(&raw, 0.5),
-        raw_p99_us: percentile(&raw, 0.99),
-        put_ratio: percentile(&ours, 0.5) / percentile(&raw, 0.5).max(1e-9),
-        records,
-        record_bytes: bytes / records.max(1),
-        rebuild_records_per_s: rebuild,
-        raw_read_records_per_s: raw_read,
-        rebuild_ratio: rebuild / raw_read.max(1e-9),
-        log_read_records_per_s: log_read,
-        rebuild_vs_log_read: rebuild / log_read.max(1e-9),
+        put: PutFigures::of(args.puts, &ours, &raw),
+        rebuild: RebuildFigures::of(records, bytes, rebuild, RawRead::Read(raw_read), log_read),
     })
 }
 

@@ -16,7 +16,7 @@
 //!   offset captured before, copying each key and value out as any reader must. For reference
 //!   the plain `StateLog::read` of all partitions (parallel, no decoding) is measured too.
 
-use super::{BenchArgs, log_read, percentile, state};
+use super::{BenchArgs, PutFigures, RawRead, RebuildFigures, log_read, percentile, state};
 use actionstate_core::{KeyId, LogRecord, Marker, StateLog, codec};
 use actionstate_kafka::{KafkaConfig, KafkaLog};
 use actionstate_recovery::testkit::MemoryLog;
@@ -48,12 +48,8 @@ struct Report {
     backend: &'static str,
     bootstrap: String,
     partitions: u32,
-    puts: usize,
-    put_median_us: f64,
-    put_p99_us: f64,
-    raw_median_us: f64,
-    raw_p99_us: f64,
-    put_ratio: f64,
+    #[serde(flatten)]
+    put: PutFigures,
     linger_wait_median_us: f64,
     send_flush_median_us: f64,
     concurrent_keys: usize,
@@ -62,13 +58,8 @@ struct Report {
     concurrent_ratio: f64,
     log_concurrent_per_s: f64,
     store_memory_concurrent_per_s: f64,
-    records: u64,
-    record_bytes: u64,
-    rebuild_records_per_s: f64,
-    raw_read_records_per_s: f64,
-    rebuild_ratio: f64,
-    log_read_records_per_s: f64,
-    rebuild_vs_log_read: f64,
+    #[serde(flatten)]
+    rebuild: RebuildFigures,
 }
 
 pub(super) async fn run(args: BenchArgs) -> Result<ExitCode> {
@@ -89,11 +80,9 @@ pub(super) async fn run(args: BenchArgs) -> Result<ExitCode> {
             "kafka backend at {}, {} partitions, {} sequential puts each side:",
             report.bootstrap,
             report.partitions,
-            report.puts
+            report.put.puts
         );
-        outln!("  store put     median {:.0} µs  p99 {:.0} µs", report.put_median_us, report.put_p99_us);
-        outln!("  raw produce   median {:.0} µs  p99 {:.0} µs", report.raw_median_us, report.raw_p99_us);
-        outln!("  put_ratio     {:.3}", report.put_ratio);
+        report.put.print("raw produce", 1.15);
         outln!(
             "  raw produce with the default linger.ms: awaiting delivery median {:.0} µs, send+flush+await {:.0} µs",
             report.linger_wait_median_us,
@@ -108,15 +97,7 @@ pub(super) async fn run(args: BenchArgs) -> Result<ExitCode> {
         );
         outln!("  (KafkaLog::append alone, same keys: {:.0} appends/s)", report.log_concurrent_per_s);
         outln!("  (the store on the in-memory log, same tasks: {:.0} puts/s)", report.store_memory_concurrent_per_s);
-        outln!("rebuild of {} records ({} bytes each):", report.records, report.record_bytes);
-        outln!("  store rebuild {:.0} records/s", report.rebuild_records_per_s);
-        outln!("  raw consumer  {:.0} records/s", report.raw_read_records_per_s);
-        outln!("  rebuild_ratio {:.3}", report.rebuild_ratio);
-        outln!(
-            "  StateLog::read of all partitions, no decoding: {:.0} records/s (rebuild at {:.3} of it)",
-            report.log_read_records_per_s,
-            report.rebuild_vs_log_read
-        );
+        report.rebuild.print("raw consumer", "partitions");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -130,12 +111,7 @@ async fn measure(bootstrap: &str, args: &BenchArgs, topics: &mut Vec<String>) ->
         backend: "kafka",
         bootstrap: bootstrap.to_owned(),
         partitions: args.partitions,
-        puts: args.puts,
-        put_median_us: percentile(&ours, 0.5),
-        put_p99_us: percentile(&ours, 0.99),
-        raw_median_us: percentile(&raw, 0.5),
-        raw_p99_us: percentile(&raw, 0.99),
-        put_ratio: percentile(&ours, 0.5) / percentile(&raw, 0.5).max(1e-9),
+        put: PutFigures::of(args.puts, &ours, &raw),
         linger_wait_median_us: percentile(&linger_wait, 0.5),
         send_flush_median_us: percentile(&send_flush, 0.5),
         concurrent_keys: CONCURRENT_KEYS,
@@ -144,13 +120,7 @@ async fn measure(bootstrap: &str, args: &BenchArgs, topics: &mut Vec<String>) ->
         concurrent_ratio: concurrent / raw_concurrent.max(1e-9),
         log_concurrent_per_s: log_concurrent,
         store_memory_concurrent_per_s: memory_concurrent().await?,
-        records,
-        record_bytes: bytes / records.max(1),
-        rebuild_records_per_s: rebuild,
-        raw_read_records_per_s: raw_read,
-        rebuild_ratio: rebuild / raw_read.max(1e-9),
-        log_read_records_per_s: log_read,
-        rebuild_vs_log_read: rebuild / log_read.max(1e-9),
+        rebuild: RebuildFigures::of(records, bytes, rebuild, RawRead::Read(raw_read), log_read),
     })
 }
 
@@ -281,8 +251,7 @@ async fn concurrent_throughput(bootstrap: &str, args: &BenchArgs, topics: &mut V
     let partitions = log.identity().partitions;
     let store = Arc::new(ActionStateStore::new(log, StoreConfig::default()));
     let raw = raw_producer(&config)?;
-    let keys: Vec<KeyId> =
-        (0..CONCURRENT_KEYS).map(|k| KeyId::of(format!("bench-concurrent-{k}").as_bytes())).collect();
+    let keys = concurrent_keys();
     // Best rate of the store, the log's append alone and the raw producer.
     let mut best = [0f64; 3];
     let topic: Arc<str> = config.topic.as_str().into();
@@ -335,6 +304,11 @@ async fn concurrent_throughput(bootstrap: &str, args: &BenchArgs, topics: &mut V
     Ok((best[0], best[2], best[1]))
 }
 
+/// The business keys of the concurrent measurements.
+fn concurrent_keys() -> Vec<KeyId> {
+    (0..CONCURRENT_KEYS).map(|k| KeyId::of(format!("bench-concurrent-{k}").as_bytes())).collect()
+}
+
 /// Operations/s of one task per key running `op(key, n)` for each `n` of `seqs` in turn, all
 /// keys at once.
 async fn per_key_rate<F, Fut>(keys: &[KeyId], seqs: std::ops::Range<u64>, op: F) -> Result<f64>
@@ -379,8 +353,7 @@ async fn store_concurrent<L: StateLog>(
 /// warm-up round.
 async fn memory_concurrent() -> Result<f64> {
     let store = Arc::new(ActionStateStore::new(MemoryLog::new(8), StoreConfig::default()));
-    let keys: Vec<KeyId> =
-        (0..CONCURRENT_KEYS).map(|k| KeyId::of(format!("bench-concurrent-{k}").as_bytes())).collect();
+    let keys = concurrent_keys();
     let mut best = 0f64;
     for round in 0..4u64 {
         let rate = store_concurrent(&store, &keys, round * CONCURRENT_PUTS..(round + 1) * CONCURRENT_PUTS).await?;
