@@ -82,8 +82,27 @@ fn parse_time(args: &[String]) -> Result<u64> {
 }
 
 fn cargo() -> Command {
-    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    // A CI run builds once from a clean checkout: incremental caches would only take disk
+    // (several GiB for this workspace) and time to write.
+    if std::env::var_os("CI").is_some() {
+        cmd.env("CARGO_INCREMENTAL", "0");
+    }
+    cmd
 }
+
+/// Free space, in GiB, of the file system that holds `target/` (or the workspace before the
+/// first build), as `df` reports it; `None` when `df` is unavailable or prints something else.
+fn free_gib(path: &Path) -> Option<f64> {
+    let out = Command::new("df").args(["-Pk"]).arg(path).output().ok()?;
+    let text = String::from_utf8(out.stdout).ok()?;
+    let available_kib: f64 = text.lines().nth(1)?.split_whitespace().nth(3)?.parse().ok()?;
+    Some(available_kib / (1024.0 * 1024.0))
+}
+
+/// What a cold `ci` run writes under `target/` (debug build of every test binary, clippy's
+/// metadata, rustdoc, the servers' artifacts and data), measured on a clean checkout, plus slack.
+const CI_DISK_GIB: f64 = 6.0;
 
 /// Runs a command, echoing it, and fails with its exit status.
 fn run(step: &str, cmd: &mut Command) -> Result<()> {
@@ -133,6 +152,14 @@ const TABLET_FAULT_FEATURE: &str = "actionstate-fluss/server-fault-tests";
 
 fn ci() -> Result<()> {
     let started = Instant::now();
+    match free_gib(Path::new(".")) {
+        Some(free) if free < CI_DISK_GIB => eprintln!(
+            "==> ci: WARNING: only {free:.1} GiB free on the disk that holds target/; a cold run \
+             needs about {CI_DISK_GIB:.0} GiB and fails with `No space left on device` without it"
+        ),
+        Some(free) => eprintln!("==> ci: {free:.1} GiB free on the disk that holds target/"),
+        None => {}
+    }
     run("fmt", cargo().args(["fmt", "--all", "--", "--check"]))?;
     run(
         "clippy",
