@@ -46,18 +46,27 @@ pub fn encode(record: &LogRecord) -> Result<WireRecord, Error> {
 
 /// Encodes only the enveloped value of a record.
 pub fn encode_value(record: &LogRecord) -> Result<Vec<u8>, Error> {
-    let payload = postcard::to_allocvec(record).map_err(|e| Error::Payload { detail: e.to_string() })?;
-    let len = u32::try_from(payload.len()).map_err(|_| Error::TooLarge { len: payload.len() })?;
+    // The payload is serialized straight after a zeroed header, which is filled in once its
+    // length and checksum are known: one buffer, instead of growing a payload vector by
+    // doubling and copying it behind the header. Most records fit the first allocation.
+    let mut out = Vec::with_capacity(ENCODE_CAPACITY);
+    out.resize(HEADER_LEN, 0);
+    let mut out = postcard::to_extend(record, out).map_err(|e| Error::Payload { detail: e.to_string() })?;
+    let payload_len = out.len() - HEADER_LEN;
+    let len = u32::try_from(payload_len).map_err(|_| Error::TooLarge { len: payload_len })?;
     let kind = record.kind() as u8;
-    let mut out = Vec::with_capacity(HEADER_LEN + payload.len());
-    out.extend_from_slice(&MAGIC);
-    out.push(FORMAT_VERSION);
-    out.push(kind);
-    out.extend_from_slice(&len.to_le_bytes());
-    out.extend_from_slice(&crc(FORMAT_VERSION, kind, len, &payload).to_le_bytes());
-    out.extend_from_slice(&payload);
+    let checksum = crc(FORMAT_VERSION, kind, len, &out[HEADER_LEN..]);
+    out[..4].copy_from_slice(&MAGIC);
+    out[4] = FORMAT_VERSION;
+    out[5] = kind;
+    out[6..10].copy_from_slice(&len.to_le_bytes());
+    out[10..HEADER_LEN].copy_from_slice(&checksum.to_le_bytes());
     Ok(out)
 }
+
+/// First capacity of an encoded value: a completed state with a few small events is a few
+/// hundred bytes.
+const ENCODE_CAPACITY: usize = 512;
 
 /// Decodes a record read from the log and checks that its log key agrees with its payload.
 pub fn decode(key: &[u8], value: &[u8]) -> Result<LogRecord, Error> {

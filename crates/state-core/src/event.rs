@@ -66,7 +66,7 @@ impl Trigger {
     /// The occurrence digest: the trigger path, so that two identical-attribute outputs of one
     /// producer get different state keys.
     pub fn occurrence(&self) -> OccurrenceId {
-        let mut h = blake3::Hasher::new_derive_key(context::OCCURRENCE);
+        let mut h = context::Context::Occurrence.hasher();
         match self {
             Trigger::Input => {
                 h.update(&[0]);

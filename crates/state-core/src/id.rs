@@ -73,17 +73,50 @@ digest_type!(
 /// Domain-separation contexts for every digest the crate computes. Changing any of them
 /// changes persisted identities, so they are pinned by golden tests.
 pub(crate) mod context {
-    pub(crate) const KEY: &str = "actionstate 2026-11 business key v1";
-    pub(crate) const ACTION: &str = "actionstate 2026-11 action id v1";
-    pub(crate) const OCCURRENCE: &str = "actionstate 2026-11 occurrence v1";
-    pub(crate) const FINGERPRINT: &str = "actionstate 2026-11 event fingerprint v1";
-    pub(crate) const PARTITION: &str = "actionstate 2026-11 partition v1";
+    use blake3::hazmat::{ContextKey, HasherExt, hash_derive_key_context};
+    use std::sync::LazyLock;
+
+    /// A blake3 derive-key context of this crate's digests. The context strings are part of the
+    /// persisted format: changing one changes every digest of its kind.
+    #[derive(Clone, Copy, Debug)]
+    pub(crate) enum Context {
+        Key,
+        Action,
+        Occurrence,
+        Fingerprint,
+        Partition,
+    }
+
+    impl Context {
+        const ALL: [Context; 5] =
+            [Context::Key, Context::Action, Context::Occurrence, Context::Fingerprint, Context::Partition];
+
+        pub(crate) const fn name(self) -> &'static str {
+            match self {
+                Context::Key => "actionstate 2026-11 business key v1",
+                Context::Action => "actionstate 2026-11 action id v1",
+                Context::Occurrence => "actionstate 2026-11 occurrence v1",
+                Context::Fingerprint => "actionstate 2026-11 event fingerprint v1",
+                Context::Partition => "actionstate 2026-11 partition v1",
+            }
+        }
+
+        /// A hasher equal to `blake3::Hasher::new_derive_key(self.name())`. That constructor
+        /// hashes the context string on every call, one compression more than the digest itself
+        /// needs; here each context is hashed once per process. A put computes several digests
+        /// (fingerprint, action, occurrence, partition), each mostly one compression.
+        pub(crate) fn hasher(self) -> blake3::Hasher {
+            static KEYS: LazyLock<[ContextKey; 5]> =
+                LazyLock::new(|| Context::ALL.map(|c| hash_derive_key_context(c.name())));
+            blake3::Hasher::new_from_context_key(&KEYS[self as usize])
+        }
+    }
 }
 
 impl KeyId {
     /// Derives the identity of a business key from the runtime's canonical key bytes.
     pub fn of(canonical_key: &[u8]) -> Self {
-        KeyId(*blake3::Hasher::new_derive_key(context::KEY).update(canonical_key).finalize().as_bytes())
+        KeyId(*context::Context::Key.hasher().update(canonical_key).finalize().as_bytes())
     }
 
     /// The key group of this key among `max_groups` groups, used for ownership filtering
@@ -102,7 +135,7 @@ impl KeyId {
     /// All records of one business key land in one partition, so per-key order is log order.
     /// `partitions == 0` is treated as one partition.
     pub fn partition(&self, partitions: u32) -> u32 {
-        let h = blake3::Hasher::new_derive_key(context::PARTITION).update(&self.0).finalize();
+        let h = context::Context::Partition.hasher().update(&self.0).finalize();
         let mut first = [0u8; 8];
         first.copy_from_slice(&h.as_bytes()[..8]);
         let n = u64::from(partitions.max(1));
@@ -166,7 +199,7 @@ impl ActionId {
 
     /// The 128-bit digest used inside state keys.
     pub fn digest(&self) -> ActionDigest {
-        let mut h = blake3::Hasher::new_derive_key(context::ACTION);
+        let mut h = context::Context::Action.hasher();
         crate::canonical::write_str(&mut h, &self.name);
         match &self.version {
             None => {

@@ -268,7 +268,7 @@ pub fn normalize_float(x: f64) -> f64 {
 impl Fingerprint {
     /// The canonical fingerprint of an event type and its attributes (the id is not part of it).
     pub fn of(event_type: &str, attributes: &Attributes) -> Self {
-        let mut h = blake3::Hasher::new_derive_key(context::FINGERPRINT);
+        let mut h = context::Context::Fingerprint.hasher();
         canonical::write_str(&mut h, event_type);
         write_map(&mut h, attributes.len(), attributes.iter());
         Fingerprint(*h.finalize().as_bytes())
