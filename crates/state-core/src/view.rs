@@ -2,278 +2,220 @@
 //! decoder checks (structure, UTF-8, value nesting, no trailing bytes) and keeps only the
 //! replay evidence, without allocating the state.
 //!
-//! The view types mirror the serde shape of [`ActionState`](crate::ActionState) field by field,
-//! with strings and byte strings borrowed from the payload. postcard is not self-describing, so
-//! the mirror is the only way to step over a field; `codec::peek` falls back to the full
-//! decoder whenever the walk fails, and the test `peek_agrees_with_decode` holds the two to the
-//! same answers.
+//! The walk reads postcard's wire format directly, field by field in the declaration order of
+//! [`ActionState`](crate::ActionState): varints (LEB128, with postcard's length limits),
+//! length-prefixed strings and byte strings, variant indices as varints, digests as raw
+//! bytes. Through serde the same walk cost about three times as much, most of it visiting the
+//! 32-byte digests one byte at a time, and a rebuild runs it once per record.
+//!
+//! postcard is not self-describing, so the walk mirrors the model. Two things keep it honest:
+//! `codec::peek` falls back to the full decoder whenever the walk fails, and the tests
+//! `peek_agrees_with_decode` (random, mutated and truncated payloads) and
+//! `the_walk_reads_every_shape_without_falling_back` hold it to the decoder's answers.
 
 use crate::event::Trigger;
-use crate::id::{EventId, Fingerprint};
+use crate::id::{ActionDigest, EventId, Fingerprint, KeyId, OccurrenceId};
 use crate::key::StateKey;
 use crate::record::Evidence;
-use serde::Deserialize;
-use serde::de::{self, DeserializeSeed, Deserializer, EnumAccess, MapAccess, SeqAccess, VariantAccess, Visitor};
-use std::fmt;
-use std::marker::PhantomData;
 
 /// The evidence of an `Upsert` payload (the postcard encoding of `LogRecord::Upsert`), or
 /// `None` when the walk fails anywhere: the caller then asks the full decoder for the error.
 pub(crate) fn evidence(payload: &[u8]) -> Option<Evidence> {
-    let (RecordView::Upsert(s), rest) = postcard::take_from_bytes::<RecordView<'_>>(payload).ok()?;
-    if !rest.is_empty() {
+    let mut r = Reader(payload);
+    // `LogRecord::Upsert` is variant 0.
+    if r.variant()? != 0 {
         return None;
     }
-    let outputs = match s.progress {
-        ProgressView::Pending { .. } => None,
-        ProgressView::Completed { outputs, .. } => Some(outputs.0.into_boxed_slice()),
+    // `ActionState`, field by field.
+    let key = r.state_key()?;
+    r.str()?; // action name
+    if r.option()? {
+        r.str()?; // action version
+    }
+    let trigger = match r.variant()? {
+        0 => Trigger::Input,
+        1 => Trigger::Emitted { producer: r.state_key()?, index: r.varint_u32()? },
+        2 => Trigger::Bootstrap { label: r.str()?.to_owned() },
+        _ => return None,
     };
-    Some(Evidence { key: s.key, trigger: s.trigger, trigger_event: s.trigger_event, input: s.input, outputs })
-}
-
-/// `LogRecord` with only its first variant: any other variant index fails the walk.
-#[derive(Deserialize)]
-enum RecordView<'a> {
-    #[serde(borrow)]
-    Upsert(StateView<'a>),
-}
-
-#[derive(Deserialize)]
-struct StateView<'a> {
-    key: StateKey,
-    #[serde(borrow)]
-    #[allow(dead_code, reason = "walked for validation only")]
-    action: ActionView<'a>,
-    trigger: Trigger,
-    trigger_event: EventId,
-    input: Fingerprint,
-    #[serde(borrow)]
-    progress: ProgressView<'a>,
-}
-
-#[derive(Deserialize)]
-#[allow(dead_code, reason = "walked for validation only")]
-struct ActionView<'a> {
-    name: &'a str,
-    #[serde(borrow)]
-    version: Option<&'a str>,
-}
-
-#[derive(Deserialize)]
-enum ProgressView<'a> {
-    Pending {
-        #[serde(borrow)]
-        #[allow(dead_code, reason = "walked for validation only")]
-        calls: Walk<CallView<'a>>,
-    },
-    Completed {
-        outputs: OutputIds,
-        #[serde(borrow)]
-        #[allow(dead_code, reason = "walked for validation only")]
-        memory: Walk<MemoryView<'a>>,
-    },
-}
-
-#[derive(Deserialize)]
-#[allow(dead_code, reason = "walked for validation only")]
-struct CallView<'a> {
-    function_id: &'a str,
-    args_digest: [u8; 32],
-    #[serde(borrow)]
-    status: CallStatusView<'a>,
-}
-
-#[derive(Deserialize)]
-#[allow(dead_code, reason = "walked for validation only")]
-enum CallStatusView<'a> {
-    Pending,
-    Succeeded { result: &'a [u8] },
-    Failed { error: &'a [u8] },
-}
-
-#[derive(Deserialize)]
-#[allow(dead_code, reason = "walked for validation only")]
-struct MemoryView<'a> {
-    path: &'a str,
-    #[serde(borrow)]
-    op: MemoryOpView<'a>,
-}
-
-#[derive(Deserialize)]
-#[allow(dead_code, reason = "walked for validation only")]
-enum MemoryOpView<'a> {
-    #[serde(borrow)]
-    Set(TaggedView<'a>),
-    NewObject,
-    Delete,
-}
-
-#[derive(Deserialize)]
-#[allow(dead_code, reason = "walked for validation only")]
-struct TaggedView<'a> {
-    tag: &'a str,
-    bytes: &'a [u8],
-}
-
-/// An output event: its id is kept, its type and attributes are walked.
-#[derive(Deserialize)]
-struct EventView<'a> {
-    id: EventId,
-    #[allow(dead_code, reason = "walked for validation only")]
-    event_type: &'a str,
-    #[allow(dead_code, reason = "walked for validation only")]
-    attributes: AttributesView,
-}
-
-/// The ids of the output events, in emission order.
-struct OutputIds(Vec<EventId>);
-
-impl<'de> Deserialize<'de> for OutputIds {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = OutputIds;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("output events")
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<OutputIds, A::Error> {
-                // Bounded: the length prefix is untrusted, the events themselves are not
-                // smaller than a byte each.
-                let mut ids = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(16));
-                while let Some(e) = seq.next_element::<EventView<'de>>()? {
-                    ids.push(e.id);
+    let trigger_event = EventId(r.varint_u128()?);
+    let input = Fingerprint(r.array()?);
+    let outputs = match r.variant()? {
+        // Pending { calls: Vec<CallResult> }
+        0 => {
+            for _ in 0..r.len()? {
+                r.str()?; // function id
+                r.array::<32>()?; // args digest
+                match r.variant()? {
+                    0 => {}
+                    1 | 2 => {
+                        r.bytes()?; // result or error
+                    }
+                    _ => return None,
                 }
-                Ok(OutputIds(ids))
             }
+            None
         }
-        d.deserialize_seq(V)
-    }
-}
-
-/// A sequence whose elements are walked and dropped.
-struct Walk<T>(PhantomData<T>);
-
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for Walk<T> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<T>(PhantomData<T>);
-        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
-            type Value = Walk<T>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a sequence")
+        // Completed { outputs: Vec<Event>, memory: Vec<MemoryUpdate> }
+        1 => {
+            let n = r.len()?;
+            // Bounded: the length is untrusted, and an event is not smaller than a byte.
+            let mut ids = Vec::with_capacity(n.min(16));
+            for _ in 0..n {
+                ids.push(EventId(r.varint_u128()?));
+                r.str()?; // event type
+                r.map(0)?; // attributes
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Walk<T>, A::Error> {
-                while seq.next_element::<T>()?.is_some() {}
-                Ok(Walk(PhantomData))
+            for _ in 0..r.len()? {
+                r.str()?; // path
+                match r.variant()? {
+                    0 => {
+                        r.str()?; // tag
+                        r.bytes()?;
+                    }
+                    1 | 2 => {}
+                    _ => return None,
+                }
             }
+            Some(ids.into_boxed_slice())
         }
-        d.deserialize_seq(V(PhantomData))
-    }
-}
-
-/// An event's attribute map (`Attributes`): string keys, values at nesting depth 0.
-struct AttributesView;
-
-impl<'de> Deserialize<'de> for AttributesView {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(MapWalk { depth: 0 })?;
-        Ok(AttributesView)
-    }
+        _ => return None,
+    };
+    r.0.is_empty().then_some(Evidence { key, trigger, trigger_event, input, outputs })
 }
 
 /// Same bound as the full decoder: lists and maps nest at most this deep inside one value.
 const MAX_DEPTH: u32 = crate::value::depth::MAX_DEPTH;
 
-/// A map of string keys to values whose lists and maps start at `depth`.
-#[derive(Clone, Copy)]
-struct MapWalk {
-    depth: u32,
-}
+/// The unread rest of a payload. Every read returns `None` where postcard's decoder fails.
+struct Reader<'a>(&'a [u8]);
 
-impl<'de> Visitor<'de> for MapWalk {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a map of values")
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let (head, rest) = self.0.split_at_checked(n)?;
+        self.0 = rest;
+        Some(head)
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        while map.next_key::<&'de str>()?.is_some() {
-            map.next_value_seed(ValueWalk { depth: self.depth })?;
+
+    fn byte(&mut self) -> Option<u8> {
+        let (&b, rest) = self.0.split_first()?;
+        self.0 = rest;
+        Some(b)
+    }
+
+    fn array<const N: usize>(&mut self) -> Option<[u8; N]> {
+        self.take(N)?.try_into().ok()
+    }
+
+    /// A LEB128 varint of a `bits`-wide integer, as postcard reads it: at most
+    /// `ceil(bits / 7)` bytes, and the last of that many may not carry bits beyond `bits`.
+    fn varint(&mut self, bits: u32) -> Option<u128> {
+        let max_bytes = bits.div_ceil(7);
+        let last_max = (1u8 << (bits % 7)) - 1;
+        let mut out = 0u128;
+        for i in 0..max_bytes {
+            let b = self.byte()?;
+            out |= u128::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                return (i + 1 < max_bytes || b <= last_max).then_some(out);
+            }
         }
-        Ok(())
+        None
     }
-}
 
-/// A sequence of values whose lists and maps start at `depth`.
-#[derive(Clone, Copy)]
-struct SeqWalk {
-    depth: u32,
-}
-
-impl<'de> Visitor<'de> for SeqWalk {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a list of values")
+    fn varint_u32(&mut self) -> Option<u32> {
+        self.varint(32).and_then(|v| u32::try_from(v).ok())
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while seq.next_element_seed(ValueWalk { depth: self.depth })?.is_some() {}
-        Ok(())
+
+    fn varint_u64(&mut self) -> Option<u64> {
+        self.varint(64).and_then(|v| u64::try_from(v).ok())
     }
-}
 
-/// One `Value`, entered at nesting `depth` (lists and maps already around it).
-#[derive(Clone, Copy)]
-struct ValueWalk {
-    depth: u32,
-}
-
-/// The variants of `Value`, in declaration order (postcard encodes the index).
-const VALUE_VARIANTS: &[&str] = &["Null", "Bool", "Int", "Float", "String", "Bytes", "List", "Map"];
-
-impl<'de> DeserializeSeed<'de> for ValueWalk {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_enum("Value", VALUE_VARIANTS, self)
+    fn varint_u128(&mut self) -> Option<u128> {
+        self.varint(128)
     }
-}
 
-impl<'de> Visitor<'de> for ValueWalk {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a value")
+    /// An enum variant index.
+    fn variant(&mut self) -> Option<u32> {
+        self.varint_u32()
     }
-    fn visit_enum<A: EnumAccess<'de>>(self, data: A) -> Result<(), A::Error> {
-        let (index, variant) = data.variant::<u32>()?;
-        let nested = || {
-            (self.depth < MAX_DEPTH)
-                .then_some(self.depth + 1)
-                .ok_or_else(|| de::Error::custom("value nesting exceeds 128 lists and maps"))
-        };
-        match index {
-            0 => variant.unit_variant(),
-            1 => variant.newtype_variant::<bool>().map(drop),
-            2 => variant.newtype_variant::<i64>().map(drop),
-            3 => variant.newtype_variant::<f64>().map(drop),
-            4 => variant.newtype_variant::<&'de str>().map(drop),
-            5 => variant.newtype_variant::<&'de [u8]>().map(drop),
-            6 => variant.newtype_variant_seed(Nested::Seq(SeqWalk { depth: nested()? })),
-            7 => variant.newtype_variant_seed(Nested::Map(MapWalk { depth: nested()? })),
-            _ => Err(de::Error::invalid_value(de::Unexpected::Unsigned(u64::from(index)), &"a value variant")),
+
+    /// A sequence, map, string or byte-string length (a `usize` varint).
+    fn len(&mut self) -> Option<usize> {
+        self.varint(usize::BITS).and_then(|v| usize::try_from(v).ok())
+    }
+
+    fn bytes(&mut self) -> Option<&'a [u8]> {
+        let n = self.len()?;
+        self.take(n)
+    }
+
+    fn str(&mut self) -> Option<&'a str> {
+        std::str::from_utf8(self.bytes()?).ok()
+    }
+
+    /// An `Option` tag: 0 is `None`, 1 is `Some`.
+    fn option(&mut self) -> Option<bool> {
+        match self.byte()? {
+            0 => Some(false),
+            1 => Some(true),
+            _ => None,
         }
     }
-}
 
-/// The payload of a `List` or `Map` variant.
-enum Nested {
-    Seq(SeqWalk),
-    Map(MapWalk),
-}
+    fn state_key(&mut self) -> Option<StateKey> {
+        Some(StateKey {
+            key: KeyId(self.array()?),
+            seq: self.varint_u64()?,
+            occurrence: OccurrenceId(self.array()?),
+            fingerprint: Fingerprint(self.array()?),
+            action: ActionDigest(self.array()?),
+        })
+    }
 
-impl<'de> DeserializeSeed<'de> for Nested {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        match self {
-            Nested::Seq(s) => d.deserialize_seq(s),
-            Nested::Map(m) => d.deserialize_map(m),
+    /// A map of string keys to values whose lists and maps start at `depth` (`Attributes`,
+    /// or the payload of `Value::Map`).
+    fn map(&mut self, depth: u32) -> Option<()> {
+        for _ in 0..self.len()? {
+            self.str()?;
+            self.value(depth)?;
         }
+        Some(())
+    }
+
+    /// One `Value` at nesting `depth` (lists and maps already around it). Variants in
+    /// declaration order: Null, Bool, Int, Float, String, Bytes, List, Map.
+    fn value(&mut self, depth: u32) -> Option<()> {
+        let nested = || (depth < MAX_DEPTH).then_some(depth + 1);
+        match self.variant()? {
+            0 => {}
+            1 => {
+                // postcard's bool: exactly 0 or 1.
+                self.option()?;
+            }
+            2 => {
+                // i64, zigzag: every u64 is one.
+                self.varint_u64()?;
+            }
+            3 => {
+                self.array::<8>()?;
+            }
+            4 => {
+                self.str()?;
+            }
+            5 => {
+                self.bytes()?;
+            }
+            6 => {
+                let depth = nested()?;
+                for _ in 0..self.len()? {
+                    self.value(depth)?;
+                }
+            }
+            7 => self.map(nested()?)?,
+            _ => return None,
+        }
+        Some(())
     }
 }
 
