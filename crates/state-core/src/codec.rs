@@ -136,11 +136,11 @@ pub fn peek(key: &[u8], value: &[u8]) -> Result<Peeked, Error> {
 /// and the payload.
 fn open_envelope(value: &[u8]) -> Result<(RecordKind, &[u8]), Error> {
     let truncated = |needed| Error::Truncated { needed, available: value.len() };
-    let magic = value.get(..4).ok_or(truncated(HEADER_LEN))?;
+    let magic = value.get(..4).ok_or_else(|| truncated(HEADER_LEN))?;
     if magic != MAGIC {
         return Err(Error::BadMagic { found: magic.try_into().unwrap_or_default() });
     }
-    let version = *value.get(4).ok_or(truncated(HEADER_LEN))?;
+    let version = *value.get(4).ok_or_else(|| truncated(HEADER_LEN))?;
     let header_len = match version {
         FORMAT_VERSION => HEADER_LEN,
         OLDEST_READABLE_VERSION => V1_HEADER_LEN,
@@ -148,9 +148,9 @@ fn open_envelope(value: &[u8]) -> Result<(RecordKind, &[u8]), Error> {
             return Err(Error::UnknownVersion { found, oldest: OLDEST_READABLE_VERSION, newest: FORMAT_VERSION });
         }
     };
-    let kind_byte = *value.get(5).ok_or(truncated(header_len))?;
-    let kind = RecordKind::from_byte(kind_byte).ok_or(Error::UnknownKind { found: kind_byte })?;
-    let header = value.get(..header_len).ok_or(truncated(header_len))?;
+    let kind_byte = *value.get(5).ok_or_else(|| truncated(header_len))?;
+    let kind = RecordKind::from_byte(kind_byte).ok_or_else(|| Error::UnknownKind { found: kind_byte })?;
+    let header = value.get(..header_len).ok_or_else(|| truncated(header_len))?;
     let mut len_bytes = [0u8; 4];
     len_bytes.copy_from_slice(&header[6..10]);
     let len = u32::from_le_bytes(len_bytes);

@@ -81,7 +81,7 @@ pub(crate) fn evidence(payload: &[u8]) -> Option<Evidence> {
         }
         _ => return None,
     };
-    r.0.is_empty().then_some(Evidence { key, trigger, trigger_event, input, outputs })
+    r.0.is_empty().then(|| Evidence::new(key, trigger, trigger_event, input, outputs))
 }
 
 /// Same bound as the full decoder: lists and maps nest at most this deep inside one value.

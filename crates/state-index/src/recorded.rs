@@ -61,7 +61,7 @@ impl Recorded {
     pub fn trigger(&self) -> &Trigger {
         match self {
             Recorded::Decoded(s) => &s.trigger,
-            Recorded::Encoded(e) => &e.evidence.trigger,
+            Recorded::Encoded(e) => e.evidence.trigger(),
         }
     }
 
