@@ -320,8 +320,9 @@ impl Index {
         };
         let bytes = u32::try_from(bytes).unwrap_or(u32::MAX);
         let mut gone = Vec::new();
-        if let Some(old) = round.insert(Entry { state: state.clone(), position, bytes }) {
-            if old.state.is_completed() && !same_evidence(&old.state, &state) {
+        if let Some(old) = round.insert(Entry { state, position, bytes }) {
+            let changed = || round.get(&sk.local()).is_none_or(|new| !same_evidence(&old.state, &new.state));
+            if old.state.is_completed() && changed() {
                 // Rule 4: the producer re-ran or re-initialized; children computed from
                 // its old outputs must not match by fingerprint later.
                 let reason = InvalidationReason::ProducerReplaced;

@@ -94,12 +94,93 @@ fn reserve_compact<T>(v: &mut Vec<T>) {
     }
 }
 
+/// A short sequence that holds a single element inline. Most rounds hold one state with one
+/// output, and allocating a vector for each of those was two of the six allocations a rebuild
+/// made per replayed record.
+#[derive(Clone, Debug, Default)]
+enum Few<T> {
+    #[default]
+    Zero,
+    One(T),
+    Many(Vec<T>),
+}
+
+impl<T> Few<T> {
+    fn as_slice(&self) -> &[T] {
+        match self {
+            Few::Zero => &[],
+            Few::One(t) => std::slice::from_ref(t),
+            Few::Many(v) => v,
+        }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [T] {
+        match self {
+            Few::Zero => &mut [],
+            Few::One(t) => std::slice::from_mut(t),
+            Few::Many(v) => v,
+        }
+    }
+
+    /// Inserts `t` at `i` (at most the length), shifting what follows.
+    fn insert(&mut self, i: usize, t: T) {
+        *self = match std::mem::take(self) {
+            Few::Zero => Few::One(t),
+            Few::One(a) => Few::Many(if i == 0 { vec![t, a] } else { vec![a, t] }),
+            Few::Many(mut v) => {
+                reserve_compact(&mut v);
+                v.insert(i.min(v.len()), t);
+                Few::Many(v)
+            }
+        };
+    }
+
+    /// Removes the element at `i`, if there is one.
+    fn remove(&mut self, i: usize) -> Option<T> {
+        match std::mem::take(self) {
+            Few::One(a) if i == 0 => Some(a),
+            Few::Many(mut v) if i < v.len() => {
+                let t = v.remove(i);
+                if !v.is_empty() {
+                    *self = Few::Many(v);
+                }
+                Some(t)
+            }
+            other => {
+                *self = other;
+                None
+            }
+        }
+    }
+
+    fn into_vec(self) -> Vec<T> {
+        match self {
+            Few::Zero => Vec::new(),
+            Few::One(t) => vec![t],
+            Few::Many(v) => v,
+        }
+    }
+}
+
+impl<T> std::ops::Deref for Few<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        self.as_slice()
+    }
+}
+
+impl<T> std::ops::DerefMut for Few<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        self.as_mut_slice()
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Round {
     /// Sorted by local key.
-    states: Vec<Entry>,
+    states: Few<Entry>,
     /// Output event ids of completed states: a sorted multiset (the producer evidence).
-    produced: Vec<EventId>,
+    produced: Few<EventId>,
     inputs: Inputs,
     /// Whether the round may hold a child that its producer's current record does not reach
     /// through its outputs (the producer was tombstoned alone, or the child was indexed
@@ -161,7 +242,6 @@ impl Round {
                 Some(old)
             }
             Err(i) => {
-                reserve_compact(&mut self.states);
                 self.states.insert(i, entry);
                 None
             }
@@ -171,7 +251,7 @@ impl Round {
     /// Removes one state and its evidence.
     pub(crate) fn take(&mut self, local: &LocalKey) -> Option<Entry> {
         let i = self.find(local).ok()?;
-        let old = self.states.remove(i);
+        let old = self.states.remove(i)?;
         self.remove_evidence(&old.state);
         Some(old)
     }
@@ -185,9 +265,9 @@ impl Round {
     /// Removes every state; visits exactly what it removes.
     pub(crate) fn drain(&mut self) -> Vec<Entry> {
         visit(self.states.len());
-        self.produced.clear();
+        self.produced = Few::Zero;
         self.inputs = Inputs::Empty;
-        std::mem::take(&mut self.states)
+        std::mem::take(&mut self.states).into_vec()
     }
 
     /// Iterates the round's states (bounded by the round; visits are counted).
@@ -250,7 +330,6 @@ impl Round {
         self.inputs.add(s.input());
         for out in s.output_ids() {
             let i = self.produced.partition_point(|id| id < &out);
-            reserve_compact(&mut self.produced);
             self.produced.insert(i, out);
         }
     }
