@@ -86,8 +86,19 @@ impl PutFigures {
     }
 }
 
+/// One round of a rebuild measurement: the store's rebuild, the raw client's read of the same
+/// records and the backend's own `StateLog::read`, run back to back, in records/s.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RebuildRound {
+    pub(crate) rebuild: f64,
+    pub(crate) raw: f64,
+    pub(crate) log_read: f64,
+}
+
 /// Rebuild throughput of the store against a raw client reading the same records, and
-/// against the backend's own `StateLog::read` of every partition without decoding.
+/// against the backend's own `StateLog::read` of every partition without decoding. Rates are
+/// medians over the rounds; ratios are taken within each round (its sides ran back to back
+/// against the same server state) and the median reported, with every round's ratio.
 #[derive(Serialize, Debug)]
 pub(crate) struct RebuildFigures {
     records: u64,
@@ -96,6 +107,7 @@ pub(crate) struct RebuildFigures {
     #[serde(flatten)]
     raw: RawRead,
     rebuild_ratio: f64,
+    rebuild_round_ratios: Vec<f64>,
     log_read_records_per_s: f64,
     rebuild_vs_log_read: f64,
 }
@@ -119,30 +131,54 @@ impl RawRead {
 }
 
 impl RebuildFigures {
-    pub(crate) fn of(records: u64, bytes: u64, rebuild: f64, raw: RawRead, log_read: f64) -> Self {
+    /// `raw` names the raw client's figure (`RawRead::Read` or `RawRead::Scan`).
+    pub(crate) fn of(records: u64, bytes: u64, raw: fn(f64) -> RawRead, rounds: &[RebuildRound]) -> Self {
+        let ratios: Vec<f64> = rounds.iter().map(|r| r.rebuild / r.raw.max(1e-9)).collect();
         RebuildFigures {
             records,
             record_bytes: bytes / records.max(1),
-            rebuild_records_per_s: rebuild,
-            raw,
-            rebuild_ratio: rebuild / raw.per_s().max(1e-9),
-            log_read_records_per_s: log_read,
-            rebuild_vs_log_read: rebuild / log_read.max(1e-9),
+            rebuild_records_per_s: median(rounds.iter().map(|r| r.rebuild)),
+            raw: raw(median(rounds.iter().map(|r| r.raw))),
+            rebuild_ratio: median(ratios.iter().copied()),
+            rebuild_round_ratios: ratios,
+            log_read_records_per_s: median(rounds.iter().map(|r| r.log_read)),
+            rebuild_vs_log_read: median(rounds.iter().map(|r| r.rebuild / r.log_read.max(1e-9))),
         }
     }
 
     /// The rebuild lines; `raw` names the raw reader, `partitions` what the log is split into.
     pub(crate) fn print(&self, raw: &str, partitions: &str) {
-        outln!("rebuild of {} records ({} bytes each):", self.records, self.record_bytes);
+        outln!(
+            "rebuild of {} records ({} bytes each), medians of {} rounds:",
+            self.records,
+            self.record_bytes,
+            self.rebuild_round_ratios.len()
+        );
         outln!("  store rebuild {:.0} records/s", self.rebuild_records_per_s);
         outln!("  {raw:<13} {:.0} records/s", self.raw.per_s());
-        outln!("  rebuild_ratio {:.3} (target ≥ 0.7)", self.rebuild_ratio);
+        outln!(
+            "  rebuild_ratio {:.3} (target ≥ 0.7; rounds {})",
+            self.rebuild_ratio,
+            ratios_text(&self.rebuild_round_ratios)
+        );
         outln!(
             "  StateLog::read of all {partitions}, no decoding: {:.0} records/s (rebuild at {:.3} of it)",
             self.log_read_records_per_s,
             self.rebuild_vs_log_read
         );
     }
+}
+
+/// `0.61 0.72 ...`: the ratio of every round, in the order they ran.
+pub(crate) fn ratios_text(ratios: &[f64]) -> String {
+    ratios.iter().map(|r| format!("{r:.2}")).collect::<Vec<_>>().join(" ")
+}
+
+/// The median of `values` (0 when there are none).
+pub(crate) fn median(values: impl IntoIterator<Item = f64>) -> f64 {
+    let mut v: Vec<f64> = values.into_iter().collect();
+    v.sort_by(f64::total_cmp);
+    percentile(&v, 0.5)
 }
 
 #[derive(Serialize, Debug)]
@@ -160,9 +196,10 @@ const RAW: redb::TableDefinition<'_, u64, Row<'static>> = redb::TableDefinition:
 /// The backend's record table (see `actionstate_file`'s on-disk layout).
 const RECORDS: redb::TableDefinition<'_, (u32, u64), Row<'static>> = redb::TableDefinition::new("records");
 
-/// Rounds of each rebuild-side measurement; each side reports its best round. On a small
-/// machine shared with the server, single rounds vary by 2× (BENCHMARKS.md).
-const ROUNDS: usize = 3;
+/// Rounds of each rebuild measurement. On a small machine shared with the server, single
+/// rounds vary by 2× (BENCHMARKS.md), so each round runs every side back to back and the
+/// figures are medians over the rounds.
+const ROUNDS: usize = 5;
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
@@ -247,11 +284,11 @@ pub(crate) async fn run(args: BenchArgs) -> Result<ExitCode> {
     }
     std::fs::create_dir_all(&dir)?;
     let (ours, raw) = put_latency(&dir, &args).await?;
-    let (records, bytes, rebuild, scan, log_read) = rebuild_throughput(&dir, &args).await?;
+    let (records, bytes, rounds) = rebuild_throughput(&dir, &args).await?;
     let report = Report {
         backend: "file",
         put: PutFigures::of(args.puts, &ours, &raw),
-        rebuild: RebuildFigures::of(records, bytes, rebuild, RawRead::Scan(scan), log_read),
+        rebuild: RebuildFigures::of(records, bytes, RawRead::Scan, &rounds),
     };
     let _ = std::fs::remove_dir_all(&dir);
     if args.json {
@@ -326,9 +363,9 @@ pub(crate) async fn load<L: StateLog>(log: &Arc<L>, total: usize) -> Result<u64>
 }
 
 /// Writes `records` states through the log (many concurrent appends share commits), then
-/// times a store rebuild, a raw scan of the same file and a plain `StateLog::read` of every
-/// partition (in parallel, like the rebuild, without decoding), alternating, best of [`ROUNDS`] each.
-async fn rebuild_throughput(dir: &Path, args: &BenchArgs) -> Result<(u64, u64, f64, f64, f64)> {
+/// runs [`ROUNDS`] rounds of a store rebuild, a raw scan of the same file and a plain
+/// `StateLog::read` of every partition (in parallel, like the rebuild, without decoding).
+async fn rebuild_throughput(dir: &Path, args: &BenchArgs) -> Result<(u64, u64, Vec<RebuildRound>)> {
     let path = dir.join("rebuild");
     let log = Arc::new(FileLog::open(FileConfig::new(&path, args.partitions)).map_err(actionstate_core::Error::from)?);
     let bytes = load(&log, args.records.unwrap_or(1_000_000)).await?;
@@ -336,26 +373,25 @@ async fn rebuild_throughput(dir: &Path, args: &BenchArgs) -> Result<(u64, u64, f
     let marker = actionstate_core::Marker { log: log.identity().clone(), offsets: vec![0; end.len()] };
     drop(log);
 
-    let (mut best_rebuild, mut best_scan, mut best_read, mut records) = (0f64, 0f64, 0f64, 0u64);
+    let (mut rounds, mut records) = (Vec::new(), 0u64);
     for _ in 0..ROUNDS {
         let log = FileLog::open(FileConfig { verify_on_open: false, ..FileConfig::new(&path, args.partitions) })
             .map_err(actionstate_core::Error::from)?;
         let store = ActionStateStore::new(Arc::new(log), StoreConfig::default());
         let report = store.rebuild(std::slice::from_ref(&marker), &Ownership::All, &HashMap::new()).await?;
         records = report.records;
-        best_rebuild = best_rebuild.max(report.records_per_second());
         drop(store);
-        let (n, rate) = raw_scan(&path.join(actionstate_file::DB_FILE_NAME))?;
+        let (n, raw) = raw_scan(&path.join(actionstate_file::DB_FILE_NAME))?;
         if n != records {
             bail!("raw scan saw {n} records, rebuild {records}");
         }
-        best_scan = best_scan.max(rate);
         // A fresh handle, so its engine cache is as cold as the rebuild's was.
         let log = FileLog::open(FileConfig { verify_on_open: false, ..FileConfig::new(&path, args.partitions) })
             .map_err(actionstate_core::Error::from)?;
-        best_read = best_read.max(log_read(&Arc::new(log), &end).await?);
+        let log_read = log_read(&Arc::new(log), &end).await?;
+        rounds.push(RebuildRound { rebuild: report.records_per_second(), raw, log_read });
     }
-    Ok((records, bytes, best_rebuild, best_scan, best_read))
+    Ok((records, bytes, rounds))
 }
 
 /// Reads every partition to `end` through the backend's `StateLog::read`, partitions in

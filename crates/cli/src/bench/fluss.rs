@@ -16,7 +16,7 @@
 //! Every phase writes to a fresh table `actionstate_bench.bench_<pid>_<n>`; the tables are
 //! dropped at the end.
 
-use super::{BenchArgs, PutFigures, RawRead, RebuildFigures, log_read};
+use super::{BenchArgs, PutFigures, RawRead, RebuildFigures, RebuildRound, log_read};
 use actionstate_core::{KeyId, LogRecord, Marker, StateLog, WireRecord, codec};
 use actionstate_fluss::{COLUMNS, FlussConfig, FlussLog, bucket};
 use actionstate_recovery::{ActionStateStore, Ownership, StoreConfig, fluss_config};
@@ -79,13 +79,13 @@ pub(super) async fn run(args: BenchArgs) -> Result<ExitCode> {
 
 async fn measure(bootstrap: &str, args: &BenchArgs, tables: &mut Vec<String>) -> Result<Report> {
     let (ours, raw) = put_latency(bootstrap, args, tables).await?;
-    let (records, bytes, rebuild, raw_read, log_read) = rebuild_throughput(bootstrap, args, tables).await?;
+    let (records, bytes, rounds) = rebuild_throughput(bootstrap, args, tables).await?;
     Ok(Report {
         backend: "fluss",
         bootstrap: bootstrap.to_owned(),
         buckets: args.partitions,
         put: PutFigures::of(args.puts, &ours, &raw),
-        rebuild: RebuildFigures::of(records, bytes, rebuild, RawRead::Read(raw_read), log_read),
+        rebuild: RebuildFigures::of(records, bytes, RawRead::Read, &rounds),
     })
 }
 
@@ -209,12 +209,12 @@ async fn put_latency(bootstrap: &str, args: &BenchArgs, tables: &mut Vec<String>
 
 /// Writes the records through the log (many concurrent appends), then times a store rebuild
 /// from offset 0, a raw scanner read of the same range and a plain `StateLog::read` of every
-/// bucket, alternating, best of [`ROUNDS`](super::ROUNDS) each.
+/// bucket, in [`ROUNDS`](super::ROUNDS) rounds, the three back to back in each.
 async fn rebuild_throughput(
     bootstrap: &str,
     args: &BenchArgs,
     tables: &mut Vec<String>,
-) -> Result<(u64, u64, f64, f64, f64)> {
+) -> Result<(u64, u64, Vec<RebuildRound>)> {
     let log = Arc::new(fresh_log(bootstrap, args.partitions, tables).await?);
     let config = log.config().clone();
     let path = log.table_path().clone();
@@ -228,7 +228,7 @@ async fn rebuild_throughput(
     let marker = Marker { log: log.identity().clone(), offsets: vec![0; end.len()] };
     drop(log);
 
-    let (mut best_rebuild, mut best_raw, mut best_read) = (0f64, 0f64, 0f64);
+    let mut rounds = Vec::new();
     for _ in 0..super::ROUNDS {
         // A fresh log per round, so the rebuild creates its scanners as a restarted worker does.
         let log = FlussLog::open(config.clone()).await?;
@@ -237,18 +237,17 @@ async fn rebuild_throughput(
         if report.records != written {
             bail!("rebuild read {} records, the table holds {written}", report.records);
         }
-        best_rebuild = best_rebuild.max(report.records_per_second());
         drop(store);
         let (n, rate) = raw_read(&config, &path, &end).await?;
         if n != written {
             bail!("raw read saw {n} records, the table holds {written}");
         }
-        best_raw = best_raw.max(rate);
         // A fresh log again, so its scanners are created inside the measurement as well.
         let log = Arc::new(FlussLog::open(config.clone()).await?);
-        best_read = best_read.max(log_read(&log, &end).await?);
+        let log_read = log_read(&log, &end).await?;
+        rounds.push(RebuildRound { rebuild: report.records_per_second(), raw: rate, log_read });
     }
-    Ok((written, bytes, best_rebuild, best_raw, best_read))
+    Ok((written, bytes, rounds))
 }
 
 /// One log scanner subscribed to every bucket from offset 0, polled until each bucket reaches

@@ -16,7 +16,9 @@
 //!   offset captured before, copying each key and value out as any reader must. For reference
 //!   the plain `StateLog::read` of all partitions (parallel, no decoding) is measured too.
 
-use super::{BenchArgs, PutFigures, RawRead, RebuildFigures, log_read, percentile, state};
+use super::{
+    BenchArgs, PutFigures, RawRead, RebuildFigures, RebuildRound, log_read, median, percentile, ratios_text, state,
+};
 use actionstate_core::{KeyId, LogRecord, Marker, StateLog, codec};
 use actionstate_kafka::{KafkaConfig, KafkaLog};
 use actionstate_recovery::testkit::MemoryLog;
@@ -40,8 +42,10 @@ use std::time::{Duration, Instant};
 const DEFAULT_RECORDS: usize = 500_000;
 /// Keys putting at once in the concurrent measurement.
 const CONCURRENT_KEYS: usize = 64;
-/// Puts per key in the concurrent measurement (each side).
-const CONCURRENT_PUTS: u64 = 150;
+/// Puts per key in one round of the concurrent measurement (each side).
+const CONCURRENT_PUTS: u64 = 300;
+/// Measured rounds of the concurrent measurement, after one warm-up round.
+const CONCURRENT_ROUNDS: u64 = 5;
 
 #[derive(Serialize, Debug)]
 struct Report {
@@ -56,6 +60,7 @@ struct Report {
     concurrent_puts_per_s: f64,
     raw_concurrent_per_s: f64,
     concurrent_ratio: f64,
+    concurrent_round_ratios: Vec<f64>,
     log_concurrent_per_s: f64,
     store_memory_concurrent_per_s: f64,
     #[serde(flatten)]
@@ -89,11 +94,16 @@ pub(super) async fn run(args: BenchArgs) -> Result<ExitCode> {
             report.send_flush_median_us
         );
         outln!(
-            "{} keys putting concurrently: store {:.0} puts/s, raw producer {:.0} sends/s, concurrent_ratio {:.3}",
+            "{} keys putting concurrently, medians of {} rounds: store {:.0} puts/s, raw producer {:.0} sends/s",
             report.concurrent_keys,
+            report.concurrent_round_ratios.len(),
             report.concurrent_puts_per_s,
             report.raw_concurrent_per_s,
-            report.concurrent_ratio
+        );
+        outln!(
+            "  concurrent_ratio {:.3} (target ≥ 0.8; rounds {})",
+            report.concurrent_ratio,
+            ratios_text(&report.concurrent_round_ratios)
         );
         outln!("  (KafkaLog::append alone, same keys: {:.0} appends/s)", report.log_concurrent_per_s);
         outln!("  (the store on the in-memory log, same tasks: {:.0} puts/s)", report.store_memory_concurrent_per_s);
@@ -105,8 +115,9 @@ pub(super) async fn run(args: BenchArgs) -> Result<ExitCode> {
 async fn measure(bootstrap: &str, args: &BenchArgs, topics: &mut Vec<String>) -> Result<Report> {
     let (ours, raw) = put_latency(bootstrap, args, topics).await?;
     let (linger_wait, send_flush) = linger_latency(bootstrap, args, topics).await?;
-    let (concurrent, raw_concurrent, log_concurrent) = concurrent_throughput(bootstrap, args, topics).await?;
-    let (records, bytes, rebuild, raw_read, log_read) = rebuild_throughput(bootstrap, args, topics).await?;
+    let concurrent = concurrent_throughput(bootstrap, args, topics).await?;
+    let concurrent_round_ratios: Vec<f64> = concurrent.iter().map(|[store, _, raw]| store / raw.max(1e-9)).collect();
+    let (records, bytes, rounds) = rebuild_throughput(bootstrap, args, topics).await?;
     Ok(Report {
         backend: "kafka",
         bootstrap: bootstrap.to_owned(),
@@ -115,12 +126,13 @@ async fn measure(bootstrap: &str, args: &BenchArgs, topics: &mut Vec<String>) ->
         linger_wait_median_us: percentile(&linger_wait, 0.5),
         send_flush_median_us: percentile(&send_flush, 0.5),
         concurrent_keys: CONCURRENT_KEYS,
-        concurrent_puts_per_s: concurrent,
-        raw_concurrent_per_s: raw_concurrent,
-        concurrent_ratio: concurrent / raw_concurrent.max(1e-9),
-        log_concurrent_per_s: log_concurrent,
+        concurrent_puts_per_s: median(concurrent.iter().map(|r| r[0])),
+        raw_concurrent_per_s: median(concurrent.iter().map(|r| r[2])),
+        concurrent_ratio: median(concurrent_round_ratios.iter().copied()),
+        concurrent_round_ratios,
+        log_concurrent_per_s: median(concurrent.iter().map(|r| r[1])),
         store_memory_concurrent_per_s: memory_concurrent().await?,
-        rebuild: RebuildFigures::of(records, bytes, rebuild, RawRead::Read(raw_read), log_read),
+        rebuild: RebuildFigures::of(records, bytes, RawRead::Read, &rounds),
     })
 }
 
@@ -243,21 +255,22 @@ async fn linger_latency(bootstrap: &str, args: &BenchArgs, topics: &mut Vec<Stri
 /// Throughput with [`CONCURRENT_KEYS`] keys putting at once, one task per key, each doing
 /// [`CONCURRENT_PUTS`] sequential store puts (`begin` + `complete`), against the same number of
 /// tasks sending the same records through one raw producer, awaiting each delivery, and the
-/// store's log appending alone. A warm-up round first, then three rounds in which the order of
-/// the three rotates; best round of each. Returns (store puts/s, raw sends/s, log appends/s).
-async fn concurrent_throughput(bootstrap: &str, args: &BenchArgs, topics: &mut Vec<String>) -> Result<(f64, f64, f64)> {
+/// store's log appending alone. A warm-up round first, then [`CONCURRENT_ROUNDS`] rounds in
+/// which the three run back to back, in an order that rotates. Returns each measured round's
+/// [store puts/s, log appends/s, raw sends/s].
+async fn concurrent_throughput(bootstrap: &str, args: &BenchArgs, topics: &mut Vec<String>) -> Result<Vec<[f64; 3]>> {
     let log = fresh_log(bootstrap, args.partitions, topics).await?;
     let config = log.config().clone();
     let partitions = log.identity().partitions;
     let store = Arc::new(ActionStateStore::new(log, StoreConfig::default()));
     let raw = raw_producer(&config)?;
     let keys = concurrent_keys();
-    // Best rate of the store, the log's append alone and the raw producer.
-    let mut best = [0f64; 3];
+    let mut rounds = Vec::new();
     let topic: Arc<str> = config.topic.as_str().into();
     let timeout = config.delivery_timeout;
-    for round in 0..4u64 {
+    for round in 0..=CONCURRENT_ROUNDS {
         let seqs = round * CONCURRENT_PUTS..(round + 1) * CONCURRENT_PUTS;
+        let mut rates = [0f64; 3];
         // The order rotates every round, so that no side always runs right after another.
         for side in (0..3).map(|i| (i + round as usize) % 3) {
             let rate = match side {
@@ -295,13 +308,14 @@ async fn concurrent_throughput(bootstrap: &str, args: &BenchArgs, topics: &mut V
                     .await?
                 }
             };
-            // Round 0 warms up.
-            if round > 0 {
-                best[side] = best[side].max(rate);
-            }
+            rates[side] = rate;
+        }
+        // Round 0 warms up.
+        if round > 0 {
+            rounds.push(rates);
         }
     }
-    Ok((best[0], best[2], best[1]))
+    Ok(rounds)
 }
 
 /// The business keys of the concurrent measurements.
@@ -349,29 +363,29 @@ async fn store_concurrent<L: StateLog>(
 }
 
 /// The store's own cost at the concurrency of `concurrent_throughput`: the same tasks and puts
-/// on the in-memory log, where an append costs next to nothing. Best of three rounds after a
+/// on the in-memory log, where an append costs next to nothing. Median of three rounds after a
 /// warm-up round.
 async fn memory_concurrent() -> Result<f64> {
     let store = Arc::new(ActionStateStore::new(MemoryLog::new(8), StoreConfig::default()));
     let keys = concurrent_keys();
-    let mut best = 0f64;
+    let mut rates = Vec::new();
     for round in 0..4u64 {
         let rate = store_concurrent(&store, &keys, round * CONCURRENT_PUTS..(round + 1) * CONCURRENT_PUTS).await?;
         if round > 0 {
-            best = best.max(rate);
+            rates.push(rate);
         }
     }
-    Ok(best)
+    Ok(median(rates))
 }
 
 /// Writes the records through the log (many concurrent appends), then times a store rebuild
 /// from offset 0, a raw consumer read of the same range and a plain `StateLog::read` of every
-/// partition, alternating, best of [`ROUNDS`](super::ROUNDS) each.
+/// partition, in [`ROUNDS`](super::ROUNDS) rounds, the three back to back in each.
 async fn rebuild_throughput(
     bootstrap: &str,
     args: &BenchArgs,
     topics: &mut Vec<String>,
-) -> Result<(u64, u64, f64, f64, f64)> {
+) -> Result<(u64, u64, Vec<RebuildRound>)> {
     let log = Arc::new(fresh_log(bootstrap, args.partitions, topics).await?);
     let config = log.config().clone();
     let bytes = super::load(&log, args.records.unwrap_or(DEFAULT_RECORDS)).await?;
@@ -380,7 +394,7 @@ async fn rebuild_throughput(
     let marker = Marker { log: log.identity().clone(), offsets: vec![0; end.len()] };
     drop(log);
 
-    let (mut best_rebuild, mut best_raw, mut best_read) = (0f64, 0f64, 0f64);
+    let mut rounds = Vec::new();
     for _ in 0..super::ROUNDS {
         // A fresh log per round, so the rebuild creates its consumers as a restarted worker does.
         let log = KafkaLog::open(config.clone()).await?;
@@ -389,19 +403,18 @@ async fn rebuild_throughput(
         if report.records != written {
             bail!("rebuild read {} records, the topic holds {written}", report.records);
         }
-        best_rebuild = best_rebuild.max(report.records_per_second());
         drop(store);
         let (c, e) = (config.clone(), end.clone());
         let (n, rate) = tokio::task::spawn_blocking(move || raw_read(&c, &e)).await??;
         if n != written {
             bail!("raw read saw {n} records, the topic holds {written}");
         }
-        best_raw = best_raw.max(rate);
         // A fresh log again, so its consumers are created inside the measurement as well.
         let log = Arc::new(KafkaLog::open(config.clone()).await?);
-        best_read = best_read.max(log_read(&log, &end).await?);
+        let log_read = log_read(&log, &end).await?;
+        rounds.push(RebuildRound { rebuild: report.records_per_second(), raw: rate, log_read });
     }
-    Ok((written, bytes, best_rebuild, best_raw, best_read))
+    Ok((written, bytes, rounds))
 }
 
 /// One consumer assigned every partition from offset 0, polled until each partition reaches
