@@ -1927,3 +1927,48 @@ fn peek_bounds_value_nesting_like_decode() {
         assert_eq!(codec::peek(&key, &value).is_ok(), depth <= MAX_VALUE_DEPTH, "depth {depth}");
     }
 }
+
+/// The walk reads varints with postcard's limits: a longer encoding than needed is accepted
+/// (postcard does not require the shortest); a `u32` may take five bytes and a `u128` nineteen,
+/// the last of which may carry only the bits left (four and two); a longer varint is refused.
+/// `peek` and `decode` agree on each.
+#[test]
+fn peek_reads_varints_as_postcard_does() {
+    let record = golden_upsert_completed();
+    let LogRecord::Upsert(state) = &record else { unreachable!("an upsert") };
+    let wire = codec::encode(&record).unwrap();
+    let payload = postcard::to_allocvec(&record).unwrap();
+    let check = |bytes: Vec<u8>, accepted: bool, what: &str| {
+        let value = envelope(FORMAT_VERSION, record.kind() as u8, &bytes);
+        assert_peek_agrees(&wire.key, &value).unwrap();
+        assert_eq!(codec::peek(&wire.key, &value).is_ok(), accepted, "{what}");
+    };
+    // A LEB128 varint of `v` in exactly `len` bytes, `top` or'ed into the last one.
+    let padded = |v: u128, len: usize, top: u8| -> Vec<u8> {
+        let mut out: Vec<u8> = (0..len - 1).map(|i| ((v >> (7 * i)) as u8 & 0x7f) | 0x80).collect();
+        out.push(((v >> (7 * (len - 1))) as u8 & 0x7f) | top);
+        out
+    };
+
+    // The `Upsert` variant index (a u32, 0) opens the payload in one byte.
+    assert_eq!(payload[0], 0);
+    for (index, accepted) in
+        [(padded(0, 2, 0), true), (padded(0, 5, 0), true), (padded(0, 5, 0x10), false), (padded(0, 6, 0), false)]
+    {
+        let mut bytes = index.clone();
+        bytes.extend_from_slice(&payload[1..]);
+        check(bytes, accepted, &format!("variant index as {index:02x?}"));
+    }
+
+    // The trigger event id (a u128) follows the key, the action and the trigger.
+    let at = postcard::to_allocvec(&(0u8, &state.key, &state.action, &state.trigger)).unwrap().len();
+    let id_len = postcard::to_allocvec(&state.trigger_event).unwrap().len();
+    let id = state.trigger_event.0;
+    assert!(id < 1 << 126);
+    for (varint, accepted) in [(padded(id, 19, 0), true), (padded(id, 19, 3), true), (padded(id, 19, 4), false)] {
+        let mut bytes = payload[..at].to_vec();
+        bytes.extend_from_slice(&varint);
+        bytes.extend_from_slice(&payload[at + id_len..]);
+        check(bytes, accepted, &format!("trigger event id as {varint:02x?}"));
+    }
+}

@@ -343,3 +343,35 @@ impl Round {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Few;
+
+    #[test]
+    fn few_keeps_order_through_inserts_and_removes() {
+        let mut few: Few<u32> = Few::default();
+        assert!(few.is_empty());
+        assert_eq!(few.remove(0), None);
+        few.insert(0, 5);
+        assert!(matches!(few, Few::One(5)), "one element stays inline");
+        few.insert(0, 3);
+        few.insert(2, 9);
+        few.insert(1, 4);
+        assert_eq!(&*few, &[3, 4, 5, 9]);
+        few[2] = 6;
+        assert_eq!(few.remove(4), None);
+        assert_eq!(&*few, &[3, 4, 6, 9], "a miss changes nothing");
+        assert_eq!(few.remove(1), Some(4));
+        assert_eq!(few.remove(2), Some(9));
+        assert_eq!(few.remove(0), Some(3));
+        assert_eq!(few.remove(0), Some(6));
+        assert!(matches!(few, Few::Zero), "emptied");
+        few.insert(0, 1);
+        assert_eq!(few.remove(0), Some(1));
+        assert!(matches!(few, Few::Zero));
+        few.insert(0, 2);
+        few.insert(1, 7);
+        assert_eq!(few.into_vec(), vec![2, 7]);
+    }
+}
