@@ -206,14 +206,20 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted.get(i).copied().unwrap_or(0.0)
 }
 
-/// A completed state of about 300 encoded bytes: one output event, one memory write.
-fn state(key: KeyId, seq: u64, n: u64) -> (ActionState, Event) {
+/// What a runtime holds when it runs benchmark action `n`: the action, its input event, and
+/// the outputs and memory writes it completes with (one output event, one memory write).
+struct Parts {
+    action: ActionId,
+    input: Event,
+    outputs: Vec<Event>,
+    memory: Vec<MemoryUpdate>,
+}
+
+fn parts(n: u64) -> Parts {
     let mut a = Attributes::new();
     a.insert("n".into(), Value::Int(n as i64));
     a.insert("text".into(), Value::String("a moderately long input text for the benchmark".into()));
     let input = Event { id: EventId(u128::from(n) + 1), event_type: "input".into(), attributes: a };
-    let action = ActionId::new("bench-action");
-    let sk = StateKey::new(key, seq, &action, &input, &Trigger::Input);
     let mut out = Attributes::new();
     out.insert("answer".into(), Value::Bytes(vec![7; 48]));
     let output = Event { id: EventId((u128::from(n) << 64) | 1), event_type: "answer".into(), attributes: out };
@@ -221,37 +227,42 @@ fn state(key: KeyId, seq: u64, n: u64) -> (ActionState, Event) {
         path: "answers/last".into(),
         op: MemoryOp::Set(TaggedBytes { tag: "bytes".into(), bytes: vec![1; 32] }),
     }];
+    Parts { action: ActionId::new("bench-action"), input, outputs: vec![output], memory }
+}
+
+/// The state the store records for benchmark action `n` of `key` in round `seq` (about 300
+/// encoded bytes), and its input event. The raw clients send these records.
+fn state(key: KeyId, seq: u64, n: u64) -> (ActionState, Event) {
+    let Parts { action, input, outputs, memory } = parts(n);
     let s = ActionState {
-        key: sk,
+        key: StateKey::new(key, seq, &action, &input, &Trigger::Input),
         action,
         trigger: Trigger::Input,
         trigger_event: input.id,
         input: input.fingerprint(),
-        progress: Progress::Completed { outputs: vec![output], memory },
+        progress: Progress::Completed { outputs, memory },
     };
     (s, input)
 }
 
 #[cfg(feature = "fluss")]
 mod fluss;
-/// One store put of benchmark state `n` of `key` in round `seq`: `begin` (a fresh action),
-/// then `complete`, which alone is timed. Returns the state put and the µs `complete` took.
+/// One store put of benchmark action `n` of `key` in round `seq`, from what a runtime holds
+/// (`parts`): `begin` (a fresh action), then `complete`, which alone is timed. Returns the
+/// state put (the record `state` builds) and the µs `complete` took.
 pub(crate) async fn store_put<L: StateLog>(
     store: &ActionStateStore<L>,
     key: KeyId,
     seq: u64,
     n: u64,
-) -> Result<(ActionState, f64)> {
-    let (s, input) = state(key, seq, n);
+) -> Result<(Arc<ActionState>, f64)> {
+    let Parts { action, input, outputs, memory } = parts(n);
     let round = Round::new(key, seq, &input);
-    let Begin::Fresh(handle, _) = store.begin(&round, &s.action, &input, &Trigger::Input).await? else {
+    let Begin::Fresh(handle, _) = store.begin(&round, &action, &input, &Trigger::Input).await? else {
         bail!("benchmark state {seq} of {key} unexpectedly recorded");
     };
-    let Progress::Completed { outputs, memory } = s.progress.clone() else {
-        bail!("benchmark state {seq} of {key} is not completed");
-    };
     let t = Instant::now();
-    store.complete(handle, outputs, memory).await?;
+    let s = store.complete(handle, outputs, memory).await?;
     Ok((s, t.elapsed().as_secs_f64() * 1e6))
 }
 
@@ -313,7 +324,7 @@ async fn put_latency(dir: &Path, args: &BenchArgs) -> Result<(Vec<f64>, Vec<f64>
     for n in 0..(args.puts + warmup) as u64 {
         let (s, ours_us) = store_put(&store, key, n, n).await?;
 
-        let wire = codec::encode(&LogRecord::Upsert(s))?;
+        let wire = codec::encode(&LogRecord::Upsert((*s).clone()))?;
         let t = Instant::now();
         let txn = raw.begin_write()?;
         {

@@ -186,7 +186,7 @@ async fn put_latency(bootstrap: &str, args: &BenchArgs, tables: &mut Vec<String>
         for n in 0..(args.puts + warmup) as u64 {
             let (s, ours_us) = super::store_put(&store, key, n, n).await?;
 
-            let wire = codec::encode(&LogRecord::Upsert(s))?;
+            let wire = codec::encode(&LogRecord::Upsert((*s).clone()))?;
             let row = row(&wire, &column[..]);
             let t = Instant::now();
             raw_append(&writer, &row, &config).await?;

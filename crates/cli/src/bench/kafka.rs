@@ -45,7 +45,7 @@ const CONCURRENT_KEYS: usize = 64;
 /// Puts per key in one round of the concurrent measurement (each side).
 const CONCURRENT_PUTS: u64 = 300;
 /// Measured rounds of the concurrent measurement, after one warm-up round.
-const CONCURRENT_ROUNDS: u64 = 5;
+const CONCURRENT_ROUNDS: u64 = 7;
 
 #[derive(Serialize, Debug)]
 struct Report {
@@ -193,7 +193,7 @@ async fn put_latency(bootstrap: &str, args: &BenchArgs, topics: &mut Vec<String>
     for n in 0..(args.puts + warmup) as u64 {
         let (s, ours_us) = super::store_put(&store, key, n, n).await?;
 
-        let wire = codec::encode(&LogRecord::Upsert(s))?;
+        let wire = codec::encode(&LogRecord::Upsert((*s).clone()))?;
         let partition = i32::try_from(wire.key_id.partition(partitions))?;
         let record = FutureRecord::to(&config.topic).partition(partition).key(&wire.key).payload(&wire.value);
         let t = Instant::now();
