@@ -412,8 +412,11 @@ impl<L: StateLog> ActionStateStore<L> {
         let state = Arc::new(state);
         let mut sh = self.shared.lock();
         let invalidation = sh.index.upsert(Recorded::Decoded(Arc::clone(&state)), position, bytes);
+        // An upsert removes only what its invalidation lists, so the state is indexed unless
+        // it is listed there (no second lookup on the put path).
+        let vanished = invalidation.removed.iter().any(|r| r.key == key);
         sh.enqueue(&key, None, invalidation);
-        if sh.index.get(&key).is_none() {
+        if vanished {
             return Err(StoreError::StaleHandle { key, detail: "state vanished after indexing" });
         }
         Ok(state)

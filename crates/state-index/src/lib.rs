@@ -319,10 +319,12 @@ impl Index {
             }
         };
         let bytes = u32::try_from(bytes).unwrap_or(u32::MAX);
+        // Rule 4 applies when a completed state is replaced by one with other evidence.
+        let producer_replaced =
+            round.get(&sk.local()).is_some_and(|old| old.state.is_completed() && !same_evidence(&old.state, &state));
         let mut gone = Vec::new();
         if let Some(old) = round.insert(Entry { state, position, bytes }) {
-            let changed = || round.get(&sk.local()).is_none_or(|new| !same_evidence(&old.state, &new.state));
-            if old.state.is_completed() && changed() {
+            if producer_replaced {
                 // Rule 4: the producer re-ran or re-initialized; children computed from
                 // its old outputs must not match by fingerprint later.
                 let reason = InvalidationReason::ProducerReplaced;
