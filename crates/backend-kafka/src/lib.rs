@@ -708,7 +708,9 @@ impl KafkaLog {
             })?;
             reader.next = from;
         }
-        let mut records = Vec::new();
+        // Sized for the whole batch at once: growing it by doubling touched (and had the kernel
+        // zero) twice the memory per batch, a tenth of a rebuild's time in profiles.
+        let mut records = Vec::with_capacity(max.min(usize::try_from(to.saturating_sub(from)).unwrap_or(max)));
         let stall = inner.config.read_stall_timeout;
         let mut last_progress = Instant::now();
         // Whether records arrived since `last_progress` was taken. Queued records are taken

@@ -207,7 +207,7 @@ fn index_batch(out: &mut PartitionRead, ownership: &Ownership, records: Vec<Read
                 out.index.upsert(Recorded::encoded(evidence, r.value.into_boxed_slice(), position), position, bytes);
             }
             Peeked::Other(record) => {
-                out.index.apply(record, position, bytes);
+                out.index.apply(*record, position, bytes);
             }
         }
     }

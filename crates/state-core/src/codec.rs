@@ -108,8 +108,9 @@ fn keyed_by(key: &[u8], record: LogRecord) -> Result<LogRecord, Error> {
 pub enum Peeked {
     /// An upsert: the state's evidence; the value decodes to the state with [`decode_value`].
     Upsert(Evidence),
-    /// A delete or an audit record, decoded (both are small and rare).
-    Other(LogRecord),
+    /// A delete or an audit record, decoded (both are rare; boxed, so that the upsert a
+    /// rebuild peeks for nearly every record is not moved around in a record-sized enum).
+    Other(Box<LogRecord>),
 }
 
 /// Checks a record read from the log exactly as [`decode`] does (envelope, checksum, payload,
@@ -128,7 +129,7 @@ pub fn peek(key: &[u8], value: &[u8]) -> Result<Peeked, Error> {
     // envelope already checked), so the errors are exactly its errors.
     Ok(match keyed_by(key, decode_payload(kind, body)?)? {
         LogRecord::Upsert(state) => Peeked::Upsert(Evidence::of(&state)),
-        other => Peeked::Other(other),
+        other => Peeked::Other(Box::new(other)),
     })
 }
 

@@ -31,17 +31,23 @@ pub enum LogRecord {
 pub struct Evidence {
     /// Identity of the state.
     pub key: StateKey,
-    /// How the trigger event came to be, unless it is [`Trigger::Input`] (see
-    /// [`trigger`](Self::trigger)). Most states are triggered by their round's input, and a
-    /// rebuild keeps one `Evidence` per replayed record: 8 bytes here instead of the 112 of a
-    /// `Trigger`.
-    derived: Option<Box<Trigger>>,
+    /// The trigger and the round input, unless the trigger is [`Trigger::Input`] and the round
+    /// input is the trigger event (see [`trigger`](Self::trigger) and [`input`](Self::input)).
+    /// Most states are triggered by their round's input, and a rebuild keeps one `Evidence`
+    /// per replayed record: 8 bytes here instead of the 144 of both.
+    derived: Option<Box<Derived>>,
     /// Id of the trigger event when the state was written.
     pub trigger_event: EventId,
-    /// Fingerprint of the round's input event.
-    pub input: Fingerprint,
     /// Ids of the output events of a completed state, in emission order; `None` while pending.
     pub outputs: Option<Box<[EventId]>>,
+}
+
+/// What an [`Evidence`] keeps out of line: a trigger other than the round input, or a round
+/// input other than the trigger event's fingerprint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Derived {
+    trigger: Trigger,
+    input: Fingerprint,
 }
 
 impl Evidence {
@@ -53,8 +59,11 @@ impl Evidence {
         input: Fingerprint,
         outputs: Option<Box<[EventId]>>,
     ) -> Self {
-        let derived = (trigger != Trigger::Input).then(|| Box::new(trigger));
-        Evidence { key, derived, trigger_event, input, outputs }
+        // The state key carries the trigger event's fingerprint, which is the round input's
+        // when the trigger is the input itself.
+        let derived =
+            (trigger != Trigger::Input || input != key.fingerprint).then(|| Box::new(Derived { trigger, input }));
+        Evidence { key, derived, trigger_event, outputs }
     }
 
     /// The evidence of a decoded state.
@@ -71,7 +80,12 @@ impl Evidence {
     /// How the trigger event came to be.
     pub fn trigger(&self) -> &Trigger {
         static INPUT: Trigger = Trigger::Input;
-        self.derived.as_deref().unwrap_or(&INPUT)
+        self.derived.as_deref().map_or(&INPUT, |d| &d.trigger)
+    }
+
+    /// Fingerprint of the round's input event.
+    pub fn input(&self) -> Fingerprint {
+        self.derived.as_deref().map_or(self.key.fingerprint, |d| d.input)
     }
 }
 

@@ -51,6 +51,7 @@
 #![deny(clippy::unwrap_used)]
 #![warn(missing_docs)]
 
+mod live;
 mod maps;
 mod recorded;
 mod round;
@@ -62,6 +63,7 @@ use actionstate_core::{
     AuditDetail, EventId, Fingerprint, InvalidationReason, KeyId, LogIdentity, LogRecord, Marker, MissReason, Position,
     StateKey, Trigger,
 };
+use live::Live;
 use maps::{RoundMap, TopMap};
 use round::{Entry, Round};
 use std::collections::BTreeMap;
@@ -170,8 +172,8 @@ enum Plan {
 #[derive(Clone, Debug, Default)]
 pub struct Index {
     keys: TopMap<KeyId, KeyIndex>,
-    /// Partition → offset → number of live states whose latest record is at that offset.
-    live: TopMap<u32, BTreeMap<u64, u32>>,
+    /// Per partition, the offsets of the records the indexed states live at.
+    live: Live,
     rounds: usize,
     states: usize,
     record_bytes: u64,
@@ -343,7 +345,7 @@ impl Index {
         }
         self.states += 1;
         self.record_bytes += u64::from(bytes);
-        *self.live.entry(position.partition).or_default().entry(position.offset).or_insert(0) += 1;
+        self.live.add(position.partition, position.offset);
         inv
     }
 
@@ -403,7 +405,7 @@ impl Index {
         (0u32..)
             .zip(end)
             .map(|(p, &e)| {
-                let oldest = self.live.get(&p).and_then(|m| m.keys().next().copied());
+                let oldest = self.live.oldest(p);
                 oldest.map_or(e, |o| o.min(e))
             })
             .collect()
@@ -426,17 +428,7 @@ impl Index {
             }
             self.keys.entry(key).or_insert(ki);
         }
-        for (partition, offsets) in other.live.drain() {
-            // Usually a partition this index does not hold yet: move its map whole.
-            let mine = self.live.entry(partition).or_default();
-            if mine.is_empty() {
-                *mine = offsets;
-                continue;
-            }
-            for (offset, n) in offsets {
-                *mine.entry(offset).or_insert(0) += n;
-            }
-        }
+        self.live.absorb(std::mem::take(&mut other.live));
         self.rounds += other.rounds;
         self.states += other.states;
         self.record_bytes += other.record_bytes;
@@ -515,10 +507,8 @@ impl Index {
             }
         }
         let mut have_live: BTreeMap<(u32, u64), u32> = BTreeMap::new();
-        for (p, m) in self.live.scan("live") {
-            for (o, n) in m {
-                have_live.insert((*p, *o), *n);
-            }
+        for (p, o, n) in self.live.scan() {
+            have_live.insert((p, o), n);
         }
         if have_live != live {
             return Err("live positions are inconsistent with the indexed states".into());
@@ -578,18 +568,7 @@ impl Index {
     fn forget(&mut self, e: &Entry) {
         self.states -= 1;
         self.record_bytes = self.record_bytes.saturating_sub(u64::from(e.bytes));
-        let p = e.position.partition;
-        if let Some(m) = self.live.get_mut(&p) {
-            if let Some(n) = m.get_mut(&e.position.offset) {
-                *n -= 1;
-                if *n == 0 {
-                    m.remove(&e.position.offset);
-                }
-            }
-            if m.is_empty() {
-                self.live.remove(&p);
-            }
-        }
+        self.live.remove(e.position.partition, e.position.offset);
     }
 
     fn drop_if_empty(&mut self, key: &KeyId, seq: u64) {

@@ -57,7 +57,7 @@ pub fn allow_scans() -> ScanScope {
     ScanScope(())
 }
 
-fn check_scan(_what: &str, _len: usize) {
+pub(crate) fn check_scan(_what: &str, _len: usize) {
     #[cfg(feature = "scan-guard")]
     if guard::ALLOW.with(std::cell::Cell::get) == 0 {
         panic!("whole-map scan of {_what} ({_len} entries) outside an allow_scans scope");

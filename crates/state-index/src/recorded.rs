@@ -77,7 +77,7 @@ impl Recorded {
     pub fn input(&self) -> Fingerprint {
         match self {
             Recorded::Decoded(s) => s.input,
-            Recorded::Encoded(e) => e.evidence.input,
+            Recorded::Encoded(e) => e.evidence.input(),
         }
     }
 
