@@ -28,9 +28,9 @@ pub(crate) fn evidence(payload: &[u8]) -> Option<Evidence> {
     }
     // `ActionState`, field by field.
     let key = r.state_key()?;
-    r.str()?; // action name
+    r.skip_str()?; // action name
     if r.option()? {
-        r.str()?; // action version
+        r.skip_str()?; // action version
     }
     let trigger = match r.variant()? {
         0 => Trigger::Input,
@@ -44,7 +44,7 @@ pub(crate) fn evidence(payload: &[u8]) -> Option<Evidence> {
         // Pending { calls: Vec<CallResult> }
         0 => {
             for _ in 0..r.len()? {
-                r.str()?; // function id
+                r.skip_str()?; // function id
                 r.array::<32>()?; // args digest
                 match r.variant()? {
                     0 => {}
@@ -63,14 +63,14 @@ pub(crate) fn evidence(payload: &[u8]) -> Option<Evidence> {
             let mut ids = Vec::with_capacity(n.min(16));
             for _ in 0..n {
                 ids.push(EventId(r.varint_u128()?));
-                r.str()?; // event type
+                r.skip_str()?; // event type
                 r.map(0)?; // attributes
             }
             for _ in 0..r.len()? {
-                r.str()?; // path
+                r.skip_str()?; // path
                 match r.variant()? {
                     0 => {
-                        r.str()?; // tag
+                        r.skip_str()?; // tag
                         r.bytes()?;
                     }
                     1 | 2 => {}
@@ -110,6 +110,15 @@ impl<'a> Reader<'a> {
     /// A LEB128 varint of a `bits`-wide integer, as postcard reads it: at most
     /// `ceil(bits / 7)` bytes, and the last of that many may not carry bits beyond `bits`.
     fn varint(&mut self, bits: u32) -> Option<u128> {
+        // One byte (lengths, variant indices, small numbers) is the common case, and always
+        // valid: every width read here takes at least two bytes to overflow.
+        debug_assert!(bits >= 8);
+        if let Some((&b, rest)) = self.0.split_first()
+            && b & 0x80 == 0
+        {
+            self.0 = rest;
+            return Some(u128::from(b));
+        }
         let max_bytes = bits.div_ceil(7);
         let last_max = (1u8 << (bits % 7)) - 1;
         let mut out = 0u128;
@@ -154,6 +163,13 @@ impl<'a> Reader<'a> {
         std::str::from_utf8(self.bytes()?).ok()
     }
 
+    /// A string the walk only checks: UTF-8, tested for plain ASCII first (names, types and
+    /// paths almost always are), which is several times cheaper than a full validation.
+    fn skip_str(&mut self) -> Option<()> {
+        let b = self.bytes()?;
+        (b.is_ascii() || std::str::from_utf8(b).is_ok()).then_some(())
+    }
+
     /// An `Option` tag: 0 is `None`, 1 is `Some`.
     fn option(&mut self) -> Option<bool> {
         match self.byte()? {
@@ -177,7 +193,7 @@ impl<'a> Reader<'a> {
     /// or the payload of `Value::Map`).
     fn map(&mut self, depth: u32) -> Option<()> {
         for _ in 0..self.len()? {
-            self.str()?;
+            self.skip_str()?;
             self.value(depth)?;
         }
         Some(())
@@ -201,7 +217,7 @@ impl<'a> Reader<'a> {
                 self.array::<8>()?;
             }
             4 => {
-                self.str()?;
+                self.skip_str()?;
             }
             5 => {
                 self.bytes()?;
