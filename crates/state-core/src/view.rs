@@ -121,8 +121,18 @@ impl<'a> Reader<'a> {
         }
         let max_bytes = bits.div_ceil(7);
         let last_max = (1u8 << (bits % 7)) - 1;
-        let mut out = 0u128;
-        for i in 0..max_bytes {
+        // The first nine bytes (63 bits) gather in a u64: 128-bit shifts cost several times
+        // more, and event ids, the only 128-bit integers, rarely need more.
+        let mut low = 0u64;
+        for i in 0..max_bytes.min(9) {
+            let b = self.byte()?;
+            low |= u64::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                return (i + 1 < max_bytes || b <= last_max).then_some(u128::from(low));
+            }
+        }
+        let mut out = u128::from(low);
+        for i in 9..max_bytes {
             let b = self.byte()?;
             out |= u128::from(b & 0x7f) << (7 * i);
             if b & 0x80 == 0 {
