@@ -501,7 +501,7 @@ impl Index {
                     return Err(format!("input evidence of key {key} round {seq} is inconsistent"));
                 }
                 produced.sort();
-                if round.produced_ids() != produced.as_slice() {
+                if round.produced_ids() != produced {
                     return Err(format!("producer evidence of key {key} round {seq} is inconsistent"));
                 }
             }

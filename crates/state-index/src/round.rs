@@ -179,13 +179,41 @@ impl<T> std::ops::DerefMut for Few<T> {
 pub(crate) struct Round {
     /// Sorted by local key.
     states: Few<Entry>,
-    /// Output event ids of completed states: a sorted multiset (the producer evidence).
-    produced: Few<EventId>,
-    inputs: Inputs,
+    /// The round's evidence, kept while it holds two states or more. A round of one state —
+    /// most rounds — reads its evidence from that state, which halves the memory a replayed
+    /// record costs the round (64 bytes instead of 128).
+    evidence: Option<Box<Evidence>>,
     /// Whether the round may hold a child that its producer's current record does not reach
     /// through its outputs (the producer was tombstoned alone, or the child was indexed
     /// before or beyond its producer's outputs). Such a round finds descendants by trigger.
     loose: bool,
+}
+
+/// The evidence of a round of several states.
+#[derive(Clone, Debug, Default)]
+struct Evidence {
+    /// Output event ids of completed states: a sorted multiset (the producer evidence).
+    produced: Few<EventId>,
+    inputs: Inputs,
+}
+
+impl Evidence {
+    fn add(&mut self, s: &Recorded) {
+        self.inputs.add(s.input());
+        for out in s.output_ids() {
+            let i = self.produced.partition_point(|id| id < &out);
+            self.produced.insert(i, out);
+        }
+    }
+
+    fn remove(&mut self, s: &Recorded) {
+        self.inputs.remove(s.input());
+        for out in s.output_ids() {
+            if let Ok(i) = self.produced.binary_search(&out) {
+                self.produced.remove(i);
+            }
+        }
+    }
 }
 
 impl Round {
@@ -205,24 +233,48 @@ impl Round {
         self.states.is_empty()
     }
 
+    /// The only state, when the round holds one and so keeps no evidence of its own.
+    fn single(&self) -> Option<&Recorded> {
+        match &self.evidence {
+            Some(_) => None,
+            None => self.states.first().map(|e| &e.state),
+        }
+    }
+
     /// Whether a completed state of this round emitted the event `id`.
     pub(crate) fn produced(&self, id: &EventId) -> bool {
-        self.produced.binary_search(id).is_ok()
+        match &self.evidence {
+            Some(ev) => ev.produced.binary_search(id).is_ok(),
+            None => self.single().is_some_and(|s| s.output_ids().any(|o| o == *id)),
+        }
     }
 
     /// The recorded input fingerprints, if any differs from `fp`.
     pub(crate) fn other_inputs(&self, fp: &Fingerprint) -> Option<Vec<Fingerprint>> {
-        self.inputs.any_other_than(fp).then(|| self.inputs.as_vec().into_iter().map(|(f, _)| f).collect())
+        match &self.evidence {
+            Some(ev) => ev.inputs.any_other_than(fp).then(|| ev.inputs.as_vec().into_iter().map(|(f, _)| f).collect()),
+            None => self.single().map(Recorded::input).filter(|input| input != fp).map(|input| vec![input]),
+        }
     }
 
     /// Input fingerprints with counts (for invariant checks).
     pub(crate) fn input_counts(&self) -> Vec<(Fingerprint, u32)> {
-        self.inputs.as_vec()
+        match &self.evidence {
+            Some(ev) => ev.inputs.as_vec(),
+            None => self.single().map(|s| vec![(s.input(), 1)]).unwrap_or_default(),
+        }
     }
 
-    /// The producer-evidence multiset (for invariant checks).
-    pub(crate) fn produced_ids(&self) -> &[EventId] {
-        &self.produced
+    /// The producer-evidence multiset, sorted (for invariant checks).
+    pub(crate) fn produced_ids(&self) -> Vec<EventId> {
+        match &self.evidence {
+            Some(ev) => ev.produced.to_vec(),
+            None => {
+                let mut ids: Vec<EventId> = self.single().map(|s| s.output_ids().collect()).unwrap_or_default();
+                ids.sort();
+                ids
+            }
+        }
     }
 
     /// Inserts or replaces the state of `entry`, returning the replaced entry.
@@ -234,15 +286,31 @@ impl Round {
         {
             self.loose = true;
         }
-        self.add_evidence(&entry.state);
         match self.find(&entry.local()) {
             Ok(i) => {
+                if let Some(ev) = &mut self.evidence {
+                    ev.add(&entry.state);
+                }
                 let old = std::mem::replace(&mut self.states[i], entry);
-                self.remove_evidence(&old.state);
+                if let Some(ev) = &mut self.evidence {
+                    ev.remove(&old.state);
+                }
                 Some(old)
             }
             Err(i) => {
                 self.states.insert(i, entry);
+                match &mut self.evidence {
+                    Some(ev) => ev.add(&self.states[i].state),
+                    // The second state: from now on the round keeps its evidence.
+                    None if self.states.len() > 1 => {
+                        let mut ev = Evidence::default();
+                        for e in self.states.iter() {
+                            ev.add(&e.state);
+                        }
+                        self.evidence = Some(Box::new(ev));
+                    }
+                    None => {}
+                }
                 None
             }
         }
@@ -252,7 +320,12 @@ impl Round {
     pub(crate) fn take(&mut self, local: &LocalKey) -> Option<Entry> {
         let i = self.find(local).ok()?;
         let old = self.states.remove(i)?;
-        self.remove_evidence(&old.state);
+        if let Some(ev) = &mut self.evidence {
+            ev.remove(&old.state);
+        }
+        if self.states.len() <= 1 {
+            self.evidence = None;
+        }
         Some(old)
     }
 
@@ -265,8 +338,7 @@ impl Round {
     /// Removes every state; visits exactly what it removes.
     pub(crate) fn drain(&mut self) -> Vec<Entry> {
         visit(self.states.len());
-        self.produced = Few::Zero;
-        self.inputs = Inputs::Empty;
+        self.evidence = None;
         std::mem::take(&mut self.states).into_vec()
     }
 
@@ -325,28 +397,18 @@ impl Round {
         visit(len + 1);
         &self.states[start..start + len]
     }
-
-    fn add_evidence(&mut self, s: &Recorded) {
-        self.inputs.add(s.input());
-        for out in s.output_ids() {
-            let i = self.produced.partition_point(|id| id < &out);
-            self.produced.insert(i, out);
-        }
-    }
-
-    fn remove_evidence(&mut self, s: &Recorded) {
-        self.inputs.remove(s.input());
-        for out in s.output_ids() {
-            if let Ok(i) = self.produced.binary_search(&out) {
-                self.produced.remove(i);
-            }
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::Few;
+    use super::{Few, Round};
+
+    /// A replayed record costs its round one allocation of this size (mimalloc and glibc both
+    /// serve 64 bytes from a 64-byte class); the evidence of larger rounds lives behind a box.
+    #[test]
+    fn a_round_is_64_bytes() {
+        assert!(std::mem::size_of::<Round>() <= 64, "Round is {} bytes", std::mem::size_of::<Round>());
+    }
 
     #[test]
     fn few_keeps_order_through_inserts_and_removes() {
