@@ -642,34 +642,51 @@ impl KafkaLog {
         let partitions = self.identity.partitions;
         let result = blocking(move || {
             let client = inner.producer.client();
-            (0..partitions)
-                .map(|p| {
-                    // A partition whose leadership is still moving (right after the topic was
-                    // created, or during a leader election) answers NotLeader for a moment:
-                    // ask again until the request timeout.
-                    let started = Instant::now();
-                    let (lo, hi) = loop {
-                        match client.fetch_watermarks(&inner.config.topic, p as i32, inner.config.request_timeout) {
-                            Ok(w) => break w,
-                            Err(e)
-                                if matches!(
-                                    e.rdkafka_error_code(),
-                                    Some(
-                                        RDKafkaErrorCode::NotLeaderForPartition | RDKafkaErrorCode::LeaderNotAvailable
-                                    )
-                                ) && started.elapsed() < inner.config.request_timeout =>
-                            {
-                                std::thread::sleep(Duration::from_millis(50));
-                            }
-                            Err(e) => return Err(inner.errors.fail("fetching watermarks", e)),
+            let one = |p: u32| {
+                // A partition whose leadership is still moving (right after the topic was
+                // created, or during a leader election) answers NotLeader for a moment:
+                // ask again until the request timeout.
+                let started = Instant::now();
+                let (lo, hi) = loop {
+                    match client.fetch_watermarks(&inner.config.topic, p as i32, inner.config.request_timeout) {
+                        Ok(w) => break w,
+                        Err(e)
+                            if matches!(
+                                e.rdkafka_error_code(),
+                                Some(RDKafkaErrorCode::NotLeaderForPartition | RDKafkaErrorCode::LeaderNotAvailable)
+                            ) && started.elapsed() < inner.config.request_timeout =>
+                        {
+                            std::thread::sleep(Duration::from_millis(50));
                         }
-                    };
-                    let conv = |o: i64| {
-                        u64::try_from(o).map_err(|_| KafkaError::Unexpected(format!("watermark {o} of partition {p}")))
-                    };
-                    Ok((conv(lo)?, conv(hi)?))
-                })
-                .collect::<Result<Vec<_>, KafkaError>>()
+                        Err(e) => return Err(inner.errors.fail("fetching watermarks", e)),
+                    }
+                };
+                let conv = |o: i64| {
+                    u64::try_from(o).map_err(|_| KafkaError::Unexpected(format!("watermark {o} of partition {p}")))
+                };
+                Ok((conv(lo)?, conv(hi)?))
+            };
+            // Each partition's watermarks are a request round trip of their own: the partitions
+            // are asked at once, a bounded number at a time, instead of one after another
+            // (a rebuild waited for sixteen round trips before reading a record).
+            let one = &one;
+            let all: Vec<u32> = (0..partitions).collect();
+            let mut out = Vec::with_capacity(all.len());
+            for chunk in all.chunks(WATERMARK_FANOUT) {
+                let answers: Vec<Result<(u64, u64), KafkaError>> = std::thread::scope(|s| {
+                    let asked: Vec<_> = chunk.iter().map(|&p| s.spawn(move || one(p))).collect();
+                    asked
+                        .into_iter()
+                        .map(|h| {
+                            h.join().unwrap_or_else(|_| Err(KafkaError::Task("a watermark request panicked".into())))
+                        })
+                        .collect()
+                });
+                for answer in answers {
+                    out.push(answer?);
+                }
+            }
+            Ok::<_, KafkaError>(out)
         })
         .await;
         result.and_then(|r| r).map_err(|e| with_operation(e, operation))
@@ -788,6 +805,9 @@ impl KafkaLog {
         Ok(ReadBatch { records, next })
     }
 }
+
+/// Partitions whose watermarks are asked at once (one thread each).
+const WATERMARK_FANOUT: usize = 16;
 
 /// The record header that carries the envelope of a tombstone (a `Delete` record produced with
 /// a null value).

@@ -60,9 +60,11 @@ impl<L: StateLog> ActionStateStore<L> {
             self.install(Index::new(), owned_completed);
             return Ok(RebuildReport { duration: started.elapsed(), ..RebuildReport::default() });
         };
-        let current = self.log.current_identity().await?;
-        let earliest = self.log.earliest_offsets().await?;
-        let end = self.log.end_offsets().await?;
+        // Three independent questions to the backend, asked at once; their errors are reported
+        // in this order whatever order the answers come in.
+        let (current, earliest, end) =
+            tokio::join!(self.log.current_identity(), self.log.earliest_offsets(), self.log.end_offsets());
+        let (current, earliest, end) = (current?, earliest?, end?);
         marker.validate(&current, &earliest, &end)?;
 
         // Each partition is replayed into an index of its own, in parallel; a key's records all
