@@ -181,7 +181,7 @@ pub struct Index {
 
 /// Estimated index overhead per state beyond its record, for [`Stats::estimated_bytes`].
 /// Measured by `cargo xtask bench index` (bytes_per_state).
-const OVERHEAD_PER_STATE: u64 = 192;
+const OVERHEAD_PER_STATE: u64 = 112;
 
 impl Index {
     /// An empty index.
