@@ -4,8 +4,8 @@ use crate::error::{Result, StoreError};
 use crate::key_lock::KeyLocks;
 use crate::metrics as m;
 use actionstate_core::{
-    ActionId, ActionState, Audit, CallResult, CallStatus, Event, EventId, Fingerprint, KeyId, LogRecord, Marker,
-    MemoryUpdate, MissReason, Progress, StateKey, StateLog, Trigger, codec,
+    ActionId, ActionState, Audit, CallResult, CallStatus, Event, EventId, Evidence, Fingerprint, KeyId, LogRecord,
+    Marker, MemoryUpdate, MissReason, Progress, StateKey, StateLog, Trigger, codec,
 };
 use actionstate_index::{Decision, Index, Invalidation, Probe, Recorded, Stats};
 use parking_lot::Mutex;
@@ -403,15 +403,20 @@ impl<L: StateLog> ActionStateStore<L> {
         let record = LogRecord::Upsert(state);
         let wire = codec::encode(&record)?;
         let bytes = wire.key.len() + wire.value.len();
+        // The index keeps the record as the log holds it, as a rebuild does: a state this
+        // process wrote is rarely looked up again before a restart, and its bytes take about
+        // half the memory of the decoded state, in one allocation instead of a dozen.
+        let kept = wire.value.clone().into_boxed_slice();
         let started = Instant::now();
         let position = self.log.append(wire).await.inspect_err(|e| m::put_failed(e.is_retryable()))?;
         m::put_latency(started.elapsed());
         // No await between the acknowledgement and the index update: a dropped future either
         // never saw the acknowledgement or has already indexed.
         let LogRecord::Upsert(state) = record else { unreachable!("built as an upsert above") };
+        let evidence = Evidence::of(&state);
         let state = Arc::new(state);
         let mut sh = self.shared.lock();
-        let invalidation = sh.index.upsert(Recorded::Decoded(Arc::clone(&state)), position, bytes);
+        let invalidation = sh.index.upsert(Recorded::encoded(evidence, kept, position), position, bytes);
         // An upsert removes only what its invalidation lists, so the state is indexed unless
         // it is listed there (no second lookup on the put path).
         let vanished = invalidation.removed.iter().any(|r| r.key == key);

@@ -95,6 +95,9 @@ async fn lost_acknowledgement_is_recovered_exactly_once_by_rebuild() {
     // The runtime writes the same completion again: the log holds it twice, the index once.
     let handle = fresh(&store, k, 2, &inputs[2]).await;
     store.complete(handle, outputs.clone(), vec![note(2)]).await.unwrap();
+    let written = store.with_index(|ix| ix.get(&sk).cloned()).expect("the written state is not indexed");
+    assert!(matches!(written, Recorded::Encoded(_)), "a written state is kept encoded");
+    assert_eq!(written.state().unwrap().outputs(), outputs.as_slice());
     assert_eq!(upserts_of(&log, &sk).await.len(), 2);
     assert_eq!(stats(&store).states, before.stats.states + 1, "the rewritten completion is indexed twice");
     let rebuilt = store_over(&log);

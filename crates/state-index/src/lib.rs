@@ -7,8 +7,9 @@
 //! a count of the input fingerprints its states were derived from, and a count of the output
 //! event ids of its **completed** states (the *producer evidence*). Every state is a
 //! [`Recorded`] record, shared immutably so that nothing a caller holds can change the
-//! evidence: decoded when this process wrote it, kept encoded with its evidence when a rebuild
-//! replayed it ([`Index::upsert`]), and decoded when a lookup hands it out.
+//! evidence: decoded when it was applied as a decoded record ([`Index::apply`]), kept encoded
+//! with its evidence when the store wrote or a rebuild replayed it ([`Index::upsert`]), and
+//! decoded when a lookup hands it out.
 //!
 //! Costs: [`Index::lookup`] is `O(log R)` for `R` rounds of the key, [`Index::apply`] is
 //! `O(log R + E)` for `E` outputs, invalidation and pruning are proportional to what they

@@ -7,15 +7,17 @@ use std::sync::Arc;
 
 /// A recorded state, shared immutably.
 ///
-/// States this process wrote are kept **decoded**. States a rebuild replayed are kept
-/// **encoded** — the record's value bytes plus the [`Evidence`] the index decides with — and
-/// decoded only when a lookup hands one out: materializing every replayed state cost most of a
-/// rebuild (BENCHMARKS.md), while a replay typically uses each state once.
+/// The store keeps the states it writes and the states a rebuild replays **encoded** — the
+/// record's value bytes plus the [`Evidence`] the index decides with — and decodes one only
+/// when a lookup hands it out: materializing every replayed state cost most of a rebuild
+/// (BENCHMARKS.md), a replay typically uses each state once, and a state a process wrote is
+/// rarely looked up before it restarts. [`Index::apply`](crate::Index::apply) of a decoded
+/// record keeps it **decoded**.
 #[derive(Clone, Debug)]
 pub enum Recorded {
-    /// Written (or already decoded) by this process.
+    /// Applied as a decoded record.
     Decoded(Arc<ActionState>),
-    /// Replayed from the log, decoded on demand.
+    /// Written or replayed as log bytes, decoded on demand.
     Encoded(Arc<Encoded>),
 }
 
