@@ -198,8 +198,10 @@ const RECORDS: redb::TableDefinition<'_, (u32, u64), Row<'static>> = redb::Table
 
 /// Rounds of each rebuild measurement. On a small machine shared with the server, single
 /// rounds vary by 2× (BENCHMARKS.md), so each round runs every side back to back and the
-/// figures are medians over the rounds.
-const ROUNDS: usize = 5;
+/// figures are medians over the rounds. Nine: one run's Kafka rounds spread from 0.37 to 0.90,
+/// and the first round of a process is always the slow one, so with five the median was
+/// often the second-slowest warm round.
+const ROUNDS: usize = 9;
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
