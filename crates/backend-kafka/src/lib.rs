@@ -673,18 +673,14 @@ impl KafkaLog {
             let all: Vec<u32> = (0..partitions).collect();
             let mut out = Vec::with_capacity(all.len());
             for chunk in all.chunks(WATERMARK_FANOUT) {
-                let answers: Vec<Result<(u64, u64), KafkaError>> = std::thread::scope(|s| {
+                std::thread::scope(|s| {
                     let asked: Vec<_> = chunk.iter().map(|&p| s.spawn(move || one(p))).collect();
-                    asked
-                        .into_iter()
-                        .map(|h| {
-                            h.join().unwrap_or_else(|_| Err(KafkaError::Task("a watermark request panicked".into())))
-                        })
-                        .collect()
-                });
-                for answer in answers {
-                    out.push(answer?);
-                }
+                    for h in asked {
+                        let panicked = |_| Err(KafkaError::Task("a watermark request panicked".into()));
+                        out.push(h.join().unwrap_or_else(panicked)?);
+                    }
+                    Ok::<_, KafkaError>(())
+                })?;
             }
             Ok::<_, KafkaError>(out)
         })

@@ -288,11 +288,9 @@ impl Round {
         }
         match self.find(&entry.local()) {
             Ok(i) => {
-                if let Some(ev) = &mut self.evidence {
-                    ev.add(&entry.state);
-                }
                 let old = std::mem::replace(&mut self.states[i], entry);
                 if let Some(ev) = &mut self.evidence {
+                    ev.add(&self.states[i].state);
                     ev.remove(&old.state);
                 }
                 Some(old)
@@ -320,11 +318,11 @@ impl Round {
     pub(crate) fn take(&mut self, local: &LocalKey) -> Option<Entry> {
         let i = self.find(local).ok()?;
         let old = self.states.remove(i)?;
-        if let Some(ev) = &mut self.evidence {
-            ev.remove(&old.state);
-        }
         if self.states.len() <= 1 {
+            // One state left (or none): the round reads its evidence from it again.
             self.evidence = None;
+        } else if let Some(ev) = &mut self.evidence {
+            ev.remove(&old.state);
         }
         Some(old)
     }
