@@ -42,11 +42,13 @@ use std::time::{Duration, Instant};
 const DEFAULT_RECORDS: usize = 500_000;
 /// Keys putting at once in the concurrent measurement.
 const CONCURRENT_KEYS: usize = 64;
-/// Puts per key in one round of the concurrent measurement (each side).
-const CONCURRENT_PUTS: u64 = 300;
-/// Measured rounds of the concurrent measurement, after one warm-up round (single rounds
-/// spread from 0.37 to 1.14; see [`ROUNDS`](super::ROUNDS)).
-const CONCURRENT_ROUNDS: u64 = 11;
+/// Puts per key in one round of the concurrent measurement (each side): about half a second
+/// per side. Sides of 0.3 s (300 puts) were often caught whole by a pause of the shared
+/// machine; single rounds then spread from 0.37 to 1.59.
+const CONCURRENT_PUTS: u64 = 500;
+/// Measured rounds of the concurrent measurement, after one warm-up round (see
+/// [`ROUNDS`](super::ROUNDS)).
+const CONCURRENT_ROUNDS: u64 = 15;
 
 #[derive(Serialize, Debug)]
 struct Report {
