@@ -259,7 +259,8 @@ async fn linger_latency(bootstrap: &str, args: &BenchArgs, topics: &mut Vec<Stri
 /// [`CONCURRENT_PUTS`] sequential store puts (`begin` + `complete`), against the same number of
 /// tasks sending the same records through one raw producer, awaiting each delivery, and the
 /// store's log appending alone. A warm-up round first, then [`CONCURRENT_ROUNDS`] rounds in
-/// which the three run back to back, in an order that rotates. Returns each measured round's
+/// which the three run back to back, in an order that rotates, each round followed by a
+/// [`checkpoint`] of the store. Returns each measured round's
 /// [store puts/s, log appends/s, raw sends/s].
 async fn concurrent_throughput(bootstrap: &str, args: &BenchArgs, topics: &mut Vec<String>) -> Result<Vec<[f64; 3]>> {
     let log = fresh_log(bootstrap, args.partitions, topics).await?;
@@ -313,12 +314,30 @@ async fn concurrent_throughput(bootstrap: &str, args: &BenchArgs, topics: &mut V
             };
             rates[side] = rate;
         }
+        checkpoint(&store, &keys, round, seqs.end - 1).await?;
         // Round 0 warms up.
         if round > 0 {
             rounds.push(rates);
         }
     }
     Ok(rounds)
+}
+
+/// What a runtime does between bursts of puts, untimed: marks the rounds up to `last`
+/// completed for every key, takes checkpoint `id` and completes it, which prunes those rounds
+/// from the index. Without it the store side's index grew with every round (to half a
+/// million states), a cost that depends on how long the benchmark runs and that the raw
+/// producer, which keeps nothing, never pays.
+async fn checkpoint<L: StateLog>(store: &ActionStateStore<L>, keys: &[KeyId], id: u64, last: u64) -> Result<()> {
+    for &key in keys {
+        store.round_completed(key, last);
+    }
+    store.snapshot(id).await?;
+    let pruned = store.checkpoint_complete(id);
+    if store.stats().states != 0 {
+        bail!("checkpoint {id} pruned {pruned} states and left {}", store.stats().states);
+    }
+    Ok(())
 }
 
 /// The business keys of the concurrent measurements.
@@ -366,14 +385,15 @@ async fn store_concurrent<L: StateLog>(
 }
 
 /// The store's own cost at the concurrency of `concurrent_throughput`: the same tasks and puts
-/// on the in-memory log, where an append costs next to nothing. Median of three rounds after a
-/// warm-up round.
+/// on the in-memory log, where an append costs next to nothing, with a [`checkpoint`] after
+/// each round. Median of three rounds after a warm-up round.
 async fn memory_concurrent() -> Result<f64> {
     let store = Arc::new(ActionStateStore::new(MemoryLog::new(8), StoreConfig::default()));
     let keys = concurrent_keys();
     let mut rates = Vec::new();
     for round in 0..4u64 {
         let rate = store_concurrent(&store, &keys, round * CONCURRENT_PUTS..(round + 1) * CONCURRENT_PUTS).await?;
+        checkpoint(&store, &keys, round, (round + 1) * CONCURRENT_PUTS - 1).await?;
         if round > 0 {
             rates.push(rate);
         }
