@@ -334,8 +334,9 @@ async fn checkpoint<L: StateLog>(store: &ActionStateStore<L>, keys: &[KeyId], id
     }
     store.snapshot(id).await?;
     let pruned = store.checkpoint_complete(id);
-    if store.stats().states != 0 {
-        bail!("checkpoint {id} pruned {pruned} states and left {}", store.stats().states);
+    let left = store.stats().states;
+    if left != 0 {
+        bail!("checkpoint {id} pruned {pruned} states and left {left}");
     }
     Ok(())
 }
