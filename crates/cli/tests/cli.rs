@@ -85,6 +85,51 @@ fn inspecting_a_directory_without_a_store_is_a_clear_error() {
     assert_eq!(err.matches("no actionstate database").count(), 1, "a cause is repeated: {err}");
 }
 
+/// The demo on a server-backed log: the same summary checks as on the embedded store. The
+/// server comes from `cargo xtask services up` (or the environment); without one the test
+/// prints the skip marker, which `cargo xtask ci` turns into a failure.
+#[cfg(any(feature = "kafka", feature = "fluss"))]
+fn demo_on_server(backend: &str, service: &str, prefix: &str, test: &str) {
+    use actionstate_recovery::testkit::services::Service;
+    let Some(server) = Service::require(service, prefix, test) else { return };
+    let bootstrap = server.get(&format!("{prefix}_BOOTSTRAP")).unwrap().to_owned();
+    let out = actionstate(&[
+        "demo",
+        "--json",
+        "--inputs",
+        "40",
+        "--keys",
+        "4",
+        "--backend",
+        backend,
+        "--bootstrap",
+        &bootstrap,
+    ]);
+    assert!(out.status.success(), "demo on {backend} failed: {}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    let summary: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(summary["backend"], backend, "{summary}");
+    assert_eq!(summary["inputs"], 40, "{summary}");
+    assert_eq!(summary["duplicate_side_effects"], 0, "{summary}");
+    assert_eq!(summary["lost_acknowledged"], 0, "{summary}");
+    assert_eq!(summary["matches_crash_free_run"], true, "{summary}");
+    assert!(summary["crashes"].as_u64().unwrap() >= 1, "the demo must crash: {summary}");
+    assert!(summary["restores"].as_u64().unwrap() >= 1, "the demo must restore: {summary}");
+    assert!(summary["reused"].as_u64().unwrap() > 0, "a restore must reuse completed actions: {summary}");
+    assert!(summary["rebuild_records"].as_u64().unwrap() > 0, "a restore must read the log: {summary}");
+}
+
+#[test]
+#[cfg(feature = "kafka")]
+fn demo_on_kafka_reports_no_duplicates_and_no_lost_states() {
+    demo_on_server("kafka", "kafka", "KAFKA", "demo_on_kafka_reports_no_duplicates_and_no_lost_states");
+}
+
+#[test]
+#[cfg(feature = "fluss")]
+fn demo_on_fluss_reports_no_duplicates_and_no_lost_states() {
+    demo_on_server("fluss", "fluss", "FLUSS", "demo_on_fluss_reports_no_duplicates_and_no_lost_states");
+}
+
 #[test]
 fn demo_on_kafka_needs_a_bootstrap_address() {
     let out = actionstate(&["demo", "--backend", "kafka", "--json"]);
