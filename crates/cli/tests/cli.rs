@@ -85,13 +85,14 @@ fn inspecting_a_directory_without_a_store_is_a_clear_error() {
     assert_eq!(err.matches("no actionstate database").count(), 1, "a cause is repeated: {err}");
 }
 
-/// The demo on a server-backed log: the same summary checks as on the embedded store. The
-/// server comes from `cargo xtask services up` (or the environment); without one the test
-/// prints the skip marker, which `cargo xtask ci` turns into a failure.
+/// The demo on a server-backed log (`backend` names the service too, `prefix` its settings):
+/// the same summary checks as on the embedded store. The server comes from `cargo xtask
+/// services up` (or the environment); without one the test prints the skip marker, which
+/// `cargo xtask ci` turns into a failure.
 #[cfg(any(feature = "kafka", feature = "fluss"))]
-fn demo_on_server(backend: &str, service: &str, prefix: &str, test: &str) {
+fn demo_on_server(backend: &str, prefix: &str, test: &str) {
     use actionstate_recovery::testkit::services::Service;
-    let Some(server) = Service::require(service, prefix, test) else { return };
+    let Some(server) = Service::require(backend, prefix, test) else { return };
     let bootstrap = server.get(&format!("{prefix}_BOOTSTRAP")).unwrap().to_owned();
     let out = actionstate(&[
         "demo",
@@ -121,13 +122,13 @@ fn demo_on_server(backend: &str, service: &str, prefix: &str, test: &str) {
 #[test]
 #[cfg(feature = "kafka")]
 fn demo_on_kafka_reports_no_duplicates_and_no_lost_states() {
-    demo_on_server("kafka", "kafka", "KAFKA", "demo_on_kafka_reports_no_duplicates_and_no_lost_states");
+    demo_on_server("kafka", "KAFKA", "demo_on_kafka_reports_no_duplicates_and_no_lost_states");
 }
 
 #[test]
 #[cfg(feature = "fluss")]
 fn demo_on_fluss_reports_no_duplicates_and_no_lost_states() {
-    demo_on_server("fluss", "fluss", "FLUSS", "demo_on_fluss_reports_no_duplicates_and_no_lost_states");
+    demo_on_server("fluss", "FLUSS", "demo_on_fluss_reports_no_duplicates_and_no_lost_states");
 }
 
 #[test]
