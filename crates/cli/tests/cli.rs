@@ -12,6 +12,21 @@ fn stdout(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// What every demo run must report, on any backend: it ran on `backend` over `inputs` inputs,
+/// crashed and restored, reused completed actions from the log, executed no side effect twice,
+/// lost no acknowledged state, and ended as a crash-free run ends.
+fn assert_demo_summary(summary: &serde_json::Value, backend: &str, inputs: u64) {
+    assert_eq!(summary["backend"], backend, "{summary}");
+    assert_eq!(summary["inputs"], inputs, "{summary}");
+    assert_eq!(summary["duplicate_side_effects"], 0, "{summary}");
+    assert_eq!(summary["lost_acknowledged"], 0, "{summary}");
+    assert_eq!(summary["matches_crash_free_run"], true, "{summary}");
+    assert!(summary["crashes"].as_u64().unwrap() >= 1, "the demo must crash: {summary}");
+    assert!(summary["restores"].as_u64().unwrap() >= 1, "the demo must restore: {summary}");
+    assert!(summary["reused"].as_u64().unwrap() > 0, "a restore must reuse completed actions: {summary}");
+    assert!(summary["rebuild_records"].as_u64().unwrap() > 0, "a restore must read the log: {summary}");
+}
+
 #[test]
 fn demo_reports_no_duplicates_and_no_lost_states_and_the_directory_verifies() {
     let dir = tempfile::tempdir().unwrap();
@@ -32,13 +47,7 @@ fn demo_reports_no_duplicates_and_no_lost_states_and_the_directory_verifies() {
     ] {
         assert!(summary.get(key).is_some(), "summary lacks `{key}`: {summary}");
     }
-    assert_eq!(summary["backend"], "file");
-    assert_eq!(summary["inputs"], 40);
-    assert_eq!(summary["duplicate_side_effects"], 0);
-    assert_eq!(summary["lost_acknowledged"], 0);
-    assert_eq!(summary["matches_crash_free_run"], true);
-    assert!(summary["crashes"].as_u64().unwrap() >= 1, "the demo must crash: {summary}");
-    assert!(summary["reused"].as_u64().unwrap() > 0, "a restore must reuse completed actions: {summary}");
+    assert_demo_summary(&summary, "file", 40);
 
     let verify = actionstate(&["verify", "--data", data]);
     assert!(verify.status.success(), "verify failed: {}", stdout(&verify));
@@ -85,8 +94,8 @@ fn inspecting_a_directory_without_a_store_is_a_clear_error() {
     assert_eq!(err.matches("no actionstate database").count(), 1, "a cause is repeated: {err}");
 }
 
-/// The demo on a server-backed log (`backend` names the service too, `prefix` its settings):
-/// the same summary checks as on the embedded store. The server comes from `cargo xtask
+/// The demo on a server-backed log (`backend` names the service too, `prefix` its settings),
+/// checked as on the embedded store. The server comes from `cargo xtask
 /// services up` (or the environment); without one the test prints the skip marker, which
 /// `cargo xtask ci` turns into a failure.
 #[cfg(any(feature = "kafka", feature = "fluss"))]
@@ -108,15 +117,7 @@ fn demo_on_server(backend: &str, prefix: &str, test: &str) {
     ]);
     assert!(out.status.success(), "demo on {backend} failed: {}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
     let summary: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
-    assert_eq!(summary["backend"], backend, "{summary}");
-    assert_eq!(summary["inputs"], 40, "{summary}");
-    assert_eq!(summary["duplicate_side_effects"], 0, "{summary}");
-    assert_eq!(summary["lost_acknowledged"], 0, "{summary}");
-    assert_eq!(summary["matches_crash_free_run"], true, "{summary}");
-    assert!(summary["crashes"].as_u64().unwrap() >= 1, "the demo must crash: {summary}");
-    assert!(summary["restores"].as_u64().unwrap() >= 1, "the demo must restore: {summary}");
-    assert!(summary["reused"].as_u64().unwrap() > 0, "a restore must reuse completed actions: {summary}");
-    assert!(summary["rebuild_records"].as_u64().unwrap() > 0, "a restore must read the log: {summary}");
+    assert_demo_summary(&summary, backend, 40);
 }
 
 #[test]
