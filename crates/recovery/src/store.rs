@@ -4,8 +4,8 @@ use crate::error::{Result, StoreError};
 use crate::key_lock::KeyLocks;
 use crate::metrics as m;
 use actionstate_core::{
-    ActionId, ActionState, Audit, CallResult, CallStatus, Event, EventId, Evidence, Fingerprint, KeyId, LogRecord,
-    Marker, MemoryUpdate, MissReason, Progress, StateKey, StateLog, Trigger, codec,
+    ActionId, ActionState, CallResult, CallStatus, Event, EventId, Evidence, Fingerprint, KeyId, LogRecord, Marker,
+    MemoryUpdate, MissReason, Progress, StateKey, StateLog, Trigger, codec,
 };
 use actionstate_index::{Decision, Index, Invalidation, Probe, Recorded, Stats};
 use parking_lot::Mutex;
@@ -506,30 +506,18 @@ impl<L: StateLog> ActionStateStore<L> {
 }
 
 impl Shared {
-    /// Queues the records that log an invalidation: one tombstone per removed state, then an
-    /// audit of the divergence.
+    /// Queues the records that log an invalidation, in the order
+    /// [`Invalidation::records`] gives: the audit of the divergence, then one tombstone per
+    /// removed state.
     fn enqueue(&mut self, probe: &StateKey, action: Option<&ActionId>, inv: Invalidation) {
         if inv.is_empty() {
             return;
         }
         m::invalidated(&inv);
-        let queue = self.pending.entry(probe.key).or_default();
-        let removed = inv.removed.len() as u64;
-        for r in inv.removed {
-            queue.push_back(LogRecord::Delete { key: r.key, reason: r.reason });
+        if let Some((reason, _)) = &inv.divergence {
+            tracing::info!(key = %probe.key, seq = probe.seq, %reason, removed = inv.removed.len(), "divergence");
         }
-        if let Some((reason, detail)) = inv.divergence {
-            tracing::info!(key = %probe.key, seq = probe.seq, %reason, removed, "divergence");
-            queue.push_back(LogRecord::Audit(Audit {
-                key: probe.key,
-                seq: probe.seq,
-                probe: *probe,
-                action: action.cloned(),
-                reason,
-                detail,
-                removed,
-            }));
-        }
+        self.pending.entry(probe.key).or_default().extend(inv.records(probe, action));
     }
 }
 

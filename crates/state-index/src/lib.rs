@@ -16,9 +16,17 @@
 //! remove. Nothing iterates all keys or all states; the `scan-guard` feature lets tests prove
 //! it.
 //!
-//! The index is pure and synchronous. The store logs what an invalidation removed (tombstones
-//! and an audit record) before the key's next write, and replaying the log in order through
+//! The index is pure and synchronous. The store logs what an invalidation removed before the
+//! key's next write, as [`Invalidation::records`] gives it: an audit record of the divergence
+//! first, then one tombstone per removed state. Replaying the log in order through
 //! [`Index::apply`] reproduces the writer's index.
+//!
+//! A crash can cut those records after any of them. Replaying an audit record performs the
+//! invalidation it records (the same code a lookup runs), so every non-empty prefix replays to
+//! the whole invalidation and no state the writer invalidated is reused by the next one. The
+//! tombstones that follow are then no-ops on replay; they remain because each names one
+//! removed state (Kafka's compaction drops the state's upsert behind it, `inspect` shows it),
+//! and a log written before audits came first still replays through them.
 //!
 //! ```
 //! use actionstate_core::*;
@@ -61,8 +69,8 @@ pub use maps::{ScanScope, allow_scans, visits};
 pub use recorded::{Encoded, Recorded};
 
 use actionstate_core::{
-    AuditDetail, EventId, Fingerprint, InvalidationReason, KeyId, LogIdentity, LogRecord, Marker, MissReason, Position,
-    StateKey, Trigger,
+    ActionId, Audit, AuditDetail, EventId, Fingerprint, InvalidationReason, KeyId, LogIdentity, LogRecord, Marker,
+    MissReason, Position, StateKey, Trigger,
 };
 use live::Live;
 use maps::{RoundMap, TopMap};
@@ -122,13 +130,38 @@ pub struct Invalidation {
 }
 
 impl Invalidation {
-    fn push_all(&mut self, keys: Vec<StateKey>, reason: InvalidationReason) {
-        self.removed.extend(keys.into_iter().map(|key| Removed { key, reason }));
-    }
-
     /// Whether nothing was removed and nothing diverged.
     pub fn is_empty(&self) -> bool {
         self.removed.is_empty() && self.divergence.is_none()
+    }
+
+    /// The records that log this invalidation, in the order they must be appended: the audit
+    /// record of the divergence first, then one tombstone per removed state. `probe` is the
+    /// state looked up (or re-written) and `action` its action, when known.
+    ///
+    /// The audit comes first because a crash or a failed append can cut the sequence after
+    /// any record, and replaying the audit ([`Index::apply`]) performs the whole
+    /// invalidation: every non-empty prefix replays to what the writer decided, so no state
+    /// it invalidated is reused after a restore. Tombstones first would leave a prefix that
+    /// removes a producer but not its children, which the next writer could then reuse by
+    /// fingerprint. The tombstones still follow: each names one removed state, which Kafka's
+    /// compaction needs to drop its upsert and `inspect` shows. An invalidation without a
+    /// divergence (none today) is logged as tombstones alone.
+    pub fn records(&self, probe: &StateKey, action: Option<&ActionId>) -> Vec<LogRecord> {
+        let mut out = Vec::with_capacity(self.removed.len() + 1);
+        if let Some((reason, detail)) = &self.divergence {
+            out.push(LogRecord::Audit(Audit {
+                key: probe.key,
+                seq: probe.seq,
+                probe: *probe,
+                action: action.cloned(),
+                reason: *reason,
+                detail: detail.clone(),
+                removed: self.removed.len() as u64,
+            }));
+        }
+        out.extend(self.removed.iter().map(|r| LogRecord::Delete { key: r.key, reason: r.reason }));
+        out
     }
 }
 
@@ -159,6 +192,17 @@ struct KeyIndex {
     /// Rounds are boxed: a B-tree node then holds eight-byte pointers, which keeps long
     /// histories (many rounds per key) compact.
     rounds: RoundMap<Box<Round>>,
+}
+
+/// What one invalidation removes, as a lookup decides it and its audit record replays it.
+#[derive(Clone, Copy, Debug)]
+enum Scope {
+    /// An occurrence conflict: the state, its descendants in its round, and every later round.
+    Conflict(StateKey),
+    /// A changed root: the round and every later round of the key.
+    RoundAndLater(KeyId, u64),
+    /// An absent state: every later round of the key.
+    Later(KeyId, u64),
 }
 
 /// What a lookup found, before anything is removed.
@@ -195,39 +239,78 @@ impl Index {
     /// caller before the key's next write.
     pub fn lookup(&mut self, probe: &Probe<'_>) -> Lookup {
         let sk = probe.key;
+        let (decision, scope, detail) = match self.plan(probe) {
+            Plan::Hit(state) => {
+                return Lookup { decision: Decision::Hit(state), invalidation: Invalidation::default() };
+            }
+            Plan::Conflict { recorded } => (
+                MissReason::OccurrenceConflict,
+                Scope::Conflict(sk),
+                AuditDetail::OccurrenceConflict { recorded, current: probe.event },
+            ),
+            Plan::RootChanged { recorded } => (
+                MissReason::RootChanged,
+                Scope::RoundAndLater(sk.key, sk.seq),
+                AuditDetail::RootChanged { recorded, current: probe.input },
+            ),
+            Plan::Absent => (MissReason::Absent, Scope::Later(sk.key, sk.seq), AuditDetail::Absent),
+        };
+        let reason = InvalidationReason::Miss(decision);
         let mut inv = Invalidation::default();
-        let decision = match self.plan(probe) {
-            Plan::Hit(state) => Decision::Hit(state),
-            Plan::Conflict { recorded } => {
-                let reason = InvalidationReason::Miss(MissReason::OccurrenceConflict);
+        self.invalidate(scope, reason, &mut inv.removed);
+        // A miss that removes nothing is not a divergence (there was no history to contradict),
+        // except a conflict or a changed root, which always remove the recorded states.
+        if !inv.removed.is_empty() || decision != MissReason::Absent {
+            inv.divergence = Some((reason, detail));
+        }
+        Lookup { decision: Decision::Miss(decision), invalidation: inv }
+    }
+
+    /// Removes what an invalidation of `scope` covers, reporting each state with `reason`.
+    /// A lookup and the replay of its audit record both come here, so that replaying the
+    /// record removes exactly what the writer removed.
+    fn invalidate(&mut self, scope: Scope, reason: InvalidationReason, out: &mut Vec<Removed>) {
+        let push = |keys: Vec<StateKey>, out: &mut Vec<Removed>| {
+            out.extend(keys.into_iter().map(|key| Removed { key, reason }));
+        };
+        match scope {
+            Scope::Conflict(sk) => {
                 let descendants = self
                     .round(&sk.key, sk.seq)
                     .and_then(|r| r.get(&sk.local()).map(|e| r.descendants(&e.state)))
                     .unwrap_or_default();
-                self.remove_state(&sk, reason, &mut inv.removed);
+                self.remove_state(&sk, reason, out);
                 for d in descendants {
-                    self.remove_state(&d.within(sk.key, sk.seq), reason, &mut inv.removed);
+                    self.remove_state(&d.within(sk.key, sk.seq), reason, out);
                 }
-                inv.push_all(self.remove_rounds(&sk.key, (Bound::Excluded(sk.seq), Bound::Unbounded)), reason);
-                inv.divergence = Some((reason, AuditDetail::OccurrenceConflict { recorded, current: probe.event }));
-                Decision::Miss(MissReason::OccurrenceConflict)
+                let later = self.remove_rounds(&sk.key, (Bound::Excluded(sk.seq), Bound::Unbounded));
+                push(later, out);
             }
-            Plan::RootChanged { recorded } => {
-                let reason = InvalidationReason::Miss(MissReason::RootChanged);
-                inv.push_all(self.remove_rounds(&sk.key, (Bound::Included(sk.seq), Bound::Unbounded)), reason);
-                inv.divergence = Some((reason, AuditDetail::RootChanged { recorded, current: probe.input }));
-                Decision::Miss(MissReason::RootChanged)
+            Scope::RoundAndLater(key, seq) => {
+                let gone = self.remove_rounds(&key, (Bound::Included(seq), Bound::Unbounded));
+                push(gone, out);
             }
-            Plan::Absent => {
-                let reason = InvalidationReason::Miss(MissReason::Absent);
-                inv.push_all(self.remove_rounds(&sk.key, (Bound::Excluded(sk.seq), Bound::Unbounded)), reason);
-                if !inv.removed.is_empty() {
-                    inv.divergence = Some((reason, AuditDetail::Absent));
-                }
-                Decision::Miss(MissReason::Absent)
+            Scope::Later(key, seq) => {
+                let gone = self.remove_rounds(&key, (Bound::Excluded(seq), Bound::Unbounded));
+                push(gone, out);
             }
+        }
+    }
+
+    /// Replays an audit record: performs the invalidation it records, as the writer did when
+    /// it wrote it (see [`Invalidation::records`] for why the audit comes first). A producer
+    /// replacement needs nothing here: the upsert before it already removed the children.
+    fn replay_audit(&mut self, audit: &Audit) -> Invalidation {
+        let sk = audit.probe;
+        let scope = match audit.reason {
+            InvalidationReason::Miss(MissReason::OccurrenceConflict) => Scope::Conflict(sk),
+            InvalidationReason::Miss(MissReason::RootChanged) => Scope::RoundAndLater(audit.key, audit.seq),
+            InvalidationReason::Miss(MissReason::Absent) => Scope::Later(audit.key, audit.seq),
+            InvalidationReason::ProducerReplaced => return Invalidation::default(),
         };
-        Lookup { decision, invalidation: inv }
+        let mut inv = Invalidation::default();
+        self.invalidate(scope, audit.reason, &mut inv.removed);
+        inv
     }
 
     /// What [`lookup`](Index::lookup) would decide, and how many states it would remove,
@@ -293,7 +376,10 @@ impl Index {
 
     /// Applies one record in log order: an upsert (re)indexes its state, removing the old
     /// evidence first and invalidating the state's descendants when its completed evidence is
-    /// replaced by a different record; a delete removes the state; an audit changes nothing.
+    /// replaced by a different record; a delete removes the state; an audit performs the
+    /// invalidation it records (nothing is left to remove when its tombstones came first, as
+    /// in logs written before audits led their invalidations). The returned invalidation lists
+    /// what the record removed beyond the state a delete names.
     ///
     /// `position` is where the record lives (exact or a lower bound); `bytes` is its encoded
     /// size, for statistics.
@@ -304,7 +390,7 @@ impl Index {
                 self.delete(&key);
                 Invalidation::default()
             }
-            LogRecord::Audit(_) => Invalidation::default(),
+            LogRecord::Audit(audit) => self.replay_audit(&audit),
         }
     }
 

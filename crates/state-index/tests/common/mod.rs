@@ -6,9 +6,8 @@
 pub(crate) mod ops;
 
 use actionstate_core::{
-    ActionId, ActionState, Attributes, Audit, CallResult, CallStatus, Event, EventId, Fingerprint, InvalidationReason,
-    KeyId, LogRecord, MemoryOp, MemoryUpdate, Position, Progress, StateKey, TaggedBytes, Trigger, Value, WireRecord,
-    codec,
+    ActionId, ActionState, Attributes, CallResult, CallStatus, Event, EventId, Fingerprint, InvalidationReason, KeyId,
+    LogRecord, MemoryOp, MemoryUpdate, Position, Progress, StateKey, TaggedBytes, Trigger, Value, WireRecord, codec,
 };
 use actionstate_index::{Index, Invalidation, Lookup, Probe, allow_scans};
 use std::collections::BTreeMap;
@@ -195,23 +194,15 @@ impl Store {
         (position, bytes)
     }
 
-    /// Logs what an operation invalidated: one tombstone per removed state, then an audit.
+    /// Logs what an operation invalidated as the store does ([`Invalidation::records`]): the
+    /// audit first, then one tombstone per removed state.
     fn log_invalidation(&mut self, probe: StateKey, inv: &Invalidation) {
         for r in &inv.removed {
             assert_eq!(r.key.key, probe.key, "an invalidation crossed business keys");
-            self.append(&LogRecord::Delete { key: r.key, reason: r.reason });
             self.tombstones.push((r.key, r.reason));
         }
-        if let Some((reason, detail)) = &inv.divergence {
-            self.append(&LogRecord::Audit(Audit {
-                key: probe.key,
-                seq: probe.seq,
-                probe,
-                action: None,
-                reason: *reason,
-                detail: detail.clone(),
-                removed: inv.removed.len() as u64,
-            }));
+        for record in inv.records(&probe, None) {
+            self.append(&record);
         }
     }
 

@@ -86,15 +86,34 @@ pub(crate) enum Op {
     DeleteMissing { key: u8, seq: u64, action: u8 },
     /// An upsert that replaces an existing state's record.
     Reindex { pick: usize, how: Reindex },
+    /// A lookup (one of the lookup operations above) whose invalidation reaches the log only
+    /// up to record `keep` (modulo the number of its records, at least one) before its writer
+    /// crashes; the index is then what a rebuild of that log holds.
+    Cut { lookup: Box<Op>, keep: u8 },
 }
 
 /// A resolved operation.
 #[derive(Clone, Debug)]
 pub(crate) enum Step {
     Upsert(ActionState),
-    Lookup { key: StateKey, action: ActionId, trigger: Trigger, event: EventId, input: Fingerprint },
-    Prune { key: KeyId, upto: u64 },
+    Lookup {
+        key: StateKey,
+        action: ActionId,
+        trigger: Trigger,
+        event: EventId,
+        input: Fingerprint,
+    },
+    Prune {
+        key: KeyId,
+        upto: u64,
+    },
     Delete(StateKey),
+    /// A lookup (a [`Step::Lookup`]) whose invalidation is logged only up to its `keep`-th
+    /// record (modulo their number, at least one) before the writer crashes.
+    Cut {
+        lookup: Box<Step>,
+        keep: usize,
+    },
     Nothing,
 }
 
@@ -106,6 +125,7 @@ impl Step {
             Step::Upsert(s) => Some((s.key.key, s.key.seq)),
             Step::Lookup { key, .. } | Step::Delete(key) => Some((key.key, key.seq)),
             Step::Prune { key, upto } => Some((*key, *upto)),
+            Step::Cut { lookup, .. } => lookup.round(),
             Step::Nothing => None,
         }
     }
@@ -152,6 +172,30 @@ fn outputs_strategy() -> BoxedStrategy<Vec<u8>> {
 
 /// One random operation.
 pub(crate) fn op_strategy() -> BoxedStrategy<Op> {
+    prop_oneof![
+        30 => plain_op_strategy(),
+        2 => (lookup_strategy(), any::<u8>()).prop_map(|(lookup, keep)| Op::Cut { lookup: Box::new(lookup), keep }),
+    ]
+    .boxed()
+}
+
+/// A lookup that may invalidate: of an existing state (a conflict when its event changed), of
+/// a changed root, or one that misses before an existing state's round.
+fn lookup_strategy() -> BoxedStrategy<Op> {
+    let pick = 0usize..1000;
+    prop_oneof![
+        2 => (pick.clone(), prop_oneof![Just(Id::Fresh), Just(Id::ProducerNow), Just(Id::Recorded)])
+            .prop_map(|(pick, id)| Op::LookupChild { pick, id }),
+        1 => (pick.clone(), Just(Id::Fresh)).prop_map(|(pick, id)| Op::Lookup { pick, id, input: None }),
+        2 => (pick.clone(), 0u8..4, 0u8..3).prop_map(|(pick, action, input)| Op::RootLookup { pick, action, input }),
+        2 => (pick, 0u64..3, prop::option::weighted(0.3, 0u8..3))
+            .prop_map(|(pick, back, input)| Op::Invalidate { pick, back, input }),
+    ]
+    .boxed()
+}
+
+/// One random operation other than [`Op::Cut`].
+fn plain_op_strategy() -> BoxedStrategy<Op> {
     let pick = 0usize..1000;
     prop_oneof![
         8 => (
@@ -390,6 +434,10 @@ pub(crate) fn resolve_all(op: &Op, known: &BTreeMap<StateKey, ActionState>, ids:
 fn resolve(op: &Op, known: &BTreeMap<StateKey, ActionState>, ids: &mut Ids) -> Step {
     match op {
         Op::Cascade { .. } | Op::Rewrite { .. } => Step::Nothing,
+        Op::Cut { lookup, keep } => match resolve(lookup, known, ids) {
+            step @ Step::Lookup { .. } => Step::Cut { lookup: Box::new(step), keep: usize::from(*keep) },
+            other => other,
+        },
         Op::Put { key, seq, action, trig, input, outputs: outs, fresh_id } => {
             let (k, s, trigger, ev, round_input) = trigger_of(known, ids, (*key, *seq), trig, *input, *fresh_id);
             let action = action_of(*action);
@@ -564,6 +612,7 @@ impl fmt::Display for Short<'_> {
             }
             Step::Prune { key, upto } => write!(f, "prune {} upto {upto}", key_name(key)),
             Step::Delete(sk) => write!(f, "delete {}", short_key(sk)),
+            Step::Cut { lookup, keep } => write!(f, "{} (its invalidation cut after record {keep})", Short(lookup)),
             Step::Nothing => f.write_str("nothing"),
         }
     }
