@@ -14,7 +14,7 @@
 #![forbid(unsafe_code)]
 #![deny(clippy::unwrap_used)]
 
-use actionstate_core::{ActionDigest, KeyId, LogRecord, StateKey, StateLog, codec};
+use actionstate_core::{ActionDigest, KeyId, LogRecord, RangeRead, StateKey, StateLog, codec};
 use actionstate_fluss::FlussConfig;
 use actionstate_kafka::KafkaConfig;
 use actionstate_recovery::testkit::MemoryLog;
@@ -249,14 +249,12 @@ pub async fn read_records<L: StateLog>(log: &L) -> Result<Vec<(u32, u64, LogReco
     let end = log.end_offsets().await?;
     let mut out = Vec::new();
     for (p, (&from, &to)) in (0u32..).zip(earliest.iter().zip(&end)) {
-        let mut next = from;
-        while next < to {
-            let batch = log.read(p, next, to, 1024).await?;
-            for r in batch.records {
+        let mut range = RangeRead::new(p, from, to, 1024);
+        while let Some(records) = range.next_batch(log).await? {
+            for r in records {
                 let record = codec::decode(&r.key, &r.value).map_err(|e| e.at(p, r.offset))?;
                 out.push((p, r.offset, record));
             }
-            next = batch.next.max(next + 1);
         }
     }
     Ok(out)

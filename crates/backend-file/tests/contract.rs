@@ -1,7 +1,7 @@
 //! The `StateLog` contract on the file backend, and its open-time errors.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
-use actionstate_core::{Error, KeyId, Marker, Position, ReadRecord, StateLog, WireRecord};
+use actionstate_core::{Error, KeyId, Marker, Position, RangeRead, ReadRecord, StateLog, WireRecord};
 use actionstate_file::{DB_FILE_NAME, FileConfig, FileError, FileLog};
 use std::collections::HashMap;
 use std::path::Path;
@@ -26,18 +26,13 @@ fn key_in(partition: u32, salt: &str) -> String {
     (0..).map(|i| format!("{salt}-{i}")).find(|k| KeyId::of(k.as_bytes()).partition(PARTITIONS) == partition).unwrap()
 }
 
+/// Reads `[from, to)` batch by batch; `RangeRead` fails on a batch that breaks the read rules
+/// (no progress, more than `max` records, a record out of range or order).
 async fn read_all(log: &FileLog, partition: u32, from: u64, to: u64, max: usize) -> Vec<ReadRecord> {
     let mut out = Vec::new();
-    let mut at = from;
-    while at < to {
-        let batch = log.read(partition, at, to, max).await.unwrap();
-        assert!(batch.records.len() <= max);
-        assert!(batch.next > at, "read made no progress");
-        for r in &batch.records {
-            assert!(r.offset >= at && r.offset < to);
-        }
-        out.extend(batch.records);
-        at = batch.next;
+    let mut range = RangeRead::new(partition, from, to, max);
+    while let Some(records) = range.next_batch(log).await.unwrap() {
+        out.extend(records);
     }
     out
 }

@@ -104,14 +104,14 @@ impl conformance::Harness for FlussHarness {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fluss_log_conforms() {
     let Some(cluster) = cluster("conformance") else { return };
-    conformance::run_all(&FlussHarness { cluster }).await;
+    conformance::assert_conforms(&FlussHarness { cluster }).await;
 }
 
 /// Every record of one bucket: (offset, state_key, payload).
 async fn bucket_contents(log: &FlussLog, bucket: u32) -> Vec<(u64, Vec<u8>, Vec<u8>)> {
     let earliest = log.earliest_offsets().await.unwrap()[bucket as usize];
     let end = log.end_offsets().await.unwrap()[bucket as usize];
-    conformance::read_all(log, bucket, earliest, end).await
+    conformance::read_all(log, bucket, earliest, end).await.unwrap()
 }
 
 /// The bucket function of `actionstate_fluss::bucket` is the client's: rows written through

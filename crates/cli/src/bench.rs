@@ -416,11 +416,9 @@ async fn log_read<L: StateLog>(log: &Arc<L>, end: &[u64]) -> Result<f64> {
         let log = Arc::clone(log);
         tasks.spawn(async move {
             let mut n = 0u64;
-            let mut next = 0;
-            while next < e {
-                let batch = log.read(p, next, e, 4096).await?;
-                n += batch.records.iter().map(|r| u64::from(!r.value.is_empty())).sum::<u64>();
-                next = batch.next;
+            let mut range = actionstate_core::RangeRead::new(p, 0, e, 4096);
+            while let Some(records) = range.next_batch(&*log).await? {
+                n += records.iter().map(|r| u64::from(!r.value.is_empty())).sum::<u64>();
             }
             anyhow::Ok(n)
         });

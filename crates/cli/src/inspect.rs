@@ -1,8 +1,8 @@
 //! `inspect`, `explain` and `verify`: read a data directory of the embedded store.
 
 use actionstate_core::{
-    ActionState, Audit, AuditDetail, CallStatus, EventId, KeyId, LogRecord, Position, Progress, StateLog, Trigger,
-    codec,
+    ActionState, Audit, AuditDetail, CallStatus, EventId, KeyId, LogRecord, Position, Progress, RangeRead, StateLog,
+    Trigger, codec,
 };
 use actionstate_file::FileLog;
 use actionstate_index::{Decision, Index, Probe, allow_scans};
@@ -44,10 +44,9 @@ async fn load(log: &FileLog) -> Result<Loaded> {
         partitions: log.identity().partitions,
     };
     for (p, (&from, &to)) in (0u32..).zip(earliest.iter().zip(&end)) {
-        let mut next = from;
-        while next < to {
-            let batch = log.read(p, next, to, 4096).await?;
-            for r in batch.records {
+        let mut range = RangeRead::new(p, from, to, 4096);
+        while let Some(records) = range.next_batch(log).await? {
+            for r in records {
                 loaded.records += 1;
                 let position = Position { partition: p, offset: r.offset, exact: true };
                 match codec::decode(&r.key, &r.value) {
@@ -58,7 +57,6 @@ async fn load(log: &FileLog) -> Result<Loaded> {
                     Err(e) => loaded.corrupt.push((p, r.offset, e.to_string())),
                 }
             }
-            next = batch.next.max(next + 1);
         }
     }
     Ok(loaded)

@@ -6,8 +6,8 @@ use crate::crash::{CrashLog, CrashPoint, Crashes, InjectedCrash};
 use crate::ledger::Ledger;
 use crate::run_dir::RunDir;
 use actionstate_core::{
-    ActionState, Attributes, Event, EventId, KeyId, LogRecord, Marker, MemoryOp, MemoryUpdate, StateKey, StateLog,
-    TaggedBytes, Trigger, Value, codec,
+    ActionState, Attributes, Event, EventId, KeyId, LogRecord, Marker, MemoryOp, MemoryUpdate, RangeRead, StateKey,
+    StateLog, TaggedBytes, Trigger, Value, codec,
 };
 use actionstate_recovery::{
     ActionHandle, ActionStateStore, Begin, CallSource, Ownership, Round, StoreConfig, StoreError,
@@ -798,10 +798,9 @@ impl<S: LogSource> Sim<S> {
         let mut present: HashSet<StateKey> = HashSet::new();
         let mut gone: HashSet<StateKey> = HashSet::new();
         for (p, (&from, &to)) in (0u32..).zip(earliest.iter().zip(&end)) {
-            let mut next = from;
-            while next < to {
-                let batch = log.read(p, next, to, 4096).await?;
-                for r in &batch.records {
+            let mut range = RangeRead::new(p, from, to, 4096);
+            while let Some(records) = range.next_batch(&log).await? {
+                for r in &records {
                     match codec::decode(&r.key, &r.value).map_err(|e| e.at(p, r.offset))? {
                         LogRecord::Upsert(s) if s.is_completed() => {
                             gone.remove(&s.key);
@@ -814,7 +813,6 @@ impl<S: LogSource> Sim<S> {
                         _ => {}
                     }
                 }
-                next = batch.next.max(next + 1);
             }
         }
         let lost = ledger

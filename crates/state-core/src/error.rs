@@ -138,6 +138,33 @@ pub enum Error {
         /// Second log.
         second: String,
     },
+    /// A read of a partition range returned an empty batch that does not advance: the backend
+    /// broke the [`crate::StateLog::read`] progress rule. Reading again from the same offset
+    /// could loop forever, and skipping it could lose a record.
+    #[error(
+        "read of partition {partition} made no progress at offset {offset} (range ends at {end}): \
+         an empty batch that does not advance breaks the StateLog contract"
+    )]
+    NoProgress {
+        /// The partition.
+        partition: u32,
+        /// The offset the read started at (and did not pass).
+        offset: u64,
+        /// The exclusive end of the range read.
+        end: u64,
+    },
+    /// A read returned a batch that breaks the [`crate::StateLog::read`] contract: a record out
+    /// of its range or out of order, more records than asked for, or a `next` offset at or
+    /// below a returned record.
+    #[error("bad read of partition {partition} at offset {offset}: {detail}")]
+    BadRead {
+        /// The partition.
+        partition: u32,
+        /// The offset the read started at.
+        offset: u64,
+        /// What was wrong, with the offsets involved.
+        detail: String,
+    },
     /// The backend failed; see [`BackendError::is_retryable`].
     #[error(transparent)]
     Backend(#[from] BackendError),

@@ -2,8 +2,9 @@
 //!
 //! The pure data model of actionstate: identities, the canonical attribute tree and its
 //! fingerprints, events and triggers, occurrence-aware state keys, action states with their
-//! durable-call journal, log records and their checksummed envelope, and the [`StateLog`]
-//! backend contract.
+//! durable-call journal, log records and their checksummed envelope, the [`StateLog`]
+//! backend contract, and [`RangeRead`], which reads a partition range checking every batch
+//! against that contract.
 //!
 //! Nothing here performs I/O or depends on an async runtime; backends implement [`StateLog`].
 //!
@@ -40,6 +41,7 @@ mod event;
 mod id;
 mod key;
 mod log;
+mod range;
 mod record;
 mod state;
 mod value;
@@ -50,6 +52,7 @@ pub use event::{Event, Trigger};
 pub use id::{ActionDigest, ActionId, EventId, Fingerprint, KeyId, OccurrenceId};
 pub use key::{LocalKey, StateKey};
 pub use log::{LogIdentity, Marker, Position, ReadBatch, ReadRecord, StateLog, WireRecord};
+pub use range::RangeRead;
 pub use record::{
     AUDIT_KEY_LAYOUT, Audit, AuditDetail, Evidence, InvalidationReason, LogRecord, MissReason, RecordKind,
     audit_log_key,

@@ -31,9 +31,11 @@ pub struct ReadRecord {
 /// One batch of a partition read.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReadBatch {
-    /// Records in offset order, all with offsets in `[from, to)`.
+    /// Records in strictly increasing offset order, all with offsets in `[from, to)`.
     pub records: Vec<ReadRecord>,
-    /// Where the next read continues; `>= to` once the range is exhausted.
+    /// Where the next read continues: greater than `from` and than every returned offset
+    /// unless the read was empty by request (`from >= to` or `max == 0`); `>= to` once the
+    /// range is exhausted.
     pub next: u64,
 }
 
@@ -147,7 +149,7 @@ impl Marker {
 /// - report in [`Position`] the record's partition and either its exact offset or a lower bound
 ///   of it (`exact = false`);
 /// - make [`read`](StateLog::read) yield records of `[from, to)` in offset order, and stop at
-///   `to` — never "until an empty poll";
+///   `to` — never "until an empty poll" — keeping the read rules below;
 /// - keep the partition set stable: [`identity`](StateLog::identity) is captured at open, and
 ///   [`current_identity`](StateLog::current_identity) fetches it again so a recreated topic or
 ///   a changed partition count is reported, not papered over;
@@ -157,8 +159,26 @@ impl Marker {
 ///
 /// Implementations SHOULD:
 /// - be cheap to call concurrently from many tasks (appends of different keys may overlap);
-/// - read partitions independently so rebuild can read them in parallel;
-/// - return reads in batches of at most `max` records.
+/// - read partitions independently so rebuild can read them in parallel.
+///
+/// # Reads
+///
+/// A read of `partition` with `from < to` and `max > 0` MUST:
+/// - make progress: return at least one record, or a [`ReadBatch::next`] greater than `from`.
+///   An empty batch with `next <= from` is a contract violation: the caller can neither read
+///   the same offset again (it could loop forever) nor step over it (it could lose a record);
+/// - return at most `max` records, every one with an offset in `[from, to)`, in strictly
+///   increasing offset order;
+/// - skip nothing: every record of the partition with an offset in `[from, next)` is in the
+///   batch (offsets without a record, as compaction leaves them, may be stepped over);
+/// - return a `next` greater than the offset of the last record returned;
+/// - fail with an error — retryable ([`BackendError::is_retryable`](crate::BackendError::is_retryable))
+///   — when it cannot fetch anything in time (a server that does not answer, a range reaching
+///   past the end), instead of returning an empty batch that does not advance.
+///
+/// A read with `from >= to` or `max == 0` returns an empty batch with `next = from`.
+/// [`RangeRead`](crate::RangeRead) reads a range batch by batch and checks every batch against
+/// these rules, so callers do not have to.
 pub trait StateLog: Send + Sync + 'static {
     /// Identity of the log as captured when it was opened.
     fn identity(&self) -> &LogIdentity;
@@ -175,7 +195,8 @@ pub trait StateLog: Send + Sync + 'static {
     /// Per partition, the end offset: one past the last durable record.
     fn end_offsets(&self) -> impl Future<Output = Result<Vec<u64>, Error>> + Send;
 
-    /// Reads at most `max` records of `partition` with offsets in `[from, to)`.
+    /// Reads at most `max` records of `partition` with offsets in `[from, to)`, keeping the
+    /// [read rules](StateLog#reads) of the contract.
     fn read(
         &self,
         partition: u32,

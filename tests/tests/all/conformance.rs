@@ -58,12 +58,12 @@ impl conformance::Harness for FileHarness {
 
 #[tokio::test]
 async fn memory_log_conforms() {
-    conformance::run_all(&MemoryHarness).await;
+    conformance::assert_conforms(&MemoryHarness).await;
 }
 
 #[tokio::test]
 async fn file_log_conforms() {
-    conformance::run_all(&FileHarness::default()).await;
+    conformance::assert_conforms(&FileHarness::default()).await;
 }
 
 #[tokio::test]

@@ -1,8 +1,9 @@
 //! The backend conformance suite: public async checks every [`StateLog`] implementation runs.
 //!
-//! A backend provides a [`Harness`] that opens fresh logs, reopens them and recreates them;
-//! each check panics with a message naming the violated rule, so it can be called from any
-//! test:
+//! A backend provides a [`Harness`] that opens fresh logs, reopens them and recreates them.
+//! [`run_all`] runs every check, each on fresh logs, and returns a [`ConformanceReport`] naming
+//! each failed check with the rule it found broken; [`assert_conforms`] runs them and panics
+//! with that report unless all passed, for a backend's test:
 //!
 //! ```
 //! use actionstate_recovery::testkit::{MemoryHarness, conformance};
@@ -10,14 +11,25 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
 //! // In a backend's tests: `#[tokio::test] async fn conforms() { ... }` with its own harness.
-//! conformance::run_all(&MemoryHarness).await;
+//! let report = conformance::run_all(&MemoryHarness).await;
+//! assert!(report.passed(), "{report}");
+//! assert_eq!(report.checks.len(), conformance::CHECKS.len());
+//!
+//! // The same, panicking with every failed check named:
+//! conformance::assert_conforms(&MemoryHarness).await;
 //! # }
 //! ```
+//!
+//! Each check is also public and returns `Err` with the violated rule, so a backend can run one
+//! on its own.
 
-use actionstate_core::{Error, KeyId, LogIdentity, Marker, Position, StateLog, WireRecord};
-use std::collections::BTreeMap;
+use actionstate_core::{Error, KeyId, LogIdentity, Marker, Position, RangeRead, StateLog, WireRecord};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 /// How the suite reaches a backend.
@@ -38,7 +50,8 @@ pub trait Harness: Send + Sync {
     /// one where it cannot (an embedded store whose handle must be closed before its files are
     /// deleted). The suite captures the old identity before calling this and compares it with
     /// [`StateLog::current_identity`] of the returned handle, never with its
-    /// [`StateLog::identity`].
+    /// [`StateLog::identity`]; it writes to the recreated log through a handle from
+    /// [`reopen`](Harness::reopen).
     fn recreate(&self, log: Self::Log, partitions: u32) -> impl Future<Output = Result<Self::Log, Error>> + Send;
 
     /// Opens a log whose backend cannot be reached (a closed port, an inaccessible path). May
@@ -46,15 +59,133 @@ pub trait Harness: Send + Sync {
     fn unreachable(&self) -> impl Future<Output = Result<Self::Log, Error>> + Send;
 }
 
-/// Runs every check of the suite, in order, each on a fresh log.
-pub async fn run_all<H: Harness>(h: &H) {
-    acknowledged_appends_survive_reopen(h).await;
-    per_partition_order(h).await;
-    end_and_earliest_offsets(h).await;
-    reads_stop_at_the_captured_end(h).await;
-    partition_set_change_is_detected(h).await;
-    concurrent_appends_from_many_tasks(h).await;
-    unreachable_backend_fails_clearly(h).await;
+/// What a check returns: `Err` with the rule the backend broke.
+pub type CheckResult = Result<(), String>;
+
+/// The checks [`run_all`] runs, in order; each is a public function of this module.
+pub const CHECKS: [&str; 9] = [
+    "acknowledged_appends_survive_reopen",
+    "per_partition_order",
+    "end_and_earliest_offsets",
+    "reads_stop_at_the_captured_end",
+    "reads_make_progress_and_skip_nothing",
+    "partition_set_change_is_detected",
+    "recreation_with_the_same_partition_count_is_detected",
+    "concurrent_appends_from_many_tasks",
+    "unreachable_backend_fails_clearly",
+];
+
+/// One failed check.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckFailure {
+    /// The check's name (one of [`CHECKS`]).
+    pub check: &'static str,
+    /// The rule it found broken (or the panic it ended with).
+    pub message: String,
+}
+
+/// The outcome of [`run_all`]: which checks ran and which failed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ConformanceReport {
+    /// Every check run, in order.
+    pub checks: Vec<&'static str>,
+    /// The checks that failed, in order, with their messages.
+    pub failures: Vec<CheckFailure>,
+}
+
+impl ConformanceReport {
+    /// Whether every check passed.
+    pub fn passed(&self) -> bool {
+        self.failures.is_empty()
+    }
+
+    /// The failure message of `check`, if it failed.
+    pub fn failure(&self, check: &str) -> Option<&str> {
+        self.failures.iter().find(|f| f.check == check).map(|f| f.message.as_str())
+    }
+
+    /// Panics with the report, naming each failed check, unless every check passed.
+    #[track_caller]
+    pub fn assert_passed(&self) {
+        assert!(self.passed(), "{self}");
+    }
+
+    /// Runs `check` and records its outcome under `name`; a panic in the check is its failure.
+    async fn run(&mut self, name: &'static str, check: impl Future<Output = CheckResult>) {
+        self.checks.push(name);
+        let outcome = match catch_unwind(check).await {
+            Ok(outcome) => outcome,
+            Err(panic) => Err(format!("panicked: {panic}")),
+        };
+        if let Err(message) = outcome {
+            self.failures.push(CheckFailure { check: name, message });
+        }
+    }
+}
+
+impl fmt::Display for ConformanceReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (total, failed) = (self.checks.len(), self.failures.len());
+        if failed == 0 {
+            return write!(f, "conformance: all {total} checks passed");
+        }
+        write!(f, "conformance: {failed} of {total} checks failed")?;
+        for failure in &self.failures {
+            write!(f, "\n  {}: {}", failure.check, failure.message)?;
+        }
+        Ok(())
+    }
+}
+
+/// Polls `f`, turning a panic into `Err` with its message.
+async fn catch_unwind<F: Future>(f: F) -> Result<F::Output, String> {
+    let mut f = std::pin::pin!(f);
+    std::future::poll_fn(move |cx| match std::panic::catch_unwind(AssertUnwindSafe(|| f.as_mut().poll(cx))) {
+        Ok(Poll::Ready(v)) => Poll::Ready(Ok(v)),
+        Ok(Poll::Pending) => Poll::Pending,
+        Err(panic) => Poll::Ready(Err(panic_message(panic.as_ref()))),
+    })
+    .await
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
+        (Some(s), _) => (*s).to_owned(),
+        (_, Some(s)) => s.clone(),
+        _ => "a panic without a message".to_owned(),
+    }
+}
+
+/// Runs every check of the suite, in order, each on fresh logs, and reports which failed.
+pub async fn run_all<H: Harness>(h: &H) -> ConformanceReport {
+    let mut report = ConformanceReport::default();
+    let [c0, c1, c2, c3, c4, c5, c6, c7, c8] = CHECKS;
+    report.run(c0, acknowledged_appends_survive_reopen(h)).await;
+    report.run(c1, per_partition_order(h)).await;
+    report.run(c2, end_and_earliest_offsets(h)).await;
+    report.run(c3, reads_stop_at_the_captured_end(h)).await;
+    report.run(c4, reads_make_progress_and_skip_nothing(h)).await;
+    report.run(c5, partition_set_change_is_detected(h)).await;
+    report.run(c6, recreation_with_the_same_partition_count_is_detected(h)).await;
+    report.run(c7, concurrent_appends_from_many_tasks(h)).await;
+    report.run(c8, unreachable_backend_fails_clearly(h)).await;
+    report
+}
+
+/// Runs every check and panics, naming each failed check, unless all passed.
+pub async fn assert_conforms<H: Harness>(h: &H) {
+    let report = run_all(h).await;
+    eprintln!("{report}");
+    report.assert_passed();
+}
+
+/// Fails the check with a message unless `cond` holds.
+macro_rules! ensure {
+    ($cond:expr, $($fmt:tt)+) => {
+        if !$cond {
+            return Err(format!($($fmt)+));
+        }
+    };
 }
 
 fn record(key: u32, n: u32) -> WireRecord {
@@ -62,193 +193,402 @@ fn record(key: u32, n: u32) -> WireRecord {
     WireRecord { key_id, key: format!("k{key}-{n}").into_bytes(), value: format!("value {key}/{n}").into_bytes() }
 }
 
-async fn must<T>(what: &str, f: impl Future<Output = Result<T, Error>>) -> T {
-    match f.await {
-        Ok(v) => v,
-        Err(e) => panic!("conformance: {what} failed: {e}"),
-    }
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// Reads `[from, to)` of one partition completely.
-pub async fn read_all<L: StateLog>(log: &L, partition: u32, from: u64, to: u64) -> Vec<(u64, Vec<u8>, Vec<u8>)> {
+async fn must<T>(what: &str, f: impl Future<Output = Result<T, Error>>) -> Result<T, String> {
+    f.await.map_err(|e| format!("{what} failed: {e}"))
+}
+
+/// The entry of `partition` in per-partition offsets a backend listed.
+fn at(offsets: &[u64], partition: u32, what: &str) -> Result<u64, String> {
+    offsets.get(partition as usize).copied().ok_or_else(|| {
+        format!("{what} list {} partitions ({offsets:?}), no entry for partition {partition}", offsets.len())
+    })
+}
+
+/// A partition's records as [`read_all`] returns them: (offset, key, value).
+pub type Records = Vec<(u64, Vec<u8>, Vec<u8>)>;
+
+/// Reads `[from, to)` of one partition completely with [`RangeRead`], which fails on a batch
+/// that breaks the read rules of the contract (no progress, a record out of range or order).
+pub async fn read_all<L: StateLog>(log: &L, partition: u32, from: u64, to: u64) -> Result<Records, Error> {
     let mut out = Vec::new();
-    let mut next = from;
-    while next < to {
-        let batch = must("read", log.read(partition, next, to, 64)).await;
-        assert!(
-            batch.next > next || !batch.records.is_empty(),
-            "conformance: read of partition {partition} made no progress at {next}"
-        );
-        for r in batch.records {
-            assert!(
-                r.offset >= next && r.offset < to,
-                "conformance: read returned offset {} outside [{next}, {to})",
-                r.offset
-            );
-            out.push((r.offset, r.key, r.value));
-        }
-        next = batch.next;
+    let mut range = RangeRead::new(partition, from, to, 64);
+    while let Some(records) = range.next_batch(log).await? {
+        out.extend(records.into_iter().map(|r| (r.offset, r.key, r.value)));
     }
-    out
+    Ok(out)
 }
 
-/// Every acknowledged append is readable, with its bytes, at its position after a reopen.
-pub async fn acknowledged_appends_survive_reopen<H: Harness>(h: &H) {
-    let log = must("open", h.fresh(4)).await;
+async fn read_range<L: StateLog>(log: &L, partition: u32, from: u64, to: u64) -> Result<Records, String> {
+    read_all(log, partition, from, to).await.map_err(|e| format!("reading partition {partition} [{from}, {to}): {e}"))
+}
+
+/// Every record of every partition, from its earliest offset to its end.
+async fn contents<L: StateLog>(log: &L) -> Result<Vec<Records>, String> {
+    let earliest = must("earliest offsets", log.earliest_offsets()).await?;
+    let end = must("end offsets", log.end_offsets()).await?;
+    let partitions = log.identity().partitions;
+    let mut out = Vec::new();
+    for p in 0..partitions {
+        out.push(read_range(log, p, at(&earliest, p, "earliest offsets")?, at(&end, p, "end offsets")?).await?);
+    }
+    Ok(out)
+}
+
+/// Checks the positions reported for records one task appended one after another against
+/// where the records are (`stored`, every partition read in full):
+///
+/// - the record is in the reported partition, with its bytes;
+/// - an exact position is the record's offset, and a read of that one offset returns it;
+/// - a lower bound (`exact: false`) is no greater than the record's offset, and reading from
+///   it to the end finds the record;
+/// - per partition, positions increase (strictly where both are exact, never decrease where
+///   one is a lower bound).
+async fn check_positions<L: StateLog>(
+    log: &L,
+    appended: &[(Position, WireRecord)],
+    stored: &[Records],
+    who: &str,
+) -> CheckResult {
+    let end = must("end offsets", log.end_offsets()).await?;
+    let mut last: BTreeMap<u32, Position> = BTreeMap::new();
+    // Lower bounds, by (partition, reported offset): each range is read once.
+    let mut bounds: BTreeMap<(u32, u64), Vec<&WireRecord>> = BTreeMap::new();
+    for (p, r) in appended {
+        let records = stored.get(p.partition as usize).ok_or_else(|| format!("{who}: {p:?} names no partition"))?;
+        let found = records.iter().find(|(_, k, _)| *k == r.key);
+        let Some((real, _, value)) = found else {
+            return Err(format!(
+                "{who}: acknowledged record {} ({p:?}) is not in partition {}",
+                text(&r.key),
+                p.partition
+            ));
+        };
+        ensure!(*value == r.value, "{who}: record {} at offset {real} holds other bytes", text(&r.key));
+        if p.exact {
+            ensure!(*real == p.offset, "{who}: record {} reported at exact {p:?} is at offset {real}", text(&r.key));
+            let got = read_range(log, p.partition, p.offset, p.offset + 1).await?;
+            ensure!(
+                got.len() == 1 && got[0].1 == r.key && got[0].2 == r.value,
+                "{who}: a read of the one offset {p:?} does not return record {}",
+                text(&r.key)
+            );
+        } else {
+            ensure!(
+                p.offset <= *real,
+                "{who}: lower bound {} of record {} is past its offset {real} in partition {}",
+                p.offset,
+                text(&r.key),
+                p.partition
+            );
+            bounds.entry((p.partition, p.offset)).or_default().push(r);
+        }
+        if let Some(prev) = last.insert(p.partition, *p) {
+            if prev.exact && p.exact {
+                ensure!(p.offset > prev.offset, "{who}: exact offsets do not increase: {prev:?} then {p:?}");
+            } else {
+                ensure!(p.offset >= prev.offset, "{who}: positions go backwards: {prev:?} then {p:?}");
+            }
+        }
+    }
+    for ((partition, offset), records) in bounds {
+        let to = at(&end, partition, "end offsets")?;
+        let scanned = read_range(log, partition, offset, to).await?;
+        for r in records {
+            ensure!(
+                scanned.iter().any(|(_, k, v)| *k == r.key && *v == r.value),
+                "{who}: record {} is not found reading partition {partition} from its lower bound {offset} to the \
+                 end {to}",
+                text(&r.key)
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Every acknowledged append is readable, with its bytes, at or after its position after a
+/// reopen, and each partition holds exactly the acknowledged records in order.
+pub async fn acknowledged_appends_survive_reopen<H: Harness>(h: &H) -> CheckResult {
+    let log = must("open", h.fresh(4)).await?;
     let mut acked: Vec<(Position, WireRecord)> = Vec::new();
     for n in 0..120 {
         let r = record(n % 12, n);
-        let p = must("append", log.append(r.clone())).await;
+        let p = must("append", log.append(r.clone())).await?;
         acked.push((p, r));
     }
-    let log = must("reopen", h.reopen(log)).await;
-    let end = must("end offsets", log.end_offsets()).await;
-    for (p, r) in &acked {
-        if !p.exact {
-            continue;
-        }
-        let got = read_all(&log, p.partition, p.offset, p.offset + 1).await;
-        assert_eq!(got.len(), 1, "conformance: acknowledged record at {p:?} not readable after reopen (end {end:?})");
-        assert_eq!((&got[0].1, &got[0].2), (&r.key, &r.value), "conformance: record at {p:?} changed after reopen");
-    }
+    let log = must("reopen", h.reopen(log)).await?;
+    let stored = contents(&log).await?;
+    check_positions(&log, &acked, &stored, "after reopen").await?;
     let mut per_partition: BTreeMap<u32, Vec<Vec<u8>>> = BTreeMap::new();
     for (p, r) in &acked {
         per_partition.entry(p.partition).or_default().push(r.key.clone());
     }
-    let earliest = must("earliest offsets", log.earliest_offsets()).await;
-    for (partition, keys) in per_partition {
-        let got = read_all(&log, partition, earliest[partition as usize], end[partition as usize]).await;
-        let got: Vec<Vec<u8>> = got.into_iter().map(|(_, k, _)| k).collect();
-        assert_eq!(
-            got, keys,
-            "conformance: partition {partition} after reopen does not hold exactly the acknowledged records in order"
+    for (p, records) in (0u32..).zip(&stored) {
+        let got: Vec<String> = records.iter().map(|(_, k, _)| text(k)).collect();
+        let want: Vec<String> = per_partition.get(&p).into_iter().flatten().map(|k| text(k)).collect();
+        ensure!(
+            got == want,
+            "partition {p} after reopen does not hold exactly the acknowledged records in order: holds {got:?}, \
+             acknowledged {want:?}"
         );
     }
+    Ok(())
 }
 
 /// Records of one key land in one partition, in append order, at increasing offsets.
-pub async fn per_partition_order<H: Harness>(h: &H) {
-    let log = must("open", h.fresh(3)).await;
-    let mut positions = Vec::new();
+pub async fn per_partition_order<H: Harness>(h: &H) -> CheckResult {
+    let log = must("open", h.fresh(3)).await?;
+    let mut appended = Vec::new();
     for n in 0..50 {
-        positions.push(must("append", log.append(record(7, n))).await);
+        let r = record(7, n);
+        appended.push((must("append", log.append(r.clone())).await?, r));
     }
-    let partition = positions[0].partition;
-    assert!(
-        positions.iter().all(|p| p.partition == partition),
-        "conformance: one key's records spread over partitions: {positions:?}"
+    let partition = appended[0].0.partition;
+    ensure!(
+        appended.iter().all(|(p, _)| p.partition == partition),
+        "one key's records spread over partitions: {:?}",
+        appended.iter().map(|(p, _)| p.partition).collect::<BTreeSet<_>>()
     );
-    assert_eq!(partition, record(7, 0).key_id.partition(3), "conformance: partition is not KeyId::partition");
-    for w in positions.windows(2) {
-        assert!(
-            w[1].offset > w[0].offset || !w[1].exact,
-            "conformance: offsets do not increase: {:?} then {:?}",
-            w[0],
-            w[1]
-        );
-    }
-    let earliest = must("earliest", log.earliest_offsets()).await[partition as usize];
-    let end = must("end", log.end_offsets()).await[partition as usize];
-    let got: Vec<Vec<u8>> = read_all(&log, partition, earliest, end).await.into_iter().map(|(_, k, _)| k).collect();
-    let want: Vec<Vec<u8>> = (0..50).map(|n| record(7, n).key).collect();
-    assert_eq!(got, want, "conformance: read order differs from append order");
+    ensure!(
+        partition == record(7, 0).key_id.partition(3),
+        "partition {partition} is not KeyId::partition ({})",
+        record(7, 0).key_id.partition(3)
+    );
+    let stored = contents(&log).await?;
+    let got: Vec<String> = stored[partition as usize].iter().map(|(_, k, _)| text(k)).collect();
+    let want: Vec<String> = appended.iter().map(|(_, r)| text(&r.key)).collect();
+    ensure!(got == want, "read order differs from append order: read {got:?}, appended {want:?}");
+    check_positions(&log, &appended, &stored, "one key").await
 }
 
 /// End and earliest offsets bracket exactly the appended records.
-pub async fn end_and_earliest_offsets<H: Harness>(h: &H) {
-    let log = must("open", h.fresh(2)).await;
-    let e0 = must("earliest", log.earliest_offsets()).await;
-    let n0 = must("end", log.end_offsets()).await;
-    assert_eq!(e0.len(), 2, "conformance: earliest offsets must cover every partition");
-    assert_eq!(n0.len(), 2, "conformance: end offsets must cover every partition");
-    assert_eq!(e0, n0, "conformance: a fresh log must be empty (earliest == end)");
+pub async fn end_and_earliest_offsets<H: Harness>(h: &H) -> CheckResult {
+    let log = must("open", h.fresh(2)).await?;
+    let e0 = must("earliest", log.earliest_offsets()).await?;
+    let n0 = must("end", log.end_offsets()).await?;
+    ensure!(e0.len() == 2, "earliest offsets must cover every partition: {e0:?} for 2 partitions");
+    ensure!(n0.len() == 2, "end offsets must cover every partition: {n0:?} for 2 partitions");
+    ensure!(e0 == n0, "a fresh log must be empty (earliest == end): earliest {e0:?}, end {n0:?}");
     let mut counts = [0u64; 2];
     for n in 0..40 {
-        let p = must("append", log.append(record(n % 5, n))).await;
-        counts[p.partition as usize] += 1;
+        let p = must("append", log.append(record(n % 5, n))).await?;
+        let count = counts.get_mut(p.partition as usize).ok_or_else(|| format!("append reported {p:?}"))?;
+        *count += 1;
     }
-    let e1 = must("earliest", log.earliest_offsets()).await;
-    let n1 = must("end", log.end_offsets()).await;
-    for p in 0..2 {
-        assert_eq!(e1[p], e0[p], "conformance: earliest offset moved without cleanup");
-        assert_eq!(n1[p] - e1[p], counts[p], "conformance: end - earliest of partition {p} != records appended");
-        let got = read_all(&log, p as u32, e1[p], n1[p]).await;
-        assert_eq!(got.len() as u64, counts[p], "conformance: partition {p} does not read back every record");
+    let e1 = must("earliest", log.earliest_offsets()).await?;
+    let n1 = must("end", log.end_offsets()).await?;
+    for p in 0..2u32 {
+        let (e0, e1, n1) = (at(&e0, p, "earliest")?, at(&e1, p, "earliest")?, at(&n1, p, "end")?);
+        let count = counts[p as usize];
+        ensure!(e1 == e0, "earliest offset of partition {p} moved from {e0} to {e1} without cleanup");
+        ensure!(
+            n1.checked_sub(e1) == Some(count),
+            "partition {p}: end {n1} - earliest {e1} is not the {count} records appended"
+        );
+        let got = read_range(&log, p, e1, n1).await?;
+        ensure!(got.len() as u64 == count, "partition {p} reads back {} records of the {count} appended", got.len());
     }
+    Ok(())
 }
 
 /// A read bounded by an end offset captured earlier stops there, whatever was appended since.
-pub async fn reads_stop_at_the_captured_end<H: Harness>(h: &H) {
-    let log = must("open", h.fresh(1)).await;
+pub async fn reads_stop_at_the_captured_end<H: Harness>(h: &H) -> CheckResult {
+    let log = must("open", h.fresh(1)).await?;
     for n in 0..10 {
-        must("append", log.append(record(1, n))).await;
+        must("append", log.append(record(1, n))).await?;
     }
-    let end = must("end", log.end_offsets()).await[0];
+    let end = at(&must("end", log.end_offsets()).await?, 0, "end")?;
     for n in 10..25 {
-        must("append", log.append(record(1, n))).await;
+        must("append", log.append(record(1, n))).await?;
     }
-    let earliest = must("earliest", log.earliest_offsets()).await[0];
-    let got = read_all(&log, 0, earliest, end).await;
-    assert_eq!(got.len(), 10, "conformance: read past the captured end offset");
-    assert!(got.iter().all(|(o, _, _)| *o < end), "conformance: a record at or past the captured end was returned");
+    let earliest = at(&must("earliest", log.earliest_offsets()).await?, 0, "earliest")?;
+    let got = read_range(&log, 0, earliest, end).await?;
+    ensure!(got.len() == 10, "a read to the captured end {end} returned {} records, not 10", got.len());
+    ensure!(got.iter().all(|(o, _, _)| *o < end), "a record at or past the captured end {end} was returned");
+    Ok(())
 }
 
-/// A recreated log (new identity or partition count) is reported, and markers of the old log
-/// are refused.
-pub async fn partition_set_change_is_detected<H: Harness>(h: &H) {
-    let log = must("open", h.fresh(2)).await;
-    must("append", log.append(record(3, 0))).await;
+/// Checks one batch of `read(partition, from, to, max)` against the read rules, with `all`
+/// every record of the partition: progress, at most `max` records in range and in order, a
+/// `next` past the last one, and no record of `[from, next)` left out.
+fn check_batch(
+    partition: u32,
+    (from, to, max): (u64, u64, usize),
+    batch: &actionstate_core::ReadBatch,
+    all: &Records,
+) -> CheckResult {
+    let what = format!("read(partition {partition}, from {from}, to {to}, max {max})");
+    RangeRead::new(partition, from, to, max).check(batch).map_err(|e| format!("{what}: {e}"))?;
+    let upto = batch.next.min(to);
+    let want: Vec<u64> = all.iter().map(|(o, _, _)| *o).filter(|o| (from..upto).contains(o)).collect();
+    let got: Vec<u64> = batch.records.iter().map(|r| r.offset).collect();
+    ensure!(
+        got == want,
+        "{what}: returned offsets {got:?} with next {}, but the partition holds {want:?} in [{from}, {upto})",
+        batch.next
+    );
+    for r in &batch.records {
+        let stored = all.iter().find(|(o, _, _)| *o == r.offset);
+        ensure!(
+            stored.is_some_and(|(_, k, v)| *k == r.key && *v == r.value),
+            "{what}: the record at offset {} differs from the one a full read returns",
+            r.offset
+        );
+    }
+    Ok(())
+}
+
+/// Reads keep the progress rules of the contract: with `from < to` and `max > 0` a read
+/// returns a record or advances, returns at most `max` records of `[from, to)` in increasing
+/// order and a `next` past them, and leaves out no record below `next` — from any offset, with
+/// any `max` and any bound; a read at the end, where nothing can be fetched, fails with a
+/// retryable error or advances, never returns an empty batch that stays put.
+pub async fn reads_make_progress_and_skip_nothing<H: Harness>(h: &H) -> CheckResult {
+    let log = must("open", h.fresh(2)).await?;
+    for n in 0..30 {
+        must("append", log.append(record(n % 4, n))).await?;
+    }
+    let earliest = must("earliest", log.earliest_offsets()).await?;
+    let end = must("end", log.end_offsets()).await?;
+    for p in 0..2u32 {
+        let (first, end) = (at(&earliest, p, "earliest")?, at(&end, p, "end")?);
+        let all = read_range(&log, p, first, end).await?;
+        if all.is_empty() {
+            continue;
+        }
+        let mid = first + (end - first) / 2;
+        let starts: BTreeSet<u64> = [first, first + 1, mid, end - 1].into_iter().filter(|&o| o < end).collect();
+        for &from in &starts {
+            for to in [end, (from + 3).min(end)] {
+                for max in [1, 5, 1000] {
+                    let batch = must("read", log.read(p, from, to, max)).await?;
+                    check_batch(p, (from, to, max), &batch, &all)?;
+                }
+            }
+        }
+        // One record a read, each read where the previous one stopped.
+        let (mut next, mut walked) = (first, Vec::new());
+        while next < end {
+            let batch = must("read", log.read(p, next, end, 2)).await?;
+            check_batch(p, (next, end, 2), &batch, &all)?;
+            walked.extend(batch.records.iter().map(|r| r.offset));
+            next = batch.next;
+        }
+        let want: Vec<u64> = all.iter().map(|(o, _, _)| *o).collect();
+        ensure!(walked == want, "reading partition {p} two records at a time returned {walked:?}, not {want:?}");
+    }
+    // Nothing can be fetched at the end of a partition: an error (retryable) or progress.
+    let end0 = at(&end, 0, "end")?;
+    match log.read(0, end0, end0 + 3, 10).await {
+        Err(e) => {
+            ensure!(e.is_retryable(), "a read at the end {end0} of partition 0 failed with a terminal error: {e}")
+        }
+        Ok(batch) => check_batch(0, (end0, end0 + 3, 10), &batch, &Vec::new())?,
+    }
+    Ok(())
+}
+
+/// A log recreated with another partition count is reported, and markers of the old log are
+/// refused as [`Error::LogChanged`].
+pub async fn partition_set_change_is_detected<H: Harness>(h: &H) -> CheckResult {
+    let log = must("open", h.fresh(2)).await?;
+    must("append", log.append(record(3, 0))).await?;
     let before: LogIdentity = log.identity().clone();
-    let end = must("end", log.end_offsets()).await;
+    let end = must("end", log.end_offsets()).await?;
     let marker = Marker { log: before.clone(), offsets: end };
-    let log = must("recreate", h.recreate(log, 3)).await;
-    let now = must("current identity", log.current_identity()).await;
-    assert_ne!(now, before, "conformance: recreating the log with another partition count went unnoticed");
-    let earliest = must("earliest", log.earliest_offsets()).await;
-    let end = must("end", log.end_offsets()).await;
-    let err = marker.validate(&now, &earliest, &end).expect_err("conformance: a marker of the old log validated");
-    assert!(matches!(err, Error::LogChanged { .. }), "conformance: expected LogChanged, got {err}");
+    let log = must("recreate", h.recreate(log, 3)).await?;
+    let now = must("current identity", log.current_identity()).await?;
+    ensure!(now != before, "recreating the log with another partition count went unnoticed: {now}");
+    ensure!(now.partitions == 3, "the log recreated with 3 partitions reports {now}");
+    let earliest = must("earliest", log.earliest_offsets()).await?;
+    let end = must("end", log.end_offsets()).await?;
+    match marker.validate(&now, &earliest, &end) {
+        Ok(()) => Err(format!("a marker of the old log {before} validated on the recreated log {now}")),
+        Err(Error::LogChanged { .. }) => Ok(()),
+        Err(e) => Err(format!("a marker of the old log was refused with {e}, not as a changed log")),
+    }
+}
+
+/// A log deleted and created again with the same partition count is another log: its
+/// identity differs, and a marker of the old log is refused as [`Error::LogChanged`] even when
+/// the new log holds as many records, so that only the identity tells them apart.
+pub async fn recreation_with_the_same_partition_count_is_detected<H: Harness>(h: &H) -> CheckResult {
+    let log = must("open", h.fresh(2)).await?;
+    for n in 0..4 {
+        must("append", log.append(record(n, 0))).await?;
+    }
+    let before: LogIdentity = log.identity().clone();
+    let marker = Marker { log: before.clone(), offsets: must("end", log.end_offsets()).await? };
+    let log = must("recreate", h.recreate(log, 2)).await?;
+    let now = must("current identity", log.current_identity()).await?;
+    ensure!(
+        now != before,
+        "recreating the log with the same partition count went unnoticed: the recreated log reports the old \
+         identity {now}"
+    );
+    ensure!(now.partitions == 2, "the log recreated with 2 partitions reports {now}");
+    // A restarted writer fills the new log to the old offsets.
+    let log = must("reopen", h.reopen(log)).await?;
+    for n in 0..4 {
+        must("append to the recreated log", log.append(record(n, 0))).await?;
+    }
+    let current = must("current identity", log.current_identity()).await?;
+    ensure!(current != before, "a reopened handle on the recreated log reports the old identity {current}");
+    let earliest = must("earliest", log.earliest_offsets()).await?;
+    let end = must("end", log.end_offsets()).await?;
+    match marker.validate(&current, &earliest, &end) {
+        Ok(()) => Err(format!("a marker of the old log {before} validated on the recreated log {current}")),
+        Err(Error::LogChanged { .. }) => Ok(()),
+        Err(e) => Err(format!("a marker of the old log was refused with {e}, not as a changed log")),
+    }
 }
 
 /// Appends from many tasks at once are all acknowledged, and each key keeps its order.
-pub async fn concurrent_appends_from_many_tasks<H: Harness>(h: &H) {
-    let log = Arc::new(must("open", h.fresh(4)).await);
+pub async fn concurrent_appends_from_many_tasks<H: Harness>(h: &H) -> CheckResult {
+    let log = Arc::new(must("open", h.fresh(4)).await?);
     let mut tasks = Vec::new();
     for task in 0..16u32 {
         let log = Arc::clone(&log);
         tasks.push(tokio::spawn(async move {
-            let mut positions = Vec::new();
+            let mut appended = Vec::new();
             for n in 0..25 {
-                positions.push(must("append", log.append(record(100 + task, n))).await);
+                let r = record(100 + task, n);
+                appended.push((must("append", log.append(r.clone())).await?, r));
             }
-            (task, positions)
+            Ok::<_, String>((task, appended))
         }));
     }
-    let mut total = 0;
+    let mut done = Vec::new();
     for t in tasks {
-        let (task, positions) = t.await.expect("conformance: append task panicked");
-        total += positions.len();
-        for w in positions.windows(2) {
-            assert_eq!(w[0].partition, w[1].partition, "conformance: task {task}'s key changed partition");
-            assert!(w[1].offset > w[0].offset || !w[1].exact, "conformance: task {task}'s offsets do not increase");
-        }
-        let p = positions[0].partition;
-        let earliest = must("earliest", log.earliest_offsets()).await[p as usize];
-        let end = must("end", log.end_offsets()).await[p as usize];
-        let mine: Vec<Vec<u8>> = read_all(&*log, p, earliest, end)
-            .await
-            .into_iter()
-            .map(|(_, k, _)| k)
-            .filter(|k| k.starts_with(format!("k{}-", 100 + task).as_bytes()))
-            .collect();
-        let want: Vec<Vec<u8>> = (0..25).map(|n| record(100 + task, n).key).collect();
-        assert_eq!(mine, want, "conformance: task {task}'s records are not all there in order");
+        done.push(t.await.map_err(|e| format!("an append task failed: {e}"))??);
     }
-    assert_eq!(total, 16 * 25);
+    let stored = contents(&*log).await?;
+    let mut total = 0;
+    for (task, appended) in done {
+        total += appended.len();
+        let p = appended[0].0.partition;
+        ensure!(
+            appended.iter().all(|(q, _)| q.partition == p),
+            "task {task}'s key changed partition: {:?}",
+            appended.iter().map(|(q, _)| q.partition).collect::<BTreeSet<_>>()
+        );
+        check_positions(&*log, &appended, &stored, &format!("task {task}")).await?;
+        let prefix = format!("k{}-", 100 + task);
+        let records = stored.get(p as usize).ok_or_else(|| format!("task {task}: no partition {p}"))?;
+        let mine: Vec<String> =
+            records.iter().filter(|(_, k, _)| k.starts_with(prefix.as_bytes())).map(|(_, k, _)| text(k)).collect();
+        let want: Vec<String> = appended.iter().map(|(_, r)| text(&r.key)).collect();
+        ensure!(mine == want, "task {task}'s records are not all there in order: {mine:?}");
+    }
+    ensure!(total == 16 * 25, "{total} appends acknowledged of {}", 16 * 25);
+    Ok(())
 }
 
 /// An unreachable backend gives an error, promptly — never a hang or a panic.
-pub async fn unreachable_backend_fails_clearly<H: Harness>(h: &H) {
+pub async fn unreachable_backend_fails_clearly<H: Harness>(h: &H) -> CheckResult {
     let outcome = tokio::time::timeout(Duration::from_secs(120), async {
         match h.unreachable().await {
             Err(e) => Err(e),
@@ -256,7 +596,12 @@ pub async fn unreachable_backend_fails_clearly<H: Harness>(h: &H) {
         }
     })
     .await
-    .expect("conformance: an unreachable backend hung for 120 s instead of failing");
-    let err = outcome.expect_err("conformance: an append to an unreachable backend succeeded");
-    assert!(!err.to_string().is_empty(), "conformance: the unreachable-backend error has no message");
+    .map_err(|_| "an unreachable backend hung for 120 s instead of failing".to_owned())?;
+    match outcome {
+        Ok(()) => Err("an append to an unreachable backend succeeded".to_owned()),
+        Err(e) => {
+            ensure!(!e.to_string().is_empty(), "the unreachable-backend error has no message");
+            Ok(())
+        }
+    }
 }

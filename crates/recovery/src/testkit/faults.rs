@@ -192,7 +192,9 @@ pub async fn server_stop_during_puts<L, F, Fut>(
     let end = log.end_offsets().await.expect("end offsets after the restart");
     let mut stored = std::collections::BTreeMap::new();
     for (partition, &to) in (0u32..).zip(&end) {
-        for (offset, key, value) in conformance::read_all(log, partition, 0, to).await {
+        for (offset, key, value) in
+            conformance::read_all(log, partition, 0, to).await.expect("reading the log after the restart")
+        {
             stored.insert((partition, offset), (key, value));
         }
     }

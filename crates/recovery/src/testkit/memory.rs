@@ -52,6 +52,15 @@ pub struct MemoryLog {
 #[error("injected fault: {0}")]
 pub struct InjectedFault(pub &'static str);
 
+/// A read starting at or past the end of its partition.
+#[derive(Debug, thiserror::Error)]
+#[error("nothing to read at offset {offset} of partition {partition}: it ends at {end}")]
+struct PastTheEnd {
+    partition: u32,
+    offset: u64,
+    end: u64,
+}
+
 impl MemoryLog {
     /// An empty log with `partitions` partitions and an identity no other log of this process
     /// has.
@@ -204,6 +213,11 @@ impl StateLog for MemoryLog {
         if from < earliest {
             // Never skip silently: the records asked for are gone.
             return Err(Error::DataLoss { partition, offset: from, earliest });
+        }
+        if from < to && max > 0 && from >= p.len() as u64 {
+            // Nothing to fetch: an empty batch that does not advance would break the contract.
+            let end = p.len() as u64;
+            return Err(BackendError::retryable(BACKEND, "read", PastTheEnd { partition, offset: from, end }).into());
         }
         let start = from;
         let stop = to.min(p.len() as u64).min(start.saturating_add(max as u64));

@@ -3,6 +3,8 @@
 pub mod conformance;
 pub mod faults;
 mod memory;
+#[cfg(test)]
+mod rejects;
 pub mod services;
 
 pub use memory::{InjectedFault, MemoryLog};
