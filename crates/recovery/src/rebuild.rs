@@ -3,11 +3,13 @@
 use crate::error::{Result, StoreError};
 use crate::store::{ActionStateStore, Ownership};
 use actionstate_core::codec::{self, Peeked};
-use actionstate_core::{KeyId, Marker, Position, ReadBatch, ReadRecord, StateLog};
-use actionstate_index::{Index, Recorded};
-use std::collections::HashMap;
+use actionstate_core::{
+    InvalidationReason, KeyId, LogRecord, Marker, Position, RangeRead, ReadRecord, StateKey, StateLog,
+};
+use actionstate_index::{Index, Invalidation, Recorded};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// What a rebuild read and kept.
@@ -23,6 +25,10 @@ pub struct RebuildReport {
     pub partitions: u32,
     /// States in the index afterwards.
     pub states: usize,
+    /// Tombstones of invalidations a crash cut short: states an audit record removed whose
+    /// own tombstone the crashed writer did not get to. They are appended before each key's
+    /// next write (or the next snapshot), so that the log holds every invalidation whole.
+    pub tombstones_queued: u64,
     /// Wall time.
     pub duration: Duration,
 }
@@ -42,8 +48,16 @@ impl<L: StateLog> ActionStateStore<L> {
     /// parallel — keeps the keys this worker owns, and prunes the rounds `completed` says the
     /// checkpoint already finished.
     ///
+    /// An invalidation that a crash cut short (its audit record written, some of its
+    /// tombstones not) is replayed whole, and the missing tombstones are queued to be appended
+    /// before the key's next write (see [`RebuildReport::tombstones_queued`]).
+    ///
     /// No markers means no checkpoint: the index starts empty. On error the store is
-    /// unchanged.
+    /// unchanged, and the error is returned only once every partition reader this call
+    /// started has stopped and dropped its handle on the log (a reader stops after its read
+    /// in flight returns; [`StoreConfig::rebuild_stall`](crate::StoreConfig) bounds the wait
+    /// for one that does not), so the caller may drop the store and open the log again at
+    /// once.
     #[tracing::instrument(level = "info", skip_all, fields(markers = markers.len()))]
     pub async fn rebuild(
         &self,
@@ -57,7 +71,7 @@ impl<L: StateLog> ActionStateStore<L> {
         let owned_completed: HashMap<KeyId, u64> =
             completed.iter().filter(|(k, _)| ownership.owns(k)).map(|(k, s)| (*k, *s)).collect();
         let Some(marker) = Marker::merge(markers)? else {
-            self.install(Index::new(), owned_completed);
+            self.install(Index::new(), owned_completed, HashMap::new());
             return Ok(RebuildReport { duration: started.elapsed(), ..RebuildReport::default() });
         };
         // Three independent questions to the backend, asked at once; their errors are reported
@@ -70,55 +84,47 @@ impl<L: StateLog> ActionStateStore<L> {
         // Each partition is replayed into an index of its own, in parallel; a key's records all
         // live in one partition, so the indexes are joined by moving keys.
         let mut tasks = tokio::task::JoinSet::new();
-        // Per partition, the offset its reader has reached, for the deadline error.
-        let reached: Arc<Vec<AtomicU64>> = Arc::new(marker.offsets.iter().map(|&o| AtomicU64::new(o)).collect());
+        let readers = Readers {
+            reached: marker.offsets.iter().map(|&o| AtomicU64::new(o)).collect(),
+            stop: AtomicBool::new(false),
+        };
+        let readers = Arc::new(readers);
         for (partition, (&from, &to)) in (0u32..).zip(marker.offsets.iter().zip(&end)) {
             let log = Arc::clone(&self.log);
             let ownership = ownership.clone();
-            let reached = Arc::clone(&reached);
-            let (batch, stall) = (self.config.read_batch.max(1), self.config.rebuild_stall);
-            tasks.spawn(
-                async move { read_partition(&*log, &ownership, partition, from, to, batch, stall, &reached).await },
-            );
+            let readers = Arc::clone(&readers);
+            let range = RangeRead::new(partition, from, to, self.config.read_batch.max(1));
+            let stall = self.config.rebuild_stall;
+            tasks.spawn(async move { read_partition(&*log, &ownership, range, stall, &readers).await });
         }
-        let mut report = RebuildReport { partitions: current.partitions, ..RebuildReport::default() };
-        let mut index = Index::new();
-        let mut done = vec![false; end.len()];
         let deadline = self.config.rebuild_deadline.map(|d| (d, tokio::time::Instant::from_std(started) + d));
-        loop {
-            let next = match deadline {
-                Some((limit, at)) => match tokio::time::timeout_at(at, tasks.join_next()).await {
-                    Ok(next) => next,
-                    Err(_) => {
-                        tasks.abort_all();
-                        let unfinished = (0u32..)
-                            .zip(&end)
-                            .filter(|(p, _)| !done[*p as usize])
-                            .map(|(p, &e)| (p, reached[p as usize].load(Ordering::Relaxed), e))
-                            .collect();
-                        return Err(StoreError::RebuildDeadline { limit, unfinished });
-                    }
-                },
-                None => tasks.join_next().await,
-            };
-            let Some(joined) = next else { break };
-            let part = joined.map_err(|e| StoreError::Task(e.to_string()))??;
-            if let Some(d) = done.get_mut(part.partition as usize) {
-                *d = true;
-            }
-            report.records += part.records;
-            report.bytes += part.bytes;
-            report.foreign += part.foreign;
-            let partition = part.partition;
-            index.absorb(part.index).map_err(|key| StoreError::KeyInTwoPartitions { key, partition })?;
+        let joined = join_partitions(&mut tasks, &readers, &end, deadline, current.partitions).await;
+        if joined.is_err() {
+            // Stop every reader and wait until each has returned from its read in flight and
+            // dropped its handle on the log: a backend whose reads run on blocking threads
+            // (the embedded store) keeps its files open until they do.
+            readers.stop.store(true, Ordering::Relaxed);
+            while tasks.join_next().await.is_some() {}
         }
+        let (mut report, mut index, unlogged) = joined?;
         for (key, seq) in &owned_completed {
             index.prune(key, *seq);
         }
         report.states = index.stats().states;
-        self.install(index, owned_completed);
+        let mut pending: HashMap<KeyId, VecDeque<LogRecord>> = HashMap::new();
+        for (key, reason) in unlogged {
+            report.tombstones_queued += 1;
+            pending.entry(key.key).or_default().push_back(LogRecord::Delete { key, reason });
+        }
+        self.install(index, owned_completed, pending);
         report.duration = started.elapsed();
         crate::metrics::rebuilt(report.records, report.records_per_second());
+        if report.tombstones_queued > 0 {
+            tracing::warn!(
+                tombstones = report.tombstones_queued,
+                "rebuild replayed invalidations a crash cut short; their missing tombstones are queued"
+            );
+        }
         tracing::info!(
             records = report.records,
             bytes = report.bytes,
@@ -130,41 +136,107 @@ impl<L: StateLog> ActionStateStore<L> {
     }
 }
 
+/// What the partition readers of one rebuild share.
+struct Readers {
+    /// Per partition, the offset its reader has reached, for the deadline error.
+    reached: Vec<AtomicU64>,
+    /// Set when the rebuild failed: readers stop after their read in flight.
+    stop: AtomicBool,
+}
+
+/// What the partitions read: the report so far, the joined index, and the removed states
+/// whose tombstones the log lacks.
+type Joined = (RebuildReport, Index, BTreeMap<StateKey, InvalidationReason>);
+
+/// Joins the partition readers as they finish, until all have or one fails or the deadline
+/// passes. On error, readers may still be running; the caller stops and awaits them.
+async fn join_partitions(
+    tasks: &mut tokio::task::JoinSet<Result<PartitionRead>>,
+    readers: &Readers,
+    end: &[u64],
+    deadline: Option<(std::time::Duration, tokio::time::Instant)>,
+    partitions: u32,
+) -> Result<Joined> {
+    let mut report = RebuildReport { partitions, ..RebuildReport::default() };
+    let mut index = Index::new();
+    let mut unlogged = BTreeMap::new();
+    let mut done = vec![false; end.len()];
+    loop {
+        let next = match deadline {
+            Some((limit, at)) => match tokio::time::timeout_at(at, tasks.join_next()).await {
+                Ok(next) => next,
+                Err(_) => {
+                    let unfinished = (0u32..)
+                        .zip(end)
+                        .filter(|(p, _)| !done[*p as usize])
+                        .map(|(p, &e)| (p, readers.reached[p as usize].load(Ordering::Relaxed), e))
+                        .collect();
+                    return Err(StoreError::RebuildDeadline { limit, unfinished });
+                }
+            },
+            None => tasks.join_next().await,
+        };
+        let Some(joined) = next else { break };
+        let part = joined.map_err(|e| StoreError::Task(e.to_string()))??;
+        if let Some(d) = done.get_mut(part.partition as usize) {
+            *d = true;
+        }
+        report.records += part.records;
+        report.bytes += part.bytes;
+        report.foreign += part.foreign;
+        let partition = part.partition;
+        unlogged.extend(part.unlogged);
+        index.absorb(part.index).map_err(|key| StoreError::KeyInTwoPartitions { key, partition })?;
+    }
+    Ok((report, index, unlogged))
+}
+
 struct PartitionRead {
     partition: u32,
     index: Index,
     records: u64,
     bytes: u64,
     foreign: u64,
+    /// States the replay removed that no later record of the partition names again (by a
+    /// tombstone or a new upsert): the tombstones an invalidation cut short did not write.
+    unlogged: BTreeMap<StateKey, InvalidationReason>,
 }
 
-/// Reads one partition from `from` to `to` into an index of its own. The next batch is read
-/// while the previous one is indexed (one batch ahead), so the log's read path and the index
-/// work overlap instead of taking turns.
-#[allow(clippy::too_many_arguments, reason = "one call site; a struct would only rename them")]
+/// Reads one partition's `range` into an index of its own. The next batch is read while the
+/// previous one is indexed (one batch ahead), so the log's read path and the index work
+/// overlap instead of taking turns. Stops early, without error, once `readers.stop` is set.
 async fn read_partition<L: StateLog>(
     log: &L,
     ownership: &Ownership,
-    partition: u32,
-    from: u64,
-    to: u64,
-    batch: usize,
+    mut range: RangeRead,
     stall: Duration,
-    reached: &[AtomicU64],
+    readers: &Readers,
 ) -> Result<PartitionRead> {
-    let stalled = |offset| StoreError::RebuildStalled { partition, offset, end: to, seconds: stall.as_secs() };
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<ReadBatch>>(1);
+    let partition = range.partition();
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<(Vec<ReadRecord>, u64)>>(1);
     let reader = async move {
-        let mut next = from;
-        while next < to {
-            let read = match tokio::time::timeout(stall, log.read(partition, next, to, batch)).await {
-                Err(_) => Err(stalled(next)),
-                Ok(Err(e)) => Err(e.into()),
-                Ok(Ok(read)) if read.records.is_empty() && read.next <= next => Err(stalled(next)),
-                Ok(Ok(read)) => Ok(read),
+        while !range.is_done() && !readers.stop.load(Ordering::Relaxed) {
+            let (offset, end) = (range.next_offset(), range.end());
+            let done = {
+                let mut batch = std::pin::pin!(range.next_batch(log));
+                match tokio::time::timeout(stall, &mut batch).await {
+                    Ok(done) => Some(done),
+                    Err(_) => {
+                        // The read may be running on a blocking thread with the backend's
+                        // files open: let it finish before this reader ends, giving up on it
+                        // (a read that hangs for good) after another stall period.
+                        let _ = tokio::time::timeout(stall, batch).await;
+                        None
+                    }
+                }
+            };
+            let read = match done {
+                None => Err(StoreError::RebuildStalled { partition, offset, end, seconds: stall.as_secs() }),
+                Some(Err(e)) => Err(e.into()),
+                Some(Ok(None)) => break,
+                Some(Ok(Some(records))) => Ok((records, range.next_offset())),
             };
             let failed = read.is_err();
-            next = read.as_ref().map_or(next, |r| r.next);
             // The indexer has stopped (it failed): nothing more to read.
             if tx.send(read).await.is_err() || failed {
                 break;
@@ -173,12 +245,19 @@ async fn read_partition<L: StateLog>(
     };
     // Owns the receiver, so that an indexer that fails drops it and stops the reader.
     let indexer = async move {
-        let mut out = PartitionRead { partition, index: Index::new(), records: 0, bytes: 0, foreign: 0 };
+        let mut out = PartitionRead {
+            partition,
+            index: Index::new(),
+            records: 0,
+            bytes: 0,
+            foreign: 0,
+            unlogged: BTreeMap::new(),
+        };
         while let Some(read) = rx.recv().await {
-            let read = read?;
-            index_batch(&mut out, ownership, read.records)?;
-            if let Some(r) = reached.get(partition as usize) {
-                r.store(read.next, Ordering::Relaxed);
+            let (records, next) = read?;
+            index_batch(&mut out, ownership, records)?;
+            if let Some(r) = readers.reached.get(partition as usize) {
+                r.store(next, Ordering::Relaxed);
             }
         }
         Ok(out)
@@ -204,16 +283,38 @@ fn index_batch(out: &mut PartitionRead, ownership: &Ownership, records: Vec<Read
         }
         // Checked in full, but kept encoded: a lookup decodes the state it hands out.
         let position = Position { partition, offset: r.offset, exact: true };
-        match codec::peek(&r.key, &r.value).map_err(|e| e.at(partition, r.offset))? {
+        let removed = match codec::peek(&r.key, &r.value).map_err(|e| e.at(partition, r.offset))? {
             Peeked::Upsert(evidence) => {
-                out.index.upsert(Recorded::encoded(evidence, r.value.into_boxed_slice(), position), position, bytes);
+                let key = evidence.key;
+                let removed = out.index.upsert(
+                    Recorded::encoded(evidence, r.value.into_boxed_slice(), position),
+                    position,
+                    bytes,
+                );
+                if !out.unlogged.is_empty() {
+                    out.unlogged.remove(&key);
+                }
+                removed
             }
             Peeked::Other(record) => {
-                out.index.apply(*record, position, bytes);
+                if let (LogRecord::Delete { key, .. }, false) = (&*record, out.unlogged.is_empty()) {
+                    out.unlogged.remove(key);
+                }
+                out.index.apply(*record, position, bytes)
             }
-        }
+        };
+        note_removed(&mut out.unlogged, removed);
     }
     Ok(())
+}
+
+/// Notes the states a replayed record removed: each needs a tombstone of its own later in the
+/// log, which the writer appends right after the record that removed it unless a crash cut
+/// it short.
+fn note_removed(unlogged: &mut BTreeMap<StateKey, InvalidationReason>, removed: Invalidation) {
+    for r in removed.removed {
+        unlogged.insert(r.key, r.reason);
+    }
 }
 
 /// The key id of a log key (state keys and audit keys both carry it at bytes 1..33), if the

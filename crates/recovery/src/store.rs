@@ -19,8 +19,12 @@ use std::time::{Duration, Instant};
 pub struct StoreConfig {
     /// Records per read call during rebuild.
     pub read_batch: usize,
-    /// A rebuild read that makes no progress for this long fails with
-    /// [`StoreError::RebuildStalled`].
+    /// A rebuild read that does not return within this long fails the rebuild with
+    /// [`StoreError::RebuildStalled`]. (A read that returns an empty batch without advancing
+    /// breaks the [`StateLog`] contract and fails the rebuild at once with
+    /// [`actionstate_core::Error::NoProgress`].) A stalled read is given one more such period
+    /// to return (its backend may hold files open until it does) before it is abandoned, so a
+    /// failed rebuild reports its failure at most twice this long after it happened.
     pub rebuild_stall: Duration,
     /// A rebuild that has not read every partition to its end within this time fails with
     /// [`StoreError::RebuildDeadline`], naming the unfinished partitions (`None`: no limit
@@ -63,6 +67,7 @@ impl Round {
 
 /// What the runtime should do with an action.
 #[derive(Debug)]
+#[must_use = "a `Begin` says whether to reuse, resume or run the action; dropping it loses a fresh handle and any reused outputs"]
 pub enum Begin {
     /// The action completed before: replay its outputs and memory updates, do not run it.
     Reuse(Arc<ActionState>),
@@ -496,10 +501,17 @@ impl<L: StateLog> ActionStateStore<L> {
         self.shared.lock().pending.values().map(VecDeque::len).sum()
     }
 
-    pub(crate) fn install(&self, index: Index, completed: HashMap<KeyId, u64>) {
+    /// Replaces the index (after a rebuild), with `pending` the records to append before each
+    /// key's next write.
+    pub(crate) fn install(
+        &self,
+        index: Index,
+        completed: HashMap<KeyId, u64>,
+        pending: HashMap<KeyId, VecDeque<LogRecord>>,
+    ) {
         let mut sh = self.shared.lock();
         sh.index = index;
-        sh.pending.clear();
+        sh.pending = pending;
         sh.last_completed = completed;
         sh.checkpoints.clear();
     }

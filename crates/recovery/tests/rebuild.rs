@@ -309,7 +309,9 @@ async fn rebuild_past_its_deadline_names_the_unfinished_partitions_and_changes_n
 
     let config = StoreConfig {
         rebuild_deadline: Some(std::time::Duration::from_millis(300)),
-        rebuild_stall: std::time::Duration::from_secs(60),
+        // The hung read counts as stalled after this long; the failed rebuild waits for it
+        // (and every other read in flight) at most that long before it returns.
+        rebuild_stall: std::time::Duration::from_secs(2),
         ..StoreConfig::default()
     };
     let store = ActionStateStore::new(HangingLog { inner: log.reopen(), hangs: 2 }, config);

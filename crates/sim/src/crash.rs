@@ -5,7 +5,7 @@ use actionstate_core::{BackendError, Error, LogIdentity, Position, ReadBatch, St
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Where an injected crash strikes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
@@ -26,7 +26,8 @@ pub struct Crashes {
     operations: AtomicU64,
     appends: AtomicU64,
     armed: Mutex<BTreeMap<CrashPoint, ()>>,
-    crashed: AtomicBool,
+    /// The point of the crash that fired since it was last taken.
+    crashed: Mutex<Option<CrashPoint>>,
 }
 
 /// The reason an operation failed because of an injected crash.
@@ -50,15 +51,17 @@ impl Crashes {
 
     fn fire(&self, point: CrashPoint) -> Result<(), InjectedCrash> {
         if self.armed.lock().remove(&point).is_some() {
-            self.crashed.store(true, Ordering::Relaxed);
+            *self.crashed.lock() = Some(point);
             return Err(InjectedCrash(point));
         }
         Ok(())
     }
 
-    /// Whether a crash fired since the last [`take_crashed`](Self::take_crashed).
-    pub fn take_crashed(&self) -> bool {
-        self.crashed.swap(false, Ordering::Relaxed)
+    /// The point of the crash that fired since the last [`take_crashed`](Self::take_crashed),
+    /// if one did. A store error caused by an injected crash reports it here: the store wraps
+    /// the injected error in its own.
+    pub fn take_crashed(&self) -> Option<CrashPoint> {
+        self.crashed.lock().take()
     }
 
     /// Store operations counted so far.

@@ -241,6 +241,8 @@ pub struct Outcome {
     /// Per crash that fired, the input position the attempt had reached: the round in
     /// progress, or the checkpoint taken once the rounds before it were done.
     pub crashed_at: Vec<usize>,
+    /// Per crash that fired, where it struck, in firing order.
+    pub crash_points: Vec<CrashPoint>,
     /// Per restore, the input position of the checkpoint it restored.
     pub restored_from: Vec<usize>,
     /// Store operations counted over the whole run (see [`CrashPoint::BeforeOperation`]).
@@ -386,9 +388,10 @@ impl<S: LogSource> Sim<S> {
                     Ok(()) => {}
                     Err(SimError::Store(e)) => return Err(e),
                     Err(SimError::State(e)) => return Err(StoreError::Task(e.to_string())),
-                    Err(SimError::Crash(_)) => {
+                    Err(SimError::Crash(InjectedCrash(point))) => {
                         outcome.crashes += 1;
                         outcome.crashed_at.push(attempt.pos);
+                        outcome.crash_points.push(point);
                         attempt_no += 1;
                         continue;
                     }
@@ -401,12 +404,20 @@ impl<S: LogSource> Sim<S> {
                     outcome.memory = attempt.memory.clone();
                     break;
                 }
-                Err(SimError::Store(e)) if !crashes.take_crashed() => return Err(e),
-                Err(SimError::State(e)) => return Err(StoreError::Task(e.to_string())),
-                Err(_) => {
+                Err(e) => {
+                    let point = match e {
+                        SimError::Crash(InjectedCrash(point)) => point,
+                        SimError::Store(e) => match crashes.take_crashed() {
+                            Some(point) => point,
+                            None => return Err(e),
+                        },
+                        SimError::State(e) => return Err(StoreError::Task(e.to_string())),
+                    };
+                    // A crash reported directly leaves its point to take as well.
                     crashes.take_crashed();
                     outcome.crashes += 1;
                     outcome.crashed_at.push(attempt.pos);
+                    outcome.crash_points.push(point);
                     attempt_no += 1;
                     let n = (outcome.restores as usize).min(plan.restore_from.len().saturating_sub(1));
                     let back = match plan.restore_from.get(n).copied().unwrap_or(RestoreFrom::Latest) {
@@ -453,6 +464,7 @@ impl<S: LogSource> Sim<S> {
             checkpoints: 0,
             source: Vec::new(),
             crashed_at: Vec::new(),
+            crash_points: Vec::new(),
             restored_from: Vec::new(),
             operations: 0,
             appends: 0,
@@ -825,11 +837,12 @@ impl<S: LogSource> Sim<S> {
     }
 }
 
+/// A store error caused by an injected crash (the store wraps the crash log's error in its
+/// own) is that crash, at the point where it struck; any other is the store's.
 fn crash_or(e: StoreError, crashes: &Crashes) -> SimError {
-    if crashes.take_crashed() {
-        SimError::Crash(InjectedCrash(CrashPoint::BeforeAppend(0)))
-    } else {
-        SimError::Store(e)
+    match crashes.take_crashed() {
+        Some(point) => SimError::Crash(InjectedCrash(point)),
+        None => SimError::Store(e),
     }
 }
 

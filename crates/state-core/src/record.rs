@@ -19,7 +19,9 @@ pub enum LogRecord {
         /// Why it was removed.
         reason: InvalidationReason,
     },
-    /// An informational record of one divergence. Never needed for correctness.
+    /// The record of one invalidation: what diverged and why. It leads the invalidation's
+    /// tombstones, and replaying it performs the invalidation, so that a crash that cuts the
+    /// tombstones short loses none of it (see `actionstate-index`).
     Audit(Audit),
 }
 

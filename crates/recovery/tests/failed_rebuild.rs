@@ -1,0 +1,175 @@
+//! A failed rebuild releases what it took: every error path returns only once each partition
+//! reader it started has stopped, so that the embedded store's directory can be opened again
+//! the moment the store is dropped. Each error path (a corrupt record, a stalled read, the
+//! overall deadline) runs 100 times; every reopen must succeed at once.
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+mod common;
+
+use actionstate_core::{
+    ActionId, Error, InvalidationReason, KeyId, LogIdentity, LogRecord, Marker, Position, ReadBatch, StateKey,
+    StateLog, Trigger, WireRecord, codec,
+};
+use actionstate_recovery::{ActionStateStore, AnyLog, LogConfig, Ownership, StoreConfig, StoreError};
+use common::{PARTITIONS, input, key, process};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+const REPETITIONS: usize = 100;
+
+/// How reads of partition 0 behave; the other partitions read the file log as it is.
+#[derive(Clone, Copy, Debug)]
+enum First {
+    /// As the log does.
+    Plain,
+    /// Never return.
+    Hang,
+    /// Return after this long, each time.
+    Slow(Duration),
+}
+
+#[derive(Debug)]
+struct Reads<L> {
+    inner: L,
+    first: First,
+}
+
+impl<L: StateLog> StateLog for Reads<L> {
+    fn identity(&self) -> &LogIdentity {
+        self.inner.identity()
+    }
+
+    async fn current_identity(&self) -> Result<LogIdentity, Error> {
+        self.inner.current_identity().await
+    }
+
+    async fn append(&self, record: WireRecord) -> Result<Position, Error> {
+        self.inner.append(record).await
+    }
+
+    async fn earliest_offsets(&self) -> Result<Vec<u64>, Error> {
+        self.inner.earliest_offsets().await
+    }
+
+    async fn end_offsets(&self) -> Result<Vec<u64>, Error> {
+        self.inner.end_offsets().await
+    }
+
+    async fn read(&self, partition: u32, from: u64, to: u64, max: usize) -> Result<ReadBatch, Error> {
+        match (partition, self.first) {
+            (0, First::Hang) => std::future::pending().await,
+            (0, First::Slow(pause)) => tokio::time::sleep(pause).await,
+            _ => {}
+        }
+        self.inner.read(partition, from, to, max).await
+    }
+}
+
+async fn open(dir: &Path) -> Result<AnyLog, StoreError> {
+    actionstate_recovery::open(&LogConfig::File { dir: dir.to_path_buf(), partitions: PARTITIONS }).await
+}
+
+/// A key whose records land in `partition`.
+fn key_in(partition: u32, n: usize) -> KeyId {
+    (0..)
+        .map(|i| key(&format!("failed-rebuild-{partition}-{n}-{i}")))
+        .find(|k| k.partition(PARTITIONS) == partition)
+        .unwrap()
+}
+
+/// A tombstone of a state of `key`: a valid record that a rebuild reads and that changes
+/// nothing.
+fn tombstone(key: KeyId, n: u64) -> WireRecord {
+    let state = StateKey::new(key, n, &ActionId::new("gone"), &input(0), &Trigger::Input);
+    codec::encode(&LogRecord::Delete { key: state, reason: InvalidationReason::ProducerReplaced }).unwrap()
+}
+
+/// A data directory with a thousand records in each of partitions 1 to 3 and a few in
+/// partition 0 (the first of them corrupt when `corrupt`); returns the marker of its start.
+async fn data(dir: &Path, corrupt: bool) -> Marker {
+    let log = Arc::new(open(dir).await.unwrap());
+    let start = Marker { log: log.identity().clone(), offsets: vec![0; PARTITIONS as usize] };
+    if corrupt {
+        let mut record = tombstone(key_in(0, 0), 0);
+        *record.value.last_mut().unwrap() ^= 0xff;
+        log.append(record).await.unwrap();
+    }
+    let mut appends = tokio::task::JoinSet::new();
+    for p in 0..PARTITIONS {
+        let n = if p == 0 { 4 } else { 1_000 };
+        let key = key_in(p, 0);
+        for i in 0..n {
+            let log = Arc::clone(&log);
+            appends.spawn(async move { log.append(tombstone(key, i)).await.unwrap() });
+        }
+    }
+    appends.join_all().await;
+    let end = log.end_offsets().await.unwrap();
+    assert!(end[1..].iter().all(|e| *e == 1_000), "a thousand records in the other partitions: {end:?}");
+    start
+}
+
+/// Fails a rebuild `REPETITIONS` times as `config` and `first` make it fail, each time
+/// dropping the store and opening the directory again at once. Returns the failed reopens.
+async fn fail_drop_reopen(first: First, corrupt: bool, config: StoreConfig, check: fn(&StoreError) -> bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = data(dir.path(), corrupt).await;
+    let mut failed_reopens = Vec::new();
+    let mut log = open(dir.path()).await.unwrap();
+    for i in 0..REPETITIONS {
+        let store = ActionStateStore::new(Reads { inner: log, first }, config.clone());
+        let k = key(&format!("kept-{i}"));
+        process(&store, k, 0, &input(1)).await.unwrap();
+        let before = store.stats();
+        let err = store.rebuild(std::slice::from_ref(&marker), &Ownership::All, &HashMap::new()).await.unwrap_err();
+        assert!(check(&err), "repetition {i}: unexpected error {err}");
+        assert_eq!(store.stats(), before, "repetition {i}: a failed rebuild changed the store");
+        drop(store);
+        log = match open(dir.path()).await {
+            Ok(log) => log,
+            Err(e) => {
+                failed_reopens.push(format!("repetition {i}: {e}"));
+                // Wait for the handle to go, so that the next repetition runs.
+                loop {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    if let Ok(log) = open(dir.path()).await {
+                        break log;
+                    }
+                }
+            }
+        };
+    }
+    assert!(failed_reopens.is_empty(), "{} of {REPETITIONS} reopens failed: {failed_reopens:?}", failed_reopens.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebuild_failed_by_a_corrupt_record_releases_the_log() {
+    let config = StoreConfig { read_batch: 1, ..StoreConfig::default() };
+    fail_drop_reopen(First::Plain, true, config, |e| {
+        matches!(e, StoreError::Log(Error::Corrupt { partition: 0, offset: 0, .. }))
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_rebuild_releases_the_log() {
+    let config = StoreConfig { read_batch: 1, rebuild_stall: Duration::from_millis(30), ..StoreConfig::default() };
+    fail_drop_reopen(First::Hang, false, config, |e| matches!(e, StoreError::RebuildStalled { partition: 0, .. }))
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebuild_past_its_deadline_releases_the_log() {
+    let config = StoreConfig {
+        read_batch: 1,
+        rebuild_deadline: Some(Duration::from_millis(30)),
+        rebuild_stall: Duration::from_secs(10),
+        ..StoreConfig::default()
+    };
+    fail_drop_reopen(First::Slow(Duration::from_millis(20)), false, config, |e| {
+        matches!(e, StoreError::RebuildDeadline { .. })
+    })
+    .await;
+}
