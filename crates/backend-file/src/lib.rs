@@ -51,7 +51,9 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-use actionstate_core::{BackendError, Error, LogIdentity, Position, ReadBatch, ReadRecord, StateLog, WireRecord};
+use actionstate_core::{
+    BackendError, Capabilities, Error, LogIdentity, Position, ReadBatch, ReadRecord, StateLog, WireRecord,
+};
 use redb::{ReadableDatabase, ReadableTableMetadata, TableDefinition};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -72,6 +74,8 @@ type Row<'a> = (&'a [u8], &'a [u8]);
 const RECORDS: TableDefinition<'_, (u32, u64), Row<'static>> = TableDefinition::new("records");
 const EARLIEST: TableDefinition<'_, u32, u64> = TableDefinition::new("earliest");
 
+/// Records a reclaim deletes per transaction (appends wait for at most one).
+const RECLAIM_CHUNK: u64 = 1024;
 /// redb's limit on one stored value, less room for the tuple encoding.
 const MAX_RECORD_BYTES: usize = (3 << 30) - 64;
 
@@ -524,6 +528,39 @@ impl Inner {
         Ok(offset)
     }
 
+    /// Reclaims every partition below its offset in `before`, a chunk of records per
+    /// transaction, so that appends (which wait for the writer) interleave with a long
+    /// reclaim instead of stalling behind it. Deleted records free their pages, which redb
+    /// reuses for later records: the file stops growing once what is reclaimed keeps up with
+    /// what is appended.
+    fn reclaim(&self, before: &[u64]) -> Result<Vec<u64>, Error> {
+        if before.len() != self.partitions as usize {
+            return Err(Error::UnknownPartition {
+                log: self.path.display().to_string(),
+                partition: u32::try_from(before.len().min(self.partitions as usize)).unwrap_or(u32::MAX),
+                partitions: self.partitions,
+            });
+        }
+        {
+            let writer = lock(&self.writer);
+            for (p, (&offset, &end)) in (0u32..).zip(before.iter().zip(&writer.end)) {
+                if offset > end {
+                    return Err(Error::OffsetBeyondEnd { partition: p, offset, end });
+                }
+            }
+        }
+        for (p, &target) in (0u32..).zip(before) {
+            loop {
+                let earliest = lock(&self.published).earliest[p as usize];
+                if target <= earliest {
+                    break;
+                }
+                self.truncate_before(p, target.min(earliest.saturating_add(RECLAIM_CHUNK)))?;
+            }
+        }
+        Ok(lock(&self.published).earliest.clone())
+    }
+
     fn read(&self, partition: u32, from: u64, to: u64, max: usize) -> Result<ReadBatch, Error> {
         if from >= to || max == 0 {
             return Ok(ReadBatch { records: Vec::new(), next: from });
@@ -659,6 +696,16 @@ impl StateLog for FileLog {
         self.check_partition(partition)?;
         let inner = self.inner.clone();
         blocking("read", move || inner.read(partition, from, to, max)).await
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::RECLAIM
+    }
+
+    async fn reclaim(&self, before: &[u64]) -> Result<Vec<u64>, Error> {
+        let inner = self.inner.clone();
+        let before = before.to_vec();
+        blocking("reclaim", move || inner.reclaim(&before)).await
     }
 }
 

@@ -284,6 +284,14 @@ impl StateLog for AnyLog {
     async fn read(&self, partition: u32, from: u64, to: u64, max: usize) -> Result<ReadBatch, Error> {
         dispatch!(self, log => log.read(partition, from, to, max).await)
     }
+
+    fn capabilities(&self) -> actionstate_core::Capabilities {
+        dispatch!(self, log => log.capabilities())
+    }
+
+    async fn reclaim(&self, before: &[u64]) -> Result<Vec<u64>, Error> {
+        dispatch!(self, log => log.reclaim(before).await)
+    }
 }
 
 #[cfg(test)]

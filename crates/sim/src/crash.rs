@@ -131,4 +131,12 @@ impl<L: StateLog> StateLog for CrashLog<L> {
     async fn read(&self, partition: u32, from: u64, to: u64, max: usize) -> Result<ReadBatch, Error> {
         self.inner.read(partition, from, to, max).await
     }
+
+    fn capabilities(&self) -> actionstate_core::Capabilities {
+        self.inner.capabilities()
+    }
+
+    async fn reclaim(&self, before: &[u64]) -> Result<Vec<u64>, Error> {
+        self.inner.reclaim(before).await
+    }
 }

@@ -165,6 +165,14 @@ pub enum Error {
         /// What was wrong, with the offsets involved.
         detail: String,
     },
+    /// The backend does not offer an optional operation (see [`crate::Capabilities`]).
+    #[error("the {backend} backend does not support {operation}")]
+    Unsupported {
+        /// The backend's name.
+        backend: String,
+        /// The operation asked for.
+        operation: &'static str,
+    },
     /// The backend failed; see [`BackendError::is_retryable`].
     #[error(transparent)]
     Backend(#[from] BackendError),

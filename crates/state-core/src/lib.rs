@@ -51,7 +51,7 @@ pub use error::{BackendError, Error};
 pub use event::{Event, Trigger};
 pub use id::{ActionDigest, ActionId, EventId, Fingerprint, KeyId, OccurrenceId};
 pub use key::{LocalKey, StateKey};
-pub use log::{LogIdentity, Marker, Position, ReadBatch, ReadRecord, StateLog, WireRecord};
+pub use log::{Capabilities, LogIdentity, Marker, Position, ReadBatch, ReadRecord, StateLog, WireRecord};
 pub use range::RangeRead;
 pub use record::{
     AUDIT_KEY_LAYOUT, Audit, AuditDetail, Evidence, InvalidationReason, LogRecord, MissReason, RecordKind,

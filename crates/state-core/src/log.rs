@@ -179,6 +179,22 @@ impl Marker {
 /// A read with `from >= to` or `max == 0` returns an empty batch with `next = from`.
 /// [`RangeRead`](crate::RangeRead) reads a range batch by batch and checks every batch against
 /// these rules, so callers do not have to.
+///
+/// # Reclaim
+///
+/// The store keeps a log only as far back as a restorable checkpoint needs and asks the
+/// backend to drop what lies before ([`reclaim`](StateLog::reclaim)). A backend that can
+/// says so in [`capabilities`](StateLog::capabilities). Its `reclaim(before)`:
+/// - MUST NOT remove a record of partition `p` at or above `before[p]`;
+/// - MUST leave [`earliest_offsets`](StateLog::earliest_offsets)`[p]` no greater than
+///   `before[p]` and no lower than it was; once it returns, `earliest_offsets` reflects what
+///   was reclaimed (a marker below it is then refused as data loss);
+/// - SHOULD remove every record below `before[p]` and give its space back;
+/// - MUST treat an offset at or below the earliest one as nothing to do, and refuse one
+///   beyond the end with [`Error::OffsetBeyondEnd`].
+///
+/// A backend that cannot reclaim keeps the default: `capabilities().reclaim` is false and
+/// `reclaim` fails with [`Error::Unsupported`]; the store then keeps everything.
 pub trait StateLog: Send + Sync + 'static {
     /// Identity of the log as captured when it was opened.
     fn identity(&self) -> &LogIdentity;
@@ -204,6 +220,34 @@ pub trait StateLog: Send + Sync + 'static {
         to: u64,
         max: usize,
     ) -> impl Future<Output = Result<ReadBatch, Error>> + Send;
+
+    /// What this backend can do beyond the required operations.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default()
+    }
+
+    /// Drops, per partition `p`, the records below `before[p]`, keeping the
+    /// [reclaim rules](StateLog#reclaim) of the contract, and returns the earliest offsets
+    /// afterwards. `before` has one offset per partition.
+    fn reclaim(&self, before: &[u64]) -> impl Future<Output = Result<Vec<u64>, Error>> + Send {
+        let _ = before;
+        std::future::ready(Err(Error::Unsupported { backend: self.identity().backend.clone(), operation: "reclaim" }))
+    }
+}
+
+/// What a [`StateLog`] can do beyond the required operations.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Capabilities {
+    /// [`StateLog::reclaim`] removes records (see the [reclaim rules](StateLog#reclaim)).
+    pub reclaim: bool,
+}
+
+impl Capabilities {
+    /// No optional operation.
+    pub const NONE: Capabilities = Capabilities { reclaim: false };
+    /// Reclaims records on request.
+    pub const RECLAIM: Capabilities = Capabilities { reclaim: true };
 }
 
 /// A shared log is a log: several stores (owners) of one process can use one handle.
@@ -236,5 +280,13 @@ impl<L: StateLog> StateLog for std::sync::Arc<L> {
         max: usize,
     ) -> impl Future<Output = Result<ReadBatch, Error>> + Send {
         (**self).read(partition, from, to, max)
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        (**self).capabilities()
+    }
+
+    fn reclaim(&self, before: &[u64]) -> impl Future<Output = Result<Vec<u64>, Error>> + Send {
+        (**self).reclaim(before)
     }
 }

@@ -63,7 +63,7 @@ pub trait Harness: Send + Sync {
 pub type CheckResult = Result<(), String>;
 
 /// The checks [`run_all`] runs, in order; each is a public function of this module.
-pub const CHECKS: [&str; 9] = [
+pub const CHECKS: [&str; 10] = [
     "acknowledged_appends_survive_reopen",
     "per_partition_order",
     "end_and_earliest_offsets",
@@ -72,6 +72,7 @@ pub const CHECKS: [&str; 9] = [
     "partition_set_change_is_detected",
     "recreation_with_the_same_partition_count_is_detected",
     "concurrent_appends_from_many_tasks",
+    "reclaim_keeps_what_it_must",
     "unreachable_backend_fails_clearly",
 ];
 
@@ -159,7 +160,7 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 /// Runs every check of the suite, in order, each on fresh logs, and reports which failed.
 pub async fn run_all<H: Harness>(h: &H) -> ConformanceReport {
     let mut report = ConformanceReport::default();
-    let [c0, c1, c2, c3, c4, c5, c6, c7, c8] = CHECKS;
+    let [c0, c1, c2, c3, c4, c5, c6, c7, c8, c9] = CHECKS;
     report.run(c0, acknowledged_appends_survive_reopen(h)).await;
     report.run(c1, per_partition_order(h)).await;
     report.run(c2, end_and_earliest_offsets(h)).await;
@@ -168,7 +169,8 @@ pub async fn run_all<H: Harness>(h: &H) -> ConformanceReport {
     report.run(c5, partition_set_change_is_detected(h)).await;
     report.run(c6, recreation_with_the_same_partition_count_is_detected(h)).await;
     report.run(c7, concurrent_appends_from_many_tasks(h)).await;
-    report.run(c8, unreachable_backend_fails_clearly(h)).await;
+    report.run(c8, reclaim_keeps_what_it_must(h)).await;
+    report.run(c9, unreachable_backend_fails_clearly(h)).await;
     report
 }
 
@@ -584,6 +586,78 @@ pub async fn concurrent_appends_from_many_tasks<H: Harness>(h: &H) -> CheckResul
         ensure!(mine == want, "task {task}'s records are not all there in order: {mine:?}");
     }
     ensure!(total == 16 * 25, "{total} appends acknowledged of {}", 16 * 25);
+    Ok(())
+}
+
+/// A backend that reclaims keeps every record at or above the offsets it was given, with its
+/// bytes, reports its new earliest offsets (a marker below them is then data loss), treats an
+/// offset at or below the earliest as nothing to do and refuses one beyond the end; appends
+/// go on at the end. A backend that cannot reclaim says so in its capabilities, fails the
+/// call with [`Error::Unsupported`] and keeps everything.
+pub async fn reclaim_keeps_what_it_must<H: Harness>(h: &H) -> CheckResult {
+    let log = must("open", h.fresh(2)).await?;
+    for n in 0..40 {
+        must("append", log.append(record(n % 6, n))).await?;
+    }
+    let identity = log.identity().clone();
+    let earliest = must("earliest offsets", log.earliest_offsets()).await?;
+    let end = must("end offsets", log.end_offsets()).await?;
+    let before = contents(&log).await?;
+    let mid: Vec<u64> = earliest.iter().zip(&end).map(|(e, n)| e + (n.saturating_sub(*e)) / 2).collect();
+    if !log.capabilities().reclaim {
+        return match log.reclaim(&mid).await {
+            Ok(got) => Err(format!("reclaim succeeded ({got:?}) although the capabilities say it is not supported")),
+            Err(Error::Unsupported { .. }) => match must("earliest offsets", log.earliest_offsets()).await? {
+                now if now == earliest => Ok(()),
+                now => Err(format!("an unsupported reclaim moved the earliest offsets from {earliest:?} to {now:?}")),
+            },
+            Err(e) => Err(format!("a backend without reclaim must fail it with Error::Unsupported, got: {e}")),
+        };
+    }
+    let got = must("reclaim", log.reclaim(&mid)).await?;
+    let now = must("earliest offsets", log.earliest_offsets()).await?;
+    if got != now {
+        return Err(format!("reclaim returned earliest offsets {got:?}, but the log lists {now:?}"));
+    }
+    for p in 0..identity.partitions {
+        let (was, asked, is) = (at(&earliest, p, "earliest")?, at(&mid, p, "reclaim")?, at(&now, p, "earliest")?);
+        if is > asked || is < was {
+            return Err(format!(
+                "partition {p}: reclaiming below {asked} moved the earliest offset from {was} to {is} \
+                 (it must stay within [{was}, {asked}])"
+            ));
+        }
+        let kept = read_range(&log, p, asked, at(&end, p, "end")?).await?;
+        let want: Records = before[p as usize].iter().filter(|(o, _, _)| *o >= asked).cloned().collect();
+        if kept != want {
+            return Err(format!(
+                "partition {p}: records at or above the reclaim offset {asked} changed: read {} of {}",
+                kept.len(),
+                want.len()
+            ));
+        }
+    }
+    if now != earliest {
+        let marker = Marker { log: identity.clone(), offsets: earliest.clone() };
+        match marker.validate(&identity, &now, &end) {
+            Err(Error::DataLoss { .. }) => {}
+            other => return Err(format!("a marker below the reclaimed offsets must be data loss, got {other:?}")),
+        }
+    }
+    let again = must("reclaim at the earliest offsets", log.reclaim(&earliest)).await?;
+    if again != now {
+        return Err(format!("reclaiming at or below the earliest offsets moved them from {now:?} to {again:?}"));
+    }
+    let beyond: Vec<u64> = end.iter().map(|e| e + 1).collect();
+    match log.reclaim(&beyond).await {
+        Err(Error::OffsetBeyondEnd { .. }) => {}
+        other => return Err(format!("reclaiming beyond the end must be OffsetBeyondEnd, got {other:?}")),
+    }
+    let p = must("append after reclaim", log.append(record(0, 99))).await?;
+    let end_after = must("end offsets", log.end_offsets()).await?;
+    if at(&end_after, p.partition, "end")? <= at(&end, p.partition, "end")? {
+        return Err(format!("an append after reclaim did not advance the end: {end:?} then {end_after:?}"));
+    }
     Ok(())
 }
 

@@ -1,7 +1,9 @@
 //! An in-memory [`StateLog`] with fault injection, for tests of code above the backend
 //! contract.
 
-use actionstate_core::{BackendError, Error, LogIdentity, Position, ReadBatch, ReadRecord, StateLog, WireRecord};
+use actionstate_core::{
+    BackendError, Capabilities, Error, LogIdentity, Position, ReadBatch, ReadRecord, StateLog, WireRecord,
+};
 use parking_lot::Mutex;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,6 +24,7 @@ struct Faults {
     fail_append: Option<u64>,
     lose_ack: Option<u64>,
     fail_reads: bool,
+    fail_reclaims: bool,
     down: bool,
 }
 
@@ -107,6 +110,11 @@ impl MemoryLog {
     /// Makes every read fail (or succeed again).
     pub fn fail_reads(&self, fail: bool) {
         self.shared.faults.lock().fail_reads = fail;
+    }
+
+    /// Makes every reclaim fail (or succeed again).
+    pub fn fail_reclaims(&self, fail: bool) {
+        self.shared.faults.lock().fail_reclaims = fail;
     }
 
     /// Makes the backend unreachable: every operation fails with a retryable error.
@@ -228,5 +236,41 @@ impl StateLog for MemoryLog {
             })
             .collect();
         Ok(ReadBatch { records, next: stop.max(start) })
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::RECLAIM
+    }
+
+    async fn reclaim(&self, before: &[u64]) -> Result<Vec<u64>, Error> {
+        self.check_down("reclaim")?;
+        if self.shared.faults.lock().fail_reclaims {
+            return Err(BackendError::retryable(BACKEND, "reclaim", InjectedFault("reclaim failed")).into());
+        }
+        let mut st = self.shared.storage.lock();
+        let partitions = u32::try_from(st.partitions.len()).unwrap_or(u32::MAX);
+        if before.len() != st.partitions.len() {
+            return Err(Error::UnknownPartition {
+                log: self.identity.to_string(),
+                partition: u32::try_from(before.len().min(st.partitions.len())).unwrap_or(u32::MAX),
+                partitions,
+            });
+        }
+        for (p, &offset) in (0u32..).zip(before) {
+            let end = st.partitions[p as usize].len() as u64;
+            if offset > end {
+                return Err(Error::OffsetBeyondEnd { partition: p, offset, end });
+            }
+        }
+        let Storage { partitions: records, earliest, .. } = &mut *st;
+        for ((records, earliest), &offset) in records.iter_mut().zip(earliest.iter_mut()).zip(before) {
+            // Offsets stay dense: the reclaimed records keep their slots, emptied.
+            for slot in records.iter_mut().take(usize::try_from(offset).unwrap_or(usize::MAX)).skip(*earliest as usize)
+            {
+                *slot = (Vec::new(), Vec::new());
+            }
+            *earliest = (*earliest).max(offset);
+        }
+        Ok(st.earliest.clone())
     }
 }
