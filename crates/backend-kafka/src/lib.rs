@@ -20,9 +20,10 @@
 //! ## Guarantees
 //!
 //! - [`KafkaLog::open`] creates the topic when it is absent, with the configured partition count
-//!   and replication factor and `cleanup.policy=compact`, and waits until every partition has a
-//!   leader. An existing topic with another partition count is refused
-//!   ([`KafkaError::PartitionsChanged`]), never re-partitioned.
+//!   and replication factor and the [topic configuration](#topic-configuration) below, and waits
+//!   until every partition has a leader. An existing topic with another partition count is
+//!   refused ([`KafkaError::PartitionsChanged`]), never re-partitioned; an existing topic's
+//!   configuration is checked (and migrated or refused) as described below.
 //! - Every record is produced to the partition [`KeyId::partition`](actionstate_core::KeyId::partition)
 //!   names, set explicitly, so all records of one key share a partition.
 //! - The producer runs with `acks=all`, `enable.idempotence=true` and `linger.ms=0`;
@@ -41,7 +42,45 @@
 //! - Blocking librdkafka calls (metadata, watermarks, consumer polls) run on tokio's blocking
 //!   pool. A watermark request a partition answers with `NotLeaderForPartition` or
 //!   `LeaderNotAvailable` (briefly, right after the topic is created or while a leader is
-//!   elected) is repeated until [`KafkaConfig::request_timeout`].
+//!   elected) is repeated until [`KafkaConfig::request_timeout`]. Admin requests (creating the
+//!   topic, describing and altering its configuration, deleting records) are futures that
+//!   rdkafka's admin client completes from its own thread; they are awaited, with
+//!   [`KafkaConfig::request_timeout`] as request and operation timeout.
+//! - [`reclaim`](StateLog::reclaim) deletes records through Kafka's `DeleteRecords`
+//!   ([`KafkaLog::capabilities`](StateLog::capabilities) reports
+//!   [`Capabilities::RECLAIM`]): it checks every offset against the end offsets first (one
+//!   beyond the end is [`actionstate_core::Error::OffsetBeyondEnd`]), asks only for the
+//!   partitions whose offset lies above the earliest one, and returns the earliest offsets
+//!   listed again afterwards. The broker moves a partition's log start offset to the requested
+//!   offset, never past it, and deletes the segments below it. A failure names topic, partitions
+//!   and offsets ([`KafkaError::Reclaim`]) and is retryable when it may pass (timeouts, leader
+//!   moves).
+//!
+//! ## Topic configuration
+//!
+//! Kafka refuses `DeleteRecords` on a topic whose `cleanup.policy` lacks `delete`, and a
+//! `delete` policy with finite retention removes records by age or size, checkpoint or not. So
+//! a topic is created with
+//!
+//! - `cleanup.policy=compact,delete` — compaction still drops an upsert behind the tombstone
+//!   of its key (invalidated states), and `delete` allows `DeleteRecords`;
+//! - `retention.ms=-1` and `retention.bytes=-1` — time and size retention off: nothing is
+//!   deleted by age or size, only by [`reclaim`](StateLog::reclaim), which the store calls for
+//!   no more than what its restorable checkpoints no longer need.
+//!
+//! An existing topic's configuration is described when the log is opened:
+//!
+//! - a policy without `delete` (`compact` alone is what earlier versions of this crate
+//!   created) is migrated to the settings above with `AlterConfigs`, keeping the topic's
+//!   other overrides (`AlterConfigs` replaces the whole set), and the change is logged with
+//!   `tracing`; if the broker refuses, the open fails with [`KafkaError::TopicMigration`],
+//!   which names the `kafka-configs.sh` command that makes the change;
+//! - a policy with `delete` and a finite `retention.ms` or `retention.bytes` (a topic created
+//!   by hand takes the broker's default of seven days) is refused with
+//!   [`KafkaError::TopicRetention`], which names the setting, its value and the fix
+//!   (`retention.ms=-1`, `retention.bytes=-1`), unless [`KafkaConfig::allow_retention`] is set.
+//!   With it, records older than the topic's retention may be gone, and a restore from a
+//!   checkpoint that needs them fails with [`actionstate_core::Error::DataLoss`].
 //!
 //! ## Log identity
 //!
@@ -65,9 +104,11 @@
 #[allow(unsafe_code, reason = "librdkafka's DescribeTopics has no safe wrapper in rdkafka")]
 mod topic_id;
 
+mod topic_config;
+
 use actionstate_core::{
-    BackendError, Error as CoreError, LogIdentity, Position, ReadBatch, ReadRecord, RecordKind, StateLog, WireRecord,
-    codec,
+    BackendError, Capabilities, Error as CoreError, LogIdentity, Position, ReadBatch, ReadRecord, RecordKind, StateLog,
+    WireRecord, codec,
 };
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::{Client, ClientContext};
@@ -82,6 +123,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use topic_config::RETENTION_MS;
 
 /// Longest single metadata request while opening; the open retries until the request timeout.
 const OPEN_ATTEMPT: Duration = Duration::from_secs(1);
@@ -151,11 +193,19 @@ pub struct KafkaConfig {
     /// Further librdkafka properties set on every client (TLS settings, for example). `Debug`
     /// prints their names only.
     pub client_properties: BTreeMap<String, String>,
+    /// Opens an existing topic whose `cleanup.policy` includes `delete` with a finite
+    /// `retention.ms` or `retention.bytes` (default `false`: such a topic is refused with
+    /// [`KafkaError::TopicRetention`]). With it, Kafka deletes records older or further back
+    /// than the topic's retention whether a checkpoint needs them or not, and restoring a
+    /// checkpoint that does then fails with [`actionstate_core::Error::DataLoss`]. See
+    /// [topic configuration](crate#topic-configuration).
+    pub allow_retention: bool,
 }
 
 impl KafkaConfig {
     /// A configuration with default timeouts (30 s delivery, 30 s read stall, 30 s requests),
-    /// the broker's default replication factor and no authentication.
+    /// the broker's default replication factor, no authentication, and topics with time or size
+    /// retention refused.
     pub fn new(bootstrap: impl Into<String>, topic: impl Into<String>, partitions: u32) -> Self {
         KafkaConfig {
             bootstrap: bootstrap.into(),
@@ -167,6 +217,7 @@ impl KafkaConfig {
             read_stall_timeout: Duration::from_secs(30),
             request_timeout: Duration::from_secs(30),
             client_properties: BTreeMap::new(),
+            allow_retention: false,
         }
     }
 
@@ -200,6 +251,7 @@ impl fmt::Debug for KafkaConfig {
             .field("read_stall_timeout", &self.read_stall_timeout)
             .field("request_timeout", &self.request_timeout)
             .field("client_properties", &self.client_properties.keys().collect::<Vec<_>>())
+            .field("allow_retention", &self.allow_retention)
             .finish()
     }
 }
@@ -283,6 +335,73 @@ pub enum KafkaError {
         /// The librdkafka error.
         source: RdError,
     },
+    /// An admin request about the topic (describing or altering its configuration) failed.
+    #[error("{operation} of topic {topic}: {}{}", code_text(.source), context_suffix(.context))]
+    Admin {
+        /// What was being done.
+        operation: &'static str,
+        /// The topic.
+        topic: String,
+        /// The librdkafka error.
+        source: Box<RdError>,
+        /// The last error librdkafka reported for the connection, if any.
+        context: Option<String>,
+    },
+    /// `DeleteRecords` failed, for the whole request or for one partition of it.
+    #[error(
+        "reclaiming topic {topic} {}: {}{}{}",
+        targets_text(.targets),
+        code_text(.source),
+        policy_hint(.source),
+        context_suffix(.context)
+    )]
+    Reclaim {
+        /// The topic.
+        topic: String,
+        /// The partitions concerned, each with the offset records were to be deleted below.
+        targets: Vec<(u32, u64)>,
+        /// The librdkafka error.
+        source: Box<RdError>,
+        /// The last error librdkafka reported for the connection, if any.
+        context: Option<String>,
+    },
+    /// The topic's `cleanup.policy` lacks `delete`, so Kafka refuses `DeleteRecords`, and
+    /// changing it failed.
+    #[error(
+        "topic {topic} has cleanup.policy={policy}, under which Kafka refuses DeleteRecords, and \
+         changing it to compact,delete failed: {detail}; make the change with `kafka-configs.sh \
+         --bootstrap-server <broker> --alter --entity-type topics --entity-name {topic} --add-config \
+         'cleanup.policy=[compact,delete],retention.ms=-1,retention.bytes=-1'` and open the log again"
+    )]
+    TopicMigration {
+        /// The topic.
+        topic: String,
+        /// The topic's `cleanup.policy`.
+        policy: String,
+        /// Why the change failed.
+        detail: String,
+        /// Whether trying again may succeed (a timeout, a change not yet visible).
+        retryable: bool,
+    },
+    /// The topic deletes records by age or size, which may remove what a checkpoint needs.
+    #[error(
+        "topic {topic} has cleanup.policy={policy} and {setting}={value}: Kafka deletes records by {} \
+         whether a checkpoint still needs them or not; set retention.ms=-1 and retention.bytes=-1 on the \
+         topic (`kafka-configs.sh --bootstrap-server <broker> --alter --entity-type topics --entity-name \
+         {topic} --add-config retention.ms=-1,retention.bytes=-1`), or set KafkaConfig::allow_retention to \
+         accept that restoring an old checkpoint may fail with data loss",
+        retention_kind(.setting)
+    )]
+    TopicRetention {
+        /// The topic.
+        topic: String,
+        /// The topic's `cleanup.policy`.
+        policy: String,
+        /// The retention setting: `retention.ms` or `retention.bytes`.
+        setting: &'static str,
+        /// Its value.
+        value: String,
+    },
     /// A partition outside `0..partitions` was asked for.
     #[error("partition {partition} out of range: topic {topic} has {partitions} partitions")]
     NoSuchPartition {
@@ -305,15 +424,58 @@ fn context_suffix(context: &Option<String>) -> String {
     context.as_ref().map(|c| format!(" (last client error: {c})")).unwrap_or_default()
 }
 
+/// What a retention setting deletes by.
+fn retention_kind(setting: &str) -> &'static str {
+    if setting == RETENTION_MS { "age" } else { "size" }
+}
+
+/// `partition 0 below offset 5, partition 1 below offset 7`.
+fn targets_text(targets: &[(u32, u64)]) -> String {
+    let parts: Vec<String> = targets.iter().map(|(p, o)| format!("partition {p} below offset {o}")).collect();
+    parts.join(", ")
+}
+
+/// An admin request's error: its code when it has one (rdkafka's own text for a partition's
+/// error of an admin request says "Offset fetch error").
+fn code_text(source: &RdError) -> String {
+    match error_code(source) {
+        Some(code) => code.to_string(),
+        None => source.to_string(),
+    }
+}
+
+/// What a `DeleteRecords` refused by the cleanup policy needs.
+fn policy_hint(source: &RdError) -> &'static str {
+    if error_code(source) == Some(RDKafkaErrorCode::PolicyViolation) {
+        " (the topic's cleanup.policy must include delete: opening the log again migrates it)"
+    } else {
+        ""
+    }
+}
+
+/// The librdkafka error code of `e`, including an admin operation's (which
+/// `rdkafka_error_code` does not report).
+fn error_code(e: &RdError) -> Option<RDKafkaErrorCode> {
+    match e {
+        RdError::AdminOp(code) => Some(*code),
+        e => e.rdkafka_error_code(),
+    }
+}
+
 impl KafkaError {
     /// Whether retrying the operation may succeed.
     pub fn is_retryable(&self) -> bool {
         match self {
             KafkaError::Client { source, .. } | KafkaError::Read { source, .. } => {
-                source.rdkafka_error_code().is_some_and(code_is_retryable)
+                error_code(source).is_some_and(code_is_retryable)
+            }
+            KafkaError::Admin { source, .. } | KafkaError::Reclaim { source, .. } => {
+                error_code(source).is_some_and(code_is_retryable)
             }
             KafkaError::ReadStalled { .. } | KafkaError::TopicNotReady { .. } => true,
-            KafkaError::Authentication { .. }
+            KafkaError::TopicMigration { retryable, .. } => *retryable,
+            KafkaError::TopicRetention { .. }
+            | KafkaError::Authentication { .. }
             | KafkaError::TopicMissing { .. }
             | KafkaError::PartitionsChanged { .. }
             | KafkaError::NoSuchPartition { .. }
@@ -325,6 +487,8 @@ impl KafkaError {
     fn operation(&self) -> &'static str {
         match self {
             KafkaError::Client { operation, .. } | KafkaError::Authentication { operation, .. } => operation,
+            KafkaError::Admin { .. } | KafkaError::TopicMigration { .. } | KafkaError::TopicRetention { .. } => "open",
+            KafkaError::Reclaim { .. } => "reclaim",
             KafkaError::ReadStalled { .. } | KafkaError::Read { .. } | KafkaError::NoSuchPartition { .. } => "read",
             KafkaError::TopicMissing { .. }
             | KafkaError::PartitionsChanged { .. }
@@ -408,6 +572,11 @@ struct SeenErrors {
 }
 
 impl LogContext {
+    /// The last connection-level error reported, if any.
+    fn last(&self) -> Option<String> {
+        self.seen.lock().ok().and_then(|g| g.authentication.clone().or_else(|| g.last.clone()))
+    }
+
     /// Turns a failed request into a [`KafkaError`], naming an authentication failure as such.
     fn fail(&self, operation: &'static str, source: RdError) -> KafkaError {
         let (authentication, last) = match self.seen.lock() {
@@ -449,6 +618,8 @@ struct Inner {
     producer: FutureProducer<LogContext>,
     /// The producer's context: the last connection error it saw.
     errors: LogContext,
+    /// Deletes records on reclaim.
+    admin: AdminClient<LogContext>,
     /// One cached consumer per partition, taken out while a read uses it.
     readers: Mutex<Vec<Option<Reader>>>,
 }
@@ -499,7 +670,9 @@ fn topic_partitions(
 
 impl KafkaLog {
     /// Opens the log: creates the topic if it is absent, waits until every partition has a
-    /// leader, and captures the log's identity.
+    /// leader, checks the topic's configuration (migrating one whose cleanup policy refuses
+    /// `DeleteRecords`, refusing one that deletes by age or size; see
+    /// [topic configuration](crate#topic-configuration)), and captures the log's identity.
     pub async fn open(config: KafkaConfig) -> Result<KafkaLog, CoreError> {
         Self::open_inner(config).await.map_err(|e| with_operation(e, "open"))
     }
@@ -561,16 +734,21 @@ impl KafkaLog {
         if partitions != config.partitions {
             return Err(KafkaError::PartitionsChanged { topic, configured: config.partitions, found: partitions });
         }
+        // Also for a topic this open created: another client may have created it first.
+        topic_config::check(&admin, &config).await?;
         let identity = Self::fetch_identity(&producer, &errors, &topic, timeout).await?;
         let readers = Mutex::new((0..partitions).map(|_| None).collect());
-        Ok(KafkaLog { inner: Arc::new(Inner { config, producer, errors, readers }), identity })
+        Ok(KafkaLog { inner: Arc::new(Inner { config, producer, errors, admin, readers }), identity })
     }
 
     async fn create_topic(admin: &AdminClient<LogContext>, config: &KafkaConfig) -> Result<(), KafkaError> {
         let partitions = i32::try_from(config.partitions)
             .map_err(|_| KafkaError::Unexpected(format!("partition count {}", config.partitions)))?;
-        let topic = NewTopic::new(&config.topic, partitions, TopicReplication::Fixed(config.replication.unwrap_or(-1)))
-            .set("cleanup.policy", "compact");
+        let mut topic =
+            NewTopic::new(&config.topic, partitions, TopicReplication::Fixed(config.replication.unwrap_or(-1)));
+        for (key, value) in topic_config::SETTINGS {
+            topic = topic.set(key, value);
+        }
         let opts = AdminOptions::new()
             .request_timeout(Some(config.request_timeout))
             .operation_timeout(Some(config.request_timeout));
@@ -686,6 +864,37 @@ impl KafkaLog {
         })
         .await;
         result.and_then(|r| r).map_err(|e| with_operation(e, operation))
+    }
+
+    /// Deletes, per `(partition, before)`, the records below `before` with one `DeleteRecords`
+    /// request.
+    async fn delete_records(&self, targets: Vec<(u32, u64)>) -> Result<(), KafkaError> {
+        let topic = &self.inner.config.topic;
+        let admin = &self.inner.admin;
+        let failed = |targets: Vec<(u32, u64)>, source: RdError| KafkaError::Reclaim {
+            topic: topic.clone(),
+            targets,
+            source: Box::new(source),
+            context: admin.inner().context().last(),
+        };
+        let mut tpl = TopicPartitionList::with_capacity(targets.len());
+        for &(p, before) in &targets {
+            let offset = i64::try_from(before).map_err(|_| KafkaError::Unexpected(format!("offset {before}")))?;
+            let partition = i32::try_from(p).map_err(|_| KafkaError::Unexpected(format!("partition {p}")))?;
+            tpl.add_partition_offset(topic, partition, Offset::Offset(offset))
+                .map_err(|e| failed(vec![(p, before)], e))?;
+        }
+        let timeout = self.inner.config.request_timeout;
+        let opts = AdminOptions::new().request_timeout(Some(timeout)).operation_timeout(Some(timeout));
+        let result = admin.delete_records(&tpl, &opts).await.map_err(|e| failed(targets.clone(), e))?;
+        for element in result.elements() {
+            if let Err(e) = element.error() {
+                let p = u32::try_from(element.partition()).unwrap_or(u32::MAX);
+                let asked = targets.iter().filter(|(q, _)| *q == p).copied().collect();
+                return Err(failed(asked, e));
+            }
+        }
+        Ok(())
     }
 
     fn read_blocking(inner: &Inner, partition: u32, from: u64, to: u64, max: usize) -> Result<ReadBatch, KafkaError> {
@@ -868,6 +1077,40 @@ impl StateLog for KafkaLog {
 
     async fn end_offsets(&self) -> Result<Vec<u64>, CoreError> {
         Ok(self.watermarks("end_offsets").await?.into_iter().map(|(_, hi)| hi).collect())
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::RECLAIM
+    }
+
+    async fn reclaim(&self, before: &[u64]) -> Result<Vec<u64>, CoreError> {
+        let partitions = self.identity.partitions;
+        if before.len() != partitions as usize {
+            return Err(CoreError::UnknownPartition {
+                log: self.identity.to_string(),
+                partition: u32::try_from(before.len().min(partitions as usize)).unwrap_or(u32::MAX),
+                partitions,
+            });
+        }
+        let marks = self.watermarks("reclaim").await?;
+        let mut targets = Vec::new();
+        for ((p, &offset), &(earliest, end)) in (0u32..).zip(before).zip(&marks) {
+            // End offsets only grow: an offset within the end now is within it when the
+            // broker deletes.
+            if offset > end {
+                return Err(CoreError::OffsetBeyondEnd { partition: p, offset, end });
+            }
+            if offset > earliest {
+                targets.push((p, offset));
+            }
+        }
+        if targets.is_empty() {
+            return Ok(marks.into_iter().map(|(lo, _)| lo).collect());
+        }
+        self.delete_records(targets).await.map_err(|e| with_operation(e, "reclaim"))?;
+        // DeleteRecords reports low watermarks as well; listing them again gives what
+        // `earliest_offsets` reports from now on, the skipped partitions included.
+        Ok(self.watermarks("reclaim").await?.into_iter().map(|(lo, _)| lo).collect())
     }
 
     async fn read(&self, partition: u32, from: u64, to: u64, max: usize) -> Result<ReadBatch, CoreError> {

@@ -1,4 +1,5 @@
-//! The backend conformance suite and SASL checks against a real Kafka broker.
+//! The backend conformance suite, SASL checks, reclaim and the topic configuration checks
+//! against a real Kafka broker.
 //!
 //! The broker comes from `KAFKA_BOOTSTRAP` (and `KAFKA_SASL_*`) in the environment, or from
 //! `<workspace>/target/services/kafka.env` as written by `cargo xtask services up kafka`.
@@ -7,13 +8,14 @@
 
 #![allow(clippy::unwrap_used)]
 
-use actionstate_core::{Error, KeyId, StateLog, WireRecord};
-use actionstate_kafka::{KafkaConfig, KafkaLog, Security};
+use actionstate_core::{Error, KeyId, Marker, StateLog, WireRecord};
+use actionstate_kafka::{KafkaConfig, KafkaError, KafkaLog, Security};
 use actionstate_recovery::testkit::conformance;
 use actionstate_recovery::testkit::services::Service;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// The broker's settings (`KAFKA_BOOTSTRAP`, `KAFKA_SASL_*`).
@@ -46,6 +48,36 @@ fn test_config(bootstrap: &str, topic: &str, partitions: u32) -> KafkaConfig {
     c.read_stall_timeout = Duration::from_secs(10);
     c.request_timeout = Duration::from_secs(15);
     c
+}
+
+fn admin(broker: &Broker) -> AdminClient<DefaultClientContext> {
+    ClientConfig::new().set("bootstrap.servers", broker.bootstrap()).create().unwrap()
+}
+
+/// Creates `topic` with one partition and the given settings, as a user (or an earlier version
+/// of the crate) would.
+async fn create_topic(broker: &Broker, topic: &str, settings: &[(&str, &str)]) {
+    let mut new = NewTopic::new(topic, 1, TopicReplication::Fixed(1));
+    for (k, v) in settings {
+        new = new.set(k, v);
+    }
+    for r in admin(broker).create_topics([&new], &AdminOptions::new()).await.unwrap() {
+        r.unwrap();
+    }
+}
+
+/// The topic's settings as the broker describes them.
+async fn describe_topic(broker: &Broker, topic: &str) -> BTreeMap<String, String> {
+    let resource = ResourceSpecifier::Topic(topic);
+    let described = admin(broker).describe_configs([&resource], &AdminOptions::new()).await.unwrap();
+    let described = described.into_iter().next().unwrap().unwrap();
+    described.entries.into_iter().filter_map(|e| Some((e.name, e.value?))).collect()
+}
+
+/// The [`KafkaError`] behind a backend error.
+fn kafka_error(err: &Error) -> &KafkaError {
+    let Error::Backend(backend) = err else { panic!("not a backend error: {err}") };
+    std::error::Error::source(backend).and_then(|s| s.downcast_ref::<KafkaError>()).unwrap()
 }
 
 /// Conformance harness: each fresh log is a new topic on the shared broker.
@@ -207,25 +239,17 @@ async fn deleted_topic_is_reported_by_current_identity() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleted_records_move_earliest_and_reads_below_it_fail() {
     let Some(broker) = broker("delete-records") else { return };
-    // Kafka refuses DeleteRecords on a compact-only topic: create it with `compact,delete` first;
-    // open takes an existing topic as it is.
-    let topic = unique_topic("delete-records");
-    let admin: AdminClient<DefaultClientContext> =
-        ClientConfig::new().set("bootstrap.servers", broker.bootstrap()).create().unwrap();
-    let new = NewTopic::new(&topic, 1, TopicReplication::Fixed(1)).set("cleanup.policy", "compact,delete");
-    for r in admin.create_topics([&new], &AdminOptions::new()).await.unwrap() {
-        r.unwrap();
-    }
-    let mut config = test_config(&broker.bootstrap(), &topic, 1);
+    let mut config = test_config(&broker.bootstrap(), &unique_topic("delete-records"), 1);
     config.read_stall_timeout = Duration::from_secs(2);
     let log = KafkaLog::open(config).await.unwrap();
     for n in 0..6u8 {
         let record = WireRecord { key_id: KeyId::of(b"dr"), key: vec![n], value: vec![n] };
         log.append(record).await.unwrap();
     }
+    // A DeleteRecords of someone else's, as the log's own reclaim does.
     let mut tpl = rdkafka::TopicPartitionList::new();
     tpl.add_partition_offset(log.topic(), 0, rdkafka::Offset::Offset(3)).unwrap();
-    for r in admin.delete_records(&tpl, &AdminOptions::new()).await.unwrap().elements() {
+    for r in admin(&broker).delete_records(&tpl, &AdminOptions::new()).await.unwrap().elements() {
         r.error().unwrap();
     }
     assert_eq!(log.earliest_offsets().await.unwrap(), vec![3]);
@@ -332,4 +356,143 @@ async fn recreated_topic_with_the_same_partitions_is_a_changed_log() {
     let err = err.unwrap_err();
     eprintln!("old marker on the recreated topic: {err}");
     assert!(matches!(err, Error::LogChanged { .. }), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reclaim_moves_the_earliest_offsets_and_an_older_marker_is_data_loss() {
+    let Some(broker) = broker("reclaim") else { return };
+    let log = KafkaLog::open(test_config(&broker.bootstrap(), &unique_topic("reclaim"), 2)).await.unwrap();
+    assert!(log.capabilities().reclaim);
+    for n in 0..20u8 {
+        log.append(WireRecord { key_id: KeyId::of(&[n]), key: vec![n], value: vec![n] }).await.unwrap();
+    }
+    let identity = log.identity().clone();
+    let end = log.end_offsets().await.unwrap();
+    assert!(end.iter().all(|e| *e >= 2), "both partitions hold records: {end:?}");
+    let old = Marker { log: identity.clone(), offsets: log.earliest_offsets().await.unwrap() };
+    assert_eq!(old.offsets, vec![0, 0]);
+    old.validate(&identity, &old.offsets, &end).unwrap();
+
+    // Partition 0 up to two records from its end, partition 1 not at all.
+    let before = vec![end[0] - 2, 0];
+    let earliest = log.reclaim(&before).await.unwrap();
+    assert_eq!(earliest, before);
+    assert_eq!(log.earliest_offsets().await.unwrap(), before);
+    assert_eq!(log.end_offsets().await.unwrap(), end);
+    let kept = conformance::read_all(&log, 0, before[0], end[0]).await.unwrap();
+    assert_eq!(kept.iter().map(|(o, _, _)| *o).collect::<Vec<_>>(), vec![end[0] - 2, end[0] - 1]);
+    assert_eq!(conformance::read_all(&log, 1, 0, end[1]).await.unwrap().len() as u64, end[1]);
+
+    let err = old.validate(&identity, &earliest, &end).unwrap_err();
+    eprintln!("marker below the reclaimed offsets: {err}");
+    assert!(
+        matches!(err, Error::DataLoss { partition: 0, offset: 0, earliest: e } if e == before[0]),
+        "not data loss of partition 0 from offset 0: {err}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("partition 0") && text.contains(&format!("earliest retained offset {}", before[0])),
+        "{text}"
+    );
+    Marker { log: identity.clone(), offsets: earliest.clone() }.validate(&identity, &earliest, &end).unwrap();
+
+    // At or below the earliest: nothing to do; beyond the end: refused; wrong length: refused.
+    assert_eq!(log.reclaim(&[1, 0]).await.unwrap(), before);
+    let err = log.reclaim(&[end[0] + 1, 0]).await.unwrap_err();
+    assert!(matches!(err, Error::OffsetBeyondEnd { partition: 0, .. }), "{err}");
+    let err = log.reclaim(&[0]).await.unwrap_err();
+    assert!(matches!(err, Error::UnknownPartition { .. }), "{err}");
+    assert_eq!(log.earliest_offsets().await.unwrap(), before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compact_only_topic_is_migrated_when_opened() {
+    let Some(broker) = broker("compact-only") else { return };
+    let topic = unique_topic("compact-only");
+    // What earlier versions of the crate created, with an override of the user's that the
+    // migration must keep.
+    create_topic(&broker, &topic, &[("cleanup.policy", "compact"), ("max.message.bytes", "2000000")]).await;
+    let log = KafkaLog::open(test_config(&broker.bootstrap(), &topic, 1)).await.unwrap();
+    let described = describe_topic(&broker, &topic).await;
+    let get = |k: &str| described.get(k).map(String::as_str);
+    assert_eq!(get("cleanup.policy"), Some("compact,delete"), "{described:?}");
+    assert_eq!(get("retention.ms"), Some("-1"));
+    assert_eq!(get("retention.bytes"), Some("-1"));
+    assert_eq!(get("max.message.bytes"), Some("2000000"), "the migration reset another override");
+
+    for n in 0..4u8 {
+        log.append(WireRecord { key_id: KeyId::of(b"m"), key: vec![n], value: vec![n] }).await.unwrap();
+    }
+    assert_eq!(log.reclaim(&[2]).await.unwrap(), vec![2]);
+    drop(log);
+    // Opening the migrated topic again changes nothing.
+    let log = KafkaLog::open(test_config(&broker.bootstrap(), &topic, 1)).await.unwrap();
+    assert_eq!(log.earliest_offsets().await.unwrap(), vec![2]);
+    assert_eq!(describe_topic(&broker, &topic).await, described);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_topic_with_time_retention_is_refused_unless_allowed() {
+    let Some(broker) = broker("time-retention") else { return };
+    let topic = unique_topic("time-retention");
+    create_topic(&broker, &topic, &[("cleanup.policy", "delete"), ("retention.ms", "604800000")]).await;
+    let config = test_config(&broker.bootstrap(), &topic, 1);
+    let err = KafkaLog::open(config.clone()).await.unwrap_err();
+    eprintln!("time retention: {err}");
+    assert!(!err.is_retryable(), "{err}");
+    match kafka_error(&err) {
+        KafkaError::TopicRetention { topic: t, setting, value, .. } => {
+            assert_eq!((t.as_str(), *setting, value.as_str()), (topic.as_str(), "retention.ms", "604800000"));
+        }
+        other => panic!("not a retention refusal: {other:?}"),
+    }
+    let text = err.to_string();
+    for part in [topic.as_str(), "retention.ms=604800000", "retention.ms=-1", "retention.bytes=-1", "allow_retention"] {
+        assert!(text.contains(part), "{part:?} missing from: {text}");
+    }
+    // Refused, not changed.
+    assert_eq!(describe_topic(&broker, &topic).await.get("retention.ms").map(String::as_str), Some("604800000"));
+
+    let mut allowed = config;
+    allowed.allow_retention = true;
+    let log = KafkaLog::open(allowed).await.unwrap();
+    for n in 0..3u8 {
+        log.append(WireRecord { key_id: KeyId::of(b"r"), key: vec![n], value: vec![n] }).await.unwrap();
+    }
+    assert_eq!(log.reclaim(&[1]).await.unwrap(), vec![1]);
+    assert_eq!(describe_topic(&broker, &topic).await.get("retention.ms").map(String::as_str), Some("604800000"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reclaim_the_broker_refuses_names_topic_partition_and_offset() {
+    use rdkafka::admin::AlterConfig;
+    let Some(broker) = broker("reclaim-refused") else { return };
+    let topic = unique_topic("reclaim-refused");
+    let log = KafkaLog::open(test_config(&broker.bootstrap(), &topic, 1)).await.unwrap();
+    for n in 0..3u8 {
+        log.append(WireRecord { key_id: KeyId::of(b"x"), key: vec![n], value: vec![n] }).await.unwrap();
+    }
+    // Someone sets the open log's topic back to compact only: the broker refuses DeleteRecords.
+    let alter = AlterConfig::new(ResourceSpecifier::Topic(&topic)).set("cleanup.policy", "compact");
+    for r in admin(&broker).alter_configs([&alter], &AdminOptions::new()).await.unwrap() {
+        r.unwrap();
+    }
+    let started = Instant::now();
+    while describe_topic(&broker, &topic).await.get("cleanup.policy").map(String::as_str) != Some("compact") {
+        assert!(started.elapsed() < Duration::from_secs(30), "the broker does not describe the change");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let err = log.reclaim(&[2]).await.unwrap_err();
+    eprintln!("refused reclaim: {err}");
+    assert!(!err.is_retryable(), "{err}");
+    assert!(matches!(kafka_error(&err), KafkaError::Reclaim { targets, .. } if targets == &[(0, 2)]), "{err:?}");
+    let text = err.to_string();
+    for part in [topic.as_str(), "partition 0 below offset 2", "cleanup.policy must include delete"] {
+        assert!(text.contains(part), "{part:?} missing from: {text}");
+    }
+    assert_eq!(log.earliest_offsets().await.unwrap(), vec![0]);
+    drop(log);
+    // Opening it again migrates it back, and the reclaim goes through.
+    let log = KafkaLog::open(test_config(&broker.bootstrap(), &topic, 1)).await.unwrap();
+    assert_eq!(log.reclaim(&[2]).await.unwrap(), vec![2]);
 }
