@@ -30,6 +30,30 @@
 //! after [`FlussConfig::request_timeout`]); tables created by one process are created one at
 //! a time (see `CREATE_LOCK` in the source for the coordinator race this avoids).
 //!
+//! ## Retention
+//!
+//! Fluss deletes a log table's records by age: a segment whose newest record is older than the
+//! table's `table.log.ttl` is removed, 7 days by default, whatever a checkpoint still needs.
+//! So the log sets the TTL of a table it creates: `0 ms`, which Fluss reads as no deletion by
+//! age, unless [`FlussConfig::log_ttl`] accepts a bound (then that bound, in milliseconds).
+//! Open reads the TTL of an existing table and refuses one that deletes sooner than accepted,
+//! naming table, property and value ([`FlussError::LogRetention`]; a table created without the
+//! property, as this backend did before, has the 7-day default, and the Fluss 0.9 server
+//! cannot alter the property). With a bound, a checkpoint older than it may not be
+//! restorable: once the server has deleted a segment, [`earliest_offsets`](StateLog::earliest_offsets)
+//! (the server's log start, remote storage included) is past it, a marker below fails
+//! validation as [`actionstate_core::Error::DataLoss`], and a read below it fails naming bucket
+//! and offset (the server reports the offset out of range) instead of skipping ahead. See the
+//! [`retention`] module for the values the server accepts.
+//!
+//! Fluss has no operation that deletes a log table's records below an offset (no
+//! `DeleteRecords`; its admin API drops whole tables or partitions), so the log cannot
+//! reclaim: [`capabilities`](StateLog::capabilities) has no reclaim and
+//! [`reclaim`](StateLog::reclaim) fails with [`actionstate_core::Error::Unsupported`]. The
+//! table holds its whole history unless a TTL was accepted: its disk grows with every record
+//! written (the tablet server keeps the newest segments of each bucket, two by default, on its
+//! own disk and moves older ones to the remote data directory, from which reads fetch them).
+//!
 //! ## Buckets
 //!
 //! fluss-rs chooses a row's bucket itself, by hashing the bucket key, and its append result
@@ -93,6 +117,7 @@
 #![warn(missing_docs)]
 
 pub mod bucket;
+pub mod retention;
 
 use actionstate_core::{
     BackendError, Error as CoreError, LogIdentity, Position, ReadBatch, ReadRecord, StateLog, WireRecord,
@@ -104,6 +129,7 @@ use fluss::metadata::{DataType, DataTypes, Schema, TableDescriptor, TableInfo, T
 use fluss::row::{DataGetters, GenericRow};
 use fluss::rpc::FlussError as ApiError;
 use fluss::rpc::message::OffsetSpec;
+use retention::RetentionProblem;
 use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;
@@ -180,11 +206,19 @@ pub struct FlussConfig {
     /// Whether each append flushes the writer before awaiting its acknowledgement, instead of
     /// waiting out the batch timeout.
     pub flush_on_append: bool,
+    /// How old a record may get before the server may delete it by age, or `None` (the
+    /// default) for never: a table the log creates gets `table.log.ttl` set to this (`0 ms`
+    /// for `None`, which Fluss reads as no deletion by age), and an existing table whose TTL
+    /// is shorter is refused ([`FlussError::LogRetention`]). With a bound, a checkpoint older
+    /// than it may no longer be restorable (a rebuild from it fails as data loss); see the
+    /// [`retention`] module.
+    pub log_ttl: Option<Duration>,
 }
 
 impl FlussConfig {
     /// A configuration with default timeouts (30 s delivery, 30 s read stall, 30 s requests),
-    /// a 1 ms batch timeout, a flush after every append, and no authentication.
+    /// a 1 ms batch timeout, a flush after every append, no authentication and no deletion
+    /// by age (`log_ttl: None`).
     pub fn new(
         bootstrap: impl Into<String>,
         database: impl Into<String>,
@@ -202,6 +236,7 @@ impl FlussConfig {
             request_timeout: Duration::from_secs(30),
             batch_timeout: Duration::from_millis(1),
             flush_on_append: true,
+            log_ttl: None,
         }
     }
 
@@ -243,6 +278,7 @@ impl fmt::Debug for FlussConfig {
             .field("request_timeout", &self.request_timeout)
             .field("batch_timeout", &self.batch_timeout)
             .field("flush_on_append", &self.flush_on_append)
+            .field("log_ttl", &self.log_ttl)
             .finish()
     }
 }
@@ -346,6 +382,26 @@ pub enum FlussError {
         /// What differs.
         detail: String,
     },
+    /// The table deletes records by age sooner than [`FlussConfig::log_ttl`] accepts (Fluss's
+    /// default TTL of 7 days applies to a table created without `table.log.ttl`, as earlier
+    /// versions of this backend created them), or its TTL cannot be read.
+    #[error(
+        "table {table} has {property} = {value}: {problem}. To keep every record, use a new \
+         table (this backend creates it with {property} = '0 ms', no deletion by age; the Fluss \
+         0.9 server cannot alter {property} of an existing table); to accept deletion by age, \
+         set FlussConfig::log_ttl to the table's TTL or less (a checkpoint older than that may \
+         then fail to restore as data loss)"
+    )]
+    LogRetention {
+        /// `database.table`.
+        table: String,
+        /// The table property, [`retention::LOG_TTL_PROPERTY`].
+        property: &'static str,
+        /// Its value as the table holds it (`not set (Fluss's default: 7 d)` when absent).
+        value: String,
+        /// What is wrong with it.
+        problem: RetentionProblem,
+    },
     /// A read received no record for the stall timeout.
     #[error("read of {table} bucket {bucket} stalled at offset {offset} (target {to}) for {waited:?}")]
     ReadStalled {
@@ -406,6 +462,7 @@ impl FlussError {
             | FlussError::TableMissing { .. }
             | FlussError::BucketsChanged { .. }
             | FlussError::IncompatibleTable { .. }
+            | FlussError::LogRetention { .. }
             | FlussError::NoSuchBucket { .. }
             | FlussError::InvalidConfig(_)
             | FlussError::Unexpected(_) => false,
@@ -533,7 +590,19 @@ fn check_table(config: &FlussConfig, info: &TableInfo) -> Result<(), FlussError>
     if found != config.buckets {
         return Err(FlussError::BucketsChanged { table, configured: config.buckets, found });
     }
-    Ok(())
+    check_retention(config, info)
+}
+
+/// Refuses a table that deletes records by age sooner than the configuration accepts.
+fn check_retention(config: &FlussConfig, info: &TableInfo) -> Result<(), FlussError> {
+    let property = retention::LOG_TTL_PROPERTY;
+    let value = info.get_properties().get(property).map(String::as_str);
+    retention::check_log_ttl(value, config.log_ttl).map_err(|problem| FlussError::LogRetention {
+        table: config.table_name(),
+        property,
+        value: value.map_or_else(|| "not set (Fluss's default: 7 d)".to_owned(), |v| format!("'{v}'")),
+        problem,
+    })
 }
 
 fn check_name(what: &str, name: &str) -> Result<(), FlussError> {
@@ -549,7 +618,9 @@ impl FlussLog {
     /// Opens the log: connects, creates the database and the table if absent, checks an
     /// existing table, captures the log's identity and lists the end offsets.
     pub async fn open(config: FlussConfig) -> Result<FlussLog, CoreError> {
-        Self::open_inner(config).await.map_err(|e| with_operation(e, "open"))
+        // On the heap: the opening future holds about 8 KiB of client futures, which would
+        // otherwise sit inline in every caller's future.
+        Box::pin(Self::open_inner(config)).await.map_err(|e| with_operation(e, "open"))
     }
 
     async fn open_inner(config: FlussConfig) -> Result<FlussLog, FlussError> {
@@ -558,6 +629,7 @@ impl FlussLog {
         if config.buckets == 0 || i32::try_from(config.buckets).is_err() {
             return Err(FlussError::InvalidConfig(format!("bucket count {} out of range", config.buckets)));
         }
+        let log_ttl = retention::log_ttl_value(config.log_ttl).map_err(FlussError::InvalidConfig)?;
         let connection =
             match tokio::time::timeout(config.request_timeout, FlussConnection::new(config.client_config())).await {
                 Ok(Ok(c)) => c,
@@ -601,6 +673,7 @@ impl FlussLog {
             let descriptor = TableDescriptor::builder()
                 .schema(schema)
                 .distributed_by(Some(buckets), vec![BUCKET_KEY.to_owned()])
+                .property(retention::LOG_TTL_PROPERTY, log_ttl)
                 .build()
                 .map_err(|source| FlussError::Client {
                     operation: "building the table descriptor",

@@ -1,17 +1,27 @@
-//! The backend conformance suite, the bucket-function proof and SASL checks against a real
-//! Fluss cluster.
+//! The backend conformance suite, the bucket-function proof, SASL and retention checks against
+//! a real Fluss cluster.
 //!
 //! The cluster comes from `FLUSS_BOOTSTRAP` (and `FLUSS_SASL_*`) in the environment, or from
 //! `<workspace>/target/services/fluss.env` as written by `cargo xtask services up fluss`.
 //! Without either the tests print `ACTIONSTATE-SKIP` and pass, unless
 //! `ACTIONSTATE_REQUIRE_SERVICES` is set, in which case they fail.
+//!
+//! `segments_expire_only_under_an_accepted_ttl_and_older_markers_are_data_loss` needs a cluster
+//! that expires segments within seconds, which the shared one does not: its tablet server must
+//! run with `log.segment.file-size: 64kb` and `remote.log.task-interval-duration: 1s`. It runs
+//! when `FLUSS_TIERING_BOOTSTRAP` names such a cluster's coordinator (plaintext), and passes
+//! with a note otherwise.
 
 #![allow(clippy::unwrap_used)]
 
 use actionstate_core::{Error, KeyId, Marker, StateLog, WireRecord};
-use actionstate_fluss::{FlussConfig, FlussLog, Security, bucket};
+use actionstate_fluss::retention::{self, RetentionProblem};
+use actionstate_fluss::{FlussConfig, FlussError, FlussLog, Security, bucket};
 use actionstate_recovery::testkit::conformance;
 use actionstate_recovery::testkit::services::Service;
+use fluss::metadata::{
+    AlterConfig, AlterConfigOpType, AlterTableChanges, DataTypes, Schema, TableDescriptor, TablePath,
+};
 use fluss::row::GenericRow;
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
@@ -336,4 +346,206 @@ async fn sasl_wrong_password_fails_with_authentication_error() {
     assert!(text.to_lowercase().contains("authentication"), "not an authentication error: {text}");
     assert!(!err.is_retryable(), "a rejected password is not retryable: {text}");
     assert!(!text.contains("not-the-password"), "the error shows the password: {text}");
+}
+
+/// The `FlussError` inside an error of the log, if there is one.
+fn fluss_error(err: &Error) -> Option<&FlussError> {
+    match err {
+        Error::Backend(b) => std::error::Error::source(b)?.downcast_ref::<FlussError>(),
+        _ => None,
+    }
+}
+
+/// Creates `table` as earlier versions of the backend did: the log table's layout without
+/// `table.log.ttl`, so with Fluss's default TTL of 7 days.
+async fn create_table_without_a_log_ttl(log_on_cluster: &FlussLog, table: &str, buckets: i32) {
+    let admin = log_on_cluster.connection().get_admin().unwrap();
+    let mut schema = Schema::builder();
+    for column in actionstate_fluss::COLUMNS {
+        schema = schema.column(column, DataTypes::bytes());
+    }
+    let descriptor = TableDescriptor::builder()
+        .schema(schema.build().unwrap())
+        .distributed_by(Some(buckets), vec![actionstate_fluss::BUCKET_KEY.to_owned()])
+        .build()
+        .unwrap();
+    let path = TablePath::new(DATABASE, table);
+    admin.create_table(&path, &descriptor, false).await.unwrap();
+    let info = admin.get_table_info(&path).await.unwrap();
+    assert_eq!(info.get_properties().get(retention::LOG_TTL_PROPERTY), None, "{:?}", info.get_properties());
+}
+
+/// A table created without `table.log.ttl` (as this backend created them before) deletes
+/// records older than 7 days: opening it is refused, naming table, property, value and what to
+/// do, unless the configuration accepts deletion after 7 days or sooner. The server cannot be
+/// told to keep its records instead: Fluss 0.9 refuses to alter the property.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_with_the_default_log_ttl_is_refused_unless_its_ttl_is_accepted() {
+    let Some(cluster) = cluster("default-log-ttl") else { return };
+    let helper = FlussLog::open(test_config(&cluster.bootstrap(), &unique_table("ttl_helper"), 1)).await.unwrap();
+    let table = unique_table("default_ttl");
+    create_table_without_a_log_ttl(&helper, &table, 2).await;
+
+    let mut config = test_config(&cluster.bootstrap(), &table, 2);
+    let err = FlussLog::open(config.clone()).await.unwrap_err();
+    let text = err.to_string();
+    eprintln!("default TTL: {text}");
+    assert!(!err.is_retryable(), "{text}");
+    match fluss_error(&err) {
+        Some(FlussError::LogRetention { table: named, property, value, problem }) => {
+            assert_eq!(named, &format!("{DATABASE}.{table}"));
+            assert_eq!(*property, "table.log.ttl");
+            assert!(value.contains("not set") && value.contains("7 d"), "{value}");
+            assert_eq!(problem, &RetentionProblem::NotAccepted { ttl: retention::DEFAULT_LOG_TTL });
+        }
+        other => panic!("expected FlussError::LogRetention, got {other:?}: {text}"),
+    }
+    for needle in [&table[..], "table.log.ttl", "7 d", "log_ttl", "0 ms"] {
+        assert!(text.contains(needle), "the error does not name {needle:?}: {text}");
+    }
+
+    // Accepting a longer bound is not enough; accepting 7 days (or less) opens it.
+    config.log_ttl = Some(Duration::from_secs(8 * 24 * 3600));
+    let err = FlussLog::open(config.clone()).await.unwrap_err();
+    assert!(
+        matches!(
+            fluss_error(&err),
+            Some(FlussError::LogRetention { problem: RetentionProblem::ShorterThanAccepted { .. }, .. })
+        ),
+        "{err}"
+    );
+    config.log_ttl = Some(retention::DEFAULT_LOG_TTL);
+    let log = FlussLog::open(config.clone()).await.unwrap();
+    let p =
+        log.append(WireRecord { key_id: KeyId::of(b"ttl"), key: b"k".to_vec(), value: b"v".to_vec() }).await.unwrap();
+    assert_eq!(bucket_contents(&log, p.partition).await.len(), 1);
+    config.log_ttl = Some(Duration::from_secs(3600));
+    FlussLog::open(config).await.unwrap();
+
+    // The server keeps the default: its TTL cannot be altered.
+    let admin = log.connection().get_admin().unwrap();
+    let change =
+        AlterConfig::new(retention::LOG_TTL_PROPERTY, Some(retention::NO_LOG_TTL.to_owned()), AlterConfigOpType::Set);
+    let altered = admin
+        .alter_table(log.table_path(), false, AlterTableChanges { config_changes: vec![change], ..Default::default() })
+        .await;
+    eprintln!("altering table.log.ttl: {altered:?}");
+    let info = admin.get_table_info(log.table_path()).await.unwrap();
+    let value = info.get_properties().get(retention::LOG_TTL_PROPERTY).cloned();
+    assert_eq!(altered.is_ok(), value.is_some(), "alter answered {altered:?}, the table holds {value:?}");
+    drop_table(&log).await;
+    drop_table(&helper).await;
+}
+
+/// Tables the log creates carry `table.log.ttl`: `0 ms` (no deletion by age) by default, and
+/// reopen; with an accepted bound they carry it in milliseconds, and reopen only with a bound
+/// no longer than theirs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn created_tables_delete_by_age_only_what_the_configuration_accepts() {
+    let Some(cluster) = cluster("created-log-ttl") else { return };
+    let config = test_config(&cluster.bootstrap(), &unique_table("no_ttl"), 1);
+    let log = FlussLog::open(config.clone()).await.unwrap();
+    let property = |log: &FlussLog| log.table_info().get_properties().get(retention::LOG_TTL_PROPERTY).cloned();
+    assert_eq!(property(&log).as_deref(), Some("0 ms"));
+    let admin = log.connection().get_admin().unwrap();
+    let info = admin.get_table_info(log.table_path()).await.unwrap();
+    assert_eq!(info.get_properties().get(retention::LOG_TTL_PROPERTY).map(String::as_str), Some("0 ms"));
+    drop(log);
+    let log = FlussLog::open(config.clone()).await.unwrap();
+    drop_table(&log).await;
+
+    let hour = Duration::from_secs(3600);
+    let mut config = test_config(&cluster.bootstrap(), &unique_table("hour_ttl"), 1);
+    config.log_ttl = Some(hour);
+    let log = FlussLog::open(config.clone()).await.unwrap();
+    assert_eq!(property(&log).as_deref(), Some("3600000 ms"));
+    config.log_ttl = Some(hour / 2);
+    FlussLog::open(config.clone()).await.unwrap();
+    for accepted in [None, Some(2 * hour)] {
+        config.log_ttl = accepted;
+        let err = FlussLog::open(config.clone()).await.unwrap_err();
+        eprintln!("{accepted:?} on a 1 h table: {err}");
+        assert!(matches!(fluss_error(&err), Some(FlussError::LogRetention { .. })), "{err}");
+    }
+    config.log_ttl = Some(Duration::ZERO);
+    let err = FlussLog::open(config).await.unwrap_err();
+    assert!(matches!(fluss_error(&err), Some(FlussError::InvalidConfig(_))), "{err}");
+    drop_table(&log).await;
+}
+
+/// A cluster whose tablet server rolls small segments and runs its remote-log tasks every
+/// second, from `FLUSS_TIERING_BOOTSTRAP`; `None` (after saying why) without one. The shared
+/// cluster of `cargo xtask services up fluss` keeps Fluss's 1 GiB segments, which never roll in
+/// a test, and runs the tasks once a minute: its tables never tier or expire a segment.
+fn tiering_cluster(test: &str) -> Option<String> {
+    let bootstrap = std::env::var("FLUSS_TIERING_BOOTSTRAP").ok().filter(|b| !b.trim().is_empty());
+    if bootstrap.is_none() {
+        eprintln!(
+            "{test}: not run: FLUSS_TIERING_BOOTSTRAP names no cluster with small segments \
+             (tablet server settings `log.segment.file-size: 64kb` and \
+             `remote.log.task-interval-duration: 1s`)"
+        );
+    }
+    bootstrap
+}
+
+/// On a cluster that tiers and expires segments within seconds: a table the log created with
+/// an accepted TTL of one second loses its oldest segment by age, its earliest offset rises,
+/// a marker below it fails validation as data loss, a read below it fails instead of skipping,
+/// and the records from the earliest offset on are all there; a table created without a TTL,
+/// written alike, keeps every record (its older segments now in remote storage, read from
+/// there) and its marker stays valid.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn segments_expire_only_under_an_accepted_ttl_and_older_markers_are_data_loss() {
+    let Some(bootstrap) = tiering_cluster("segment-expiry") else { return };
+    let mut config = test_config(&bootstrap, &unique_table("ttl_second"), 1);
+    config.log_ttl = Some(Duration::from_secs(1));
+    let expiring = FlussLog::open(config).await.unwrap();
+    let kept = FlussLog::open(test_config(&bootstrap, &unique_table("ttl_none"), 1)).await.unwrap();
+    let markers: Vec<Marker> = vec![
+        Marker { log: expiring.identity().clone(), offsets: expiring.end_offsets().await.unwrap() },
+        Marker { log: kept.identity().clone(), offsets: kept.end_offsets().await.unwrap() },
+    ];
+    // About 87 of these records fill a 64 KiB segment: 300 make four segments, of which the
+    // tablet server keeps the last two on its disk once the others are in remote storage.
+    const RECORDS: u32 = 300;
+    for n in 0..RECORDS {
+        for log in [&expiring, &kept] {
+            let record = WireRecord { key_id: KeyId::of(b"age"), key: n.to_be_bytes().to_vec(), value: vec![7; 2000] };
+            log.append(record).await.unwrap();
+        }
+    }
+    let started = Instant::now();
+    let earliest = loop {
+        let earliest = expiring.earliest_offsets().await.unwrap();
+        if earliest[0] > 0 {
+            break earliest;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "no segment expired in {:?}", started.elapsed());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    eprintln!("earliest offset {} after {:?}", earliest[0], started.elapsed());
+    let end = expiring.end_offsets().await.unwrap();
+    let current = expiring.current_identity().await.unwrap();
+    match markers[0].validate(&current, &earliest, &end) {
+        Err(Error::DataLoss { partition: 0, offset: 0, earliest: e }) => assert_eq!(e, earliest[0]),
+        other => panic!("a marker below the expired segment must be data loss, got {other:?}"),
+    }
+    let below = expiring.read(0, 0, end[0], 10).await;
+    eprintln!("read below the earliest offset: {below:?}");
+    assert!(below.is_err(), "a read of expired offsets must fail, got {below:?}");
+    let rest = conformance::read_all(&expiring, 0, earliest[0], end[0]).await.unwrap();
+    let offsets: Vec<u64> = rest.iter().map(|r| r.0).collect();
+    assert_eq!(offsets, (earliest[0]..end[0]).collect::<Vec<_>>());
+
+    // The same history in a table without a TTL: nothing expired, everything readable.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (earliest, end) = (kept.earliest_offsets().await.unwrap(), kept.end_offsets().await.unwrap());
+    assert_eq!(earliest, [0]);
+    markers[1].validate(&kept.current_identity().await.unwrap(), &earliest, &end).unwrap();
+    let all = conformance::read_all(&kept, 0, 0, end[0]).await.unwrap();
+    let keys: Vec<Vec<u8>> = all.into_iter().map(|r| r.1).collect();
+    assert_eq!(keys, (0..RECORDS).map(|n| n.to_be_bytes().to_vec()).collect::<Vec<_>>());
+    drop_table(&expiring).await;
+    drop_table(&kept).await;
 }
