@@ -54,6 +54,7 @@ mod error;
 mod key_lock;
 mod metrics;
 mod rebuild;
+mod retention;
 mod store;
 #[cfg(feature = "testkit")]
 pub mod testkit;
@@ -65,6 +66,7 @@ pub use config::kafka_config;
 pub use config::{AnyLog, DEFAULT_PARTITIONS, LogConfig, open};
 pub use error::{Result, StoreError};
 pub use rebuild::RebuildReport;
+pub use retention::{DEFAULT_RETAINED_CHECKPOINTS, ReclaimStatus, Retention};
 pub use store::{
     ActionHandle, ActionStateStore, Begin, Call, CallOutput, CallSource, Explanation, Ownership, Round, Snapshot,
     StoreConfig,

@@ -10,6 +10,8 @@
 //! | `actionstate_put_failures_total` | counter | `retryable` |
 //! | `actionstate_rebuild_records_total` | counter | |
 //! | `actionstate_rebuild_records_per_second` | gauge | |
+//! | `actionstate_reclaimed_records_total` | counter | |
+//! | `actionstate_reclaim_failures_total` | counter | |
 
 use actionstate_core::MissReason;
 use actionstate_index::Invalidation;
@@ -45,4 +47,12 @@ pub(crate) fn put_failed(retryable: bool) {
 pub(crate) fn rebuilt(records: u64, per_second: f64) {
     metrics::counter!("actionstate_rebuild_records_total").increment(records);
     metrics::gauge!("actionstate_rebuild_records_per_second").set(per_second);
+}
+
+pub(crate) fn reclaimed(records: u64) {
+    metrics::counter!("actionstate_reclaimed_records_total").increment(records);
+}
+
+pub(crate) fn reclaim_failed() {
+    metrics::counter!("actionstate_reclaim_failures_total").increment(1);
 }

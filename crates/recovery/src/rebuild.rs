@@ -71,7 +71,7 @@ impl<L: StateLog> ActionStateStore<L> {
         let owned_completed: HashMap<KeyId, u64> =
             completed.iter().filter(|(k, _)| ownership.owns(k)).map(|(k, s)| (*k, *s)).collect();
         let Some(marker) = Marker::merge(markers)? else {
-            self.install(Index::new(), owned_completed, HashMap::new());
+            self.install(Index::new(), ownership, owned_completed, HashMap::new());
             return Ok(RebuildReport { duration: started.elapsed(), ..RebuildReport::default() });
         };
         // Three independent questions to the backend, asked at once; their errors are reported
@@ -116,7 +116,7 @@ impl<L: StateLog> ActionStateStore<L> {
             report.tombstones_queued += 1;
             pending.entry(key.key).or_default().push_back(LogRecord::Delete { key, reason });
         }
-        self.install(index, owned_completed, pending);
+        self.install(index, ownership, owned_completed, pending);
         report.duration = started.elapsed();
         crate::metrics::rebuilt(report.records, report.records_per_second());
         if report.tombstones_queued > 0 {

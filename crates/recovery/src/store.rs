@@ -3,6 +3,7 @@
 use crate::error::{Result, StoreError};
 use crate::key_lock::KeyLocks;
 use crate::metrics as m;
+use crate::retention::{ReclaimStatus, Reclaimer, Retained, Retention};
 use actionstate_core::{
     ActionId, ActionState, CallResult, CallStatus, Event, EventId, Evidence, Fingerprint, KeyId, LogRecord, Marker,
     MemoryUpdate, MissReason, Progress, StateKey, StateLog, Trigger, codec,
@@ -33,6 +34,10 @@ pub struct StoreConfig {
     /// Checkpoints snapshotted but neither completed nor aborted that are remembered; older
     /// ones are forgotten (as if aborted), so the map stays bounded.
     pub max_pending_checkpoints: usize,
+    /// How much history the log keeps: by default what the last
+    /// [`DEFAULT_RETAINED_CHECKPOINTS`](crate::DEFAULT_RETAINED_CHECKPOINTS) completed
+    /// checkpoints need (see [`Retention`]).
+    pub retention: Retention,
 }
 
 impl Default for StoreConfig {
@@ -42,6 +47,7 @@ impl Default for StoreConfig {
             rebuild_stall: Duration::from_secs(30),
             rebuild_deadline: Some(Duration::from_secs(3600)),
             max_pending_checkpoints: 64,
+            retention: Retention::default(),
         }
     }
 }
@@ -195,8 +201,32 @@ pub(crate) struct Shared {
     /// Invalidation records (tombstones, audits) not yet durable, per key, in order. They are
     /// appended before the key's next write and before any snapshot.
     pending: HashMap<KeyId, VecDeque<LogRecord>>,
-    last_completed: HashMap<KeyId, u64>,
-    checkpoints: BTreeMap<u64, Arc<HashMap<KeyId, u64>>>,
+    /// The last completed round of each key that still has indexed states, rounds in flight,
+    /// or records a restore could replay.
+    last_completed: HashMap<KeyId, Completion>,
+    checkpoints: BTreeMap<u64, Taken>,
+    /// Per partition, keys whose rounds were all pruned, with the partition's end offset when
+    /// the checkpoint that pruned them was taken (every record of the key lies below it), in
+    /// the order they were pruned. A key leaves `last_completed` once a snapshot's marker
+    /// passes that offset: no later restore replays its records.
+    draining: Vec<VecDeque<(u64, KeyId, u64)>>,
+    /// The markers of the checkpoints completed since the store was created or rebuilt.
+    retained: Retained,
+}
+
+/// The last completed round of a key, and whether the key is queued in `draining`.
+#[derive(Clone, Copy, Debug)]
+struct Completion {
+    seq: u64,
+    draining: bool,
+}
+
+/// A checkpoint snapshotted and not yet completed or aborted.
+#[derive(Debug)]
+struct Taken {
+    marker: Marker,
+    end: Vec<u64>,
+    completed: Arc<HashMap<KeyId, u64>>,
 }
 
 /// Durable action state over a [`StateLog`]. See the crate docs for the contract.
@@ -209,6 +239,7 @@ pub struct ActionStateStore<L: StateLog> {
     /// and the flushed invalidations describe one consistent moment.
     pub(crate) epoch: tokio::sync::RwLock<()>,
     pub(crate) config: StoreConfig,
+    reclaimer: Arc<Reclaimer>,
 }
 
 impl<L: StateLog> std::fmt::Debug for ActionStateStore<L> {
@@ -221,6 +252,13 @@ impl<L: StateLog> ActionStateStore<L> {
     /// A store over `log` with an empty index. Call [`rebuild`](Self::rebuild) to restore a
     /// checkpoint.
     pub fn new(log: L, config: StoreConfig) -> Self {
+        let reclaimer = Arc::new(Reclaimer::default());
+        reclaimer.disable(match config.retention {
+            Retention::KeepAll => Some("retention keeps everything"),
+            Retention::LastCheckpoints(_) if !log.capabilities().reclaim => Some("the backend cannot reclaim"),
+            Retention::LastCheckpoints(_) => None,
+        });
+        let partitions = log.identity().partitions as usize;
         ActionStateStore {
             log: Arc::new(log),
             shared: Mutex::new(Shared {
@@ -228,10 +266,13 @@ impl<L: StateLog> ActionStateStore<L> {
                 pending: HashMap::new(),
                 last_completed: HashMap::new(),
                 checkpoints: BTreeMap::new(),
+                draining: vec![VecDeque::new(); partitions],
+                retained: Retained::default(),
             }),
             keys: KeyLocks::default(),
             epoch: tokio::sync::RwLock::new(()),
             config,
+            reclaimer,
         }
     }
 
@@ -453,12 +494,13 @@ impl<L: StateLog> ActionStateStore<L> {
     /// now on need not replay the round.
     pub fn round_completed(&self, key: KeyId, seq: u64) {
         let mut sh = self.shared.lock();
-        let last = sh.last_completed.entry(key).or_insert(seq);
-        *last = (*last).max(seq);
+        let last = sh.last_completed.entry(key).or_insert(Completion { seq, draining: false });
+        last.seq = last.seq.max(seq);
+        last.draining = false;
     }
 
     /// Takes a checkpoint: appends every pending invalidation, then returns the covering
-    /// marker and the last completed round per key.
+    /// marker and the last completed round of every key a restore may replay.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn snapshot(&self, checkpoint: u64) -> Result<Snapshot> {
         let _epoch = self.epoch.write().await;
@@ -469,8 +511,10 @@ impl<L: StateLog> ActionStateStore<L> {
         let end = self.log.end_offsets().await?;
         let mut sh = self.shared.lock();
         let marker = sh.index.marker(self.log.identity(), &end);
-        let completed = Arc::new(sh.last_completed.clone());
-        sh.checkpoints.insert(checkpoint, Arc::clone(&completed));
+        sh.drain(&marker.offsets);
+        let completed: HashMap<KeyId, u64> = sh.last_completed.iter().map(|(k, c)| (*k, c.seq)).collect();
+        let completed = Arc::new(completed);
+        sh.checkpoints.insert(checkpoint, Taken { marker: marker.clone(), end, completed: Arc::clone(&completed) });
         while sh.checkpoints.len() > self.config.max_pending_checkpoints.max(1) {
             sh.checkpoints.pop_first();
         }
@@ -479,16 +523,53 @@ impl<L: StateLog> ActionStateStore<L> {
 
     /// The checkpoint is durable: prune the rounds it completed from memory, and forget it and
     /// every older checkpoint. Returns the number of states pruned.
+    ///
+    /// With [`Retention::LastCheckpoints`], once enough checkpoints have completed, this also
+    /// asks the backend, in the background, to reclaim the records no retained checkpoint
+    /// needs ([`reclaim_status`](Self::reclaim_status) reports how that went).
     pub fn checkpoint_complete(&self, checkpoint: u64) -> usize {
         let mut sh = self.shared.lock();
-        let Some(completed) = sh.checkpoints.remove(&checkpoint) else { return 0 };
+        let Some(taken) = sh.checkpoints.remove(&checkpoint) else { return 0 };
         sh.checkpoints.retain(|id, _| *id > checkpoint);
-        completed.iter().map(|(key, seq)| sh.index.prune(key, *seq)).sum()
+        let partitions = self.log.identity().partitions;
+        let mut pruned = 0;
+        for (key, seq) in taken.completed.iter() {
+            pruned += sh.index.prune(key, *seq);
+            if sh.index.last_seq(key).is_none() {
+                sh.start_draining(*key, *seq, partitions, &taken.end);
+            }
+        }
+        let point = sh.retained.complete(self.config.retention, taken.marker);
+        // Never past a record the index still holds (the marker of now, without an end).
+        let point = point.map(|p| sh.index.covering_offsets(&p));
+        drop(sh);
+        if let Some(point) = point {
+            self.reclaimer.request(&self.log, point);
+        }
+        pruned
     }
 
     /// The checkpoint failed: forget it without pruning.
     pub fn checkpoint_aborted(&self, checkpoint: u64) {
         self.shared.lock().checkpoints.remove(&checkpoint);
+    }
+
+    /// What reclaiming history has done so far (see [`Retention`]).
+    pub fn reclaim_status(&self) -> ReclaimStatus {
+        self.reclaimer.status()
+    }
+
+    /// Waits until no reclaim runs, and returns the status then. A reclaim holds the log while
+    /// it runs: a caller that drops the store and opens the same embedded log at once (a
+    /// simulated restart) waits here first.
+    pub async fn wait_for_reclaim(&self) -> ReclaimStatus {
+        self.reclaimer.idle().await
+    }
+
+    /// Keys the store remembers a completed round of (what the next snapshot's
+    /// [`Snapshot::completed`] holds at most).
+    pub fn completed_keys(&self) -> usize {
+        self.shared.lock().last_completed.len()
     }
 
     /// Checkpoints snapshotted and not yet completed or aborted.
@@ -506,18 +587,56 @@ impl<L: StateLog> ActionStateStore<L> {
     pub(crate) fn install(
         &self,
         index: Index,
+        ownership: &Ownership,
         completed: HashMap<KeyId, u64>,
         pending: HashMap<KeyId, VecDeque<LogRecord>>,
     ) {
         let mut sh = self.shared.lock();
         sh.index = index;
         sh.pending = pending;
-        sh.last_completed = completed;
+        sh.last_completed = completed.into_iter().map(|(k, seq)| (k, Completion { seq, draining: false })).collect();
         sh.checkpoints.clear();
+        sh.draining.iter_mut().for_each(VecDeque::clear);
+        sh.retained.clear();
+        if *ownership != Ownership::All && self.config.retention != Retention::KeepAll {
+            // The other owners' checkpoints need records of the same partitions, which this
+            // store cannot see.
+            self.reclaimer
+                .disable(Some("the store owns part of the log's keys; other owners' checkpoints need the rest"));
+        }
     }
 }
 
 impl Shared {
+    /// Queues `key`, whose rounds were all pruned, to leave `last_completed` once a marker
+    /// passes every record it may have (all lie below `end`, the end offsets when the
+    /// checkpoint that pruned it was taken).
+    fn start_draining(&mut self, key: KeyId, seq: u64, partitions: u32, end: &[u64]) {
+        let Some(c) = self.last_completed.get_mut(&key) else { return };
+        if c.draining || c.seq != seq {
+            return;
+        }
+        c.draining = true;
+        let p = key.partition(partitions) as usize;
+        if let (Some(queue), Some(&end)) = (self.draining.get_mut(p), end.get(p)) {
+            queue.push_back((end, key, seq));
+        }
+    }
+
+    /// Forgets the completed rounds of drained keys whose records all lie below `marker`: a
+    /// restore of a checkpoint with this marker replays none of them.
+    fn drain(&mut self, marker: &[u64]) {
+        for (queue, &at) in self.draining.iter_mut().zip(marker) {
+            while queue.front().is_some_and(|(end, _, _)| *end <= at) {
+                let Some((_, key, seq)) = queue.pop_front() else { break };
+                let idle = self.last_completed.get(&key).is_some_and(|c| c.draining && c.seq == seq);
+                if idle && self.index.last_seq(&key).is_none() {
+                    self.last_completed.remove(&key);
+                }
+            }
+        }
+    }
+
     /// Queues the records that log an invalidation, in the order
     /// [`Invalidation::records`] gives: the audit of the divergence, then one tombstone per
     /// removed state.

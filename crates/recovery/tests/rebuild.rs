@@ -110,12 +110,13 @@ async fn rescale(backend: Backend) {
 on_every_backend!(rescale_two_owners_into_one_reproduces_everything, rescale);
 
 async fn restore_twice(backend: Backend) {
+    // Restores a checkpoint five completed checkpoints back: the store keeps the whole log.
     let env = Env::new(backend);
     let k = key("restore-twice");
     let inputs: Vec<Event> = (0..8).map(input).collect();
     const C: u64 = 2;
     let checkpoint_c = {
-        let store = env.store().await;
+        let store = env.store_keeping_all().await;
         let mut c = None;
         for seq in 0..8u64 {
             assert_eq!(process(&store, k, seq, &inputs[seq as usize]).await.unwrap().fresh, STATES_PER_ROUND);
@@ -132,7 +133,7 @@ async fn restore_twice(backend: Backend) {
 
     // First restore: the work of rounds after C is recovered, not yet replayed.
     let second = {
-        let store = env.store().await;
+        let store = env.store_keeping_all().await;
         store
             .rebuild(std::slice::from_ref(&checkpoint_c.marker), &Ownership::All, &checkpoint_c.completed)
             .await
@@ -146,7 +147,7 @@ async fn restore_twice(backend: Backend) {
     };
 
     // Second restore, from the new checkpoint: nothing recovered before is lost.
-    let store = env.store().await;
+    let store = env.store_keeping_all().await;
     store.rebuild(std::slice::from_ref(&second.marker), &Ownership::All, &second.completed).await.unwrap();
     assert_eq!(states_after(&store, &k, C), future_work, "the second restore lost recovered future work");
     for seq in C + 1..8 {
@@ -161,13 +162,14 @@ fn explain_root<L: StateLog>(store: &ActionStateStore<L>, k: KeyId, seq: u64, in
 }
 
 async fn not_revived(backend: Backend) {
+    // Restores a checkpoint four completed checkpoints back: the store keeps the whole log.
     let env = Env::new(backend);
     let k = key("not-revived");
     let inputs: Vec<Event> = (0..6).map(input).collect();
     let changed = input(1000);
     const K: u64 = 3;
     let original = {
-        let store = env.store().await;
+        let store = env.store_keeping_all().await;
         let mut original = None;
         for seq in 0..6u64 {
             process(&store, k, seq, &inputs[seq as usize]).await.unwrap();
@@ -182,7 +184,7 @@ async fn not_revived(backend: Backend) {
     };
 
     let later = {
-        let store = env.store().await;
+        let store = env.store_keeping_all().await;
         store.rebuild(std::slice::from_ref(&original.marker), &Ownership::All, &original.completed).await.unwrap();
         assert_eq!(states_after(&store, &k, 1), 4 * STATES_PER_ROUND);
         let outcome = process(&store, k, 2, &replayed(&inputs[2])).await.unwrap();
@@ -202,7 +204,7 @@ async fn not_revived(backend: Backend) {
     };
 
     for (what, snap) in [("the later snapshot", &later), ("the original marker", &original)] {
-        let store = env.store().await;
+        let store = env.store_keeping_all().await;
         store.rebuild(std::slice::from_ref(&snap.marker), &Ownership::All, &snap.completed).await.unwrap();
         assert_eq!(stats(&store).states, 2 * STATES_PER_ROUND, "{what}: rounds 2 and the new {K} should remain");
         assert!(explain_root(&store, k, K, &replayed(&changed)).hit().is_some(), "{what}: the new round {K} is gone");

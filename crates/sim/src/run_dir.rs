@@ -96,7 +96,15 @@ impl RunDir {
 
     pub(crate) fn latest_checkpoint(&self) -> io::Result<Option<Checkpoint>> {
         let Some(id) = self.checkpoints()?.last().copied() else { return Ok(None) };
+        self.checkpoint(id)
+    }
+
+    /// The completed checkpoint `id`, if the directory holds it.
+    pub(crate) fn checkpoint(&self, id: u64) -> io::Result<Option<Checkpoint>> {
         let path = self.dir.join(format!("{CHECKPOINT}{id:020}"));
+        if !path.exists() {
+            return Ok(None);
+        }
         let bytes = fs::read(&path).map_err(with_path(&path))?;
         let checkpoint: Checkpoint = postcard::from_bytes(&bytes).map_err(|e| invalid(&path, e))?;
         if checkpoint.id != id {

@@ -10,7 +10,7 @@ use actionstate_core::{
     StateLog, TaggedBytes, Trigger, Value, codec,
 };
 use actionstate_recovery::{
-    ActionHandle, ActionStateStore, Begin, CallSource, Ownership, Round, StoreConfig, StoreError,
+    ActionHandle, ActionStateStore, Begin, CallSource, Ownership, Retention, Round, StoreConfig, StoreError,
 };
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -236,6 +236,8 @@ pub struct Outcome {
     pub lost_acknowledged: u64,
     /// Checkpoints taken (completed and aborted).
     pub checkpoints: u64,
+    /// The ids of the checkpoints that completed, in the order they did.
+    pub completed_ids: Vec<u64>,
     /// The input source as finally processed (after any change or truncation).
     pub source: Vec<(u32, i64)>,
     /// Per crash that fired, the input position the attempt had reached: the round in
@@ -261,6 +263,14 @@ pub(crate) struct Checkpoint {
     memory: Memory,
     markers: Vec<Marker>,
     completed: HashMap<KeyId, u64>,
+}
+
+impl Checkpoint {
+    /// The last round of every key the checkpoint's inputs had finished (the stores'
+    /// `completed` maps leave out keys with nothing left to restore).
+    fn rounds_done(&self) -> HashMap<KeyId, u64> {
+        self.next_seq.iter().filter_map(|(k, n)| n.checked_sub(1).map(|s| (*k, s))).collect()
+    }
 }
 
 /// Where completed checkpoints are kept: in memory by [`Sim::run`], in a directory by
@@ -296,6 +306,17 @@ struct Attempt<S: LogSource> {
     checkpoint_id: u64,
 }
 
+impl<S: LogSource> Attempt<S> {
+    /// Waits for what the attempt's stores do in the background (reclaiming history): a
+    /// crashed process holds no files, but an attempt of this process keeps its log open
+    /// until its tasks are done, and the next attempt opens the same log.
+    async fn settle(&self) {
+        for store in &self.stores {
+            store.wait_for_reclaim().await;
+        }
+    }
+}
+
 /// A deterministic simulated agent runtime over a log source.
 #[derive(Debug)]
 pub struct Sim<S: LogSource> {
@@ -316,6 +337,15 @@ fn ownerships(owners: u32) -> Vec<Ownership> {
             if n == 1 { Ownership::All } else { Ownership::Groups { max_groups: MAX_GROUPS, owned: lo..hi } }
         })
         .collect()
+}
+
+/// The id of the oldest checkpoint the stores' retention keeps (`None`: all of them), given
+/// the ids of the completed checkpoints in completion order.
+fn retained_floor(completed: &[u64]) -> Option<u64> {
+    match StoreConfig::default().retention {
+        Retention::KeepAll => None,
+        Retention::LastCheckpoints(n) => completed.iter().rev().nth(n.max(1) as usize - 1).copied(),
+    }
 }
 
 fn mix(seed: u64, a: u64, b: u64) -> u64 {
@@ -389,6 +419,7 @@ impl<S: LogSource> Sim<S> {
                     Err(SimError::Store(e)) => return Err(e),
                     Err(SimError::State(e)) => return Err(StoreError::Task(e.to_string())),
                     Err(SimError::Crash(InjectedCrash(point))) => {
+                        attempt.settle().await;
                         outcome.crashes += 1;
                         outcome.crashed_at.push(attempt.pos);
                         outcome.crash_points.push(point);
@@ -402,6 +433,7 @@ impl<S: LogSource> Sim<S> {
             match result {
                 Ok(()) => {
                     outcome.memory = attempt.memory.clone();
+                    attempt.settle().await;
                     break;
                 }
                 Err(e) => {
@@ -415,6 +447,7 @@ impl<S: LogSource> Sim<S> {
                     };
                     // A crash reported directly leaves its point to take as well.
                     crashes.take_crashed();
+                    attempt.settle().await;
                     outcome.crashes += 1;
                     outcome.crashed_at.push(attempt.pos);
                     outcome.crash_points.push(point);
@@ -424,7 +457,11 @@ impl<S: LogSource> Sim<S> {
                         RestoreFrom::Latest => 0,
                         RestoreFrom::Back(b) => b,
                     };
-                    let chosen = checkpoints.len().saturating_sub(1 + back);
+                    // Only checkpoints retention keeps can be restored: the last ones to
+                    // complete, counted as they completed (a restore does not undo them).
+                    let oldest = retained_floor(&outcome.completed_ids);
+                    let kept = checkpoints.iter().position(|c| oldest.is_none_or(|o| c.id >= o));
+                    let chosen = checkpoints.len().saturating_sub(1 + back).max(kept.unwrap_or(0));
                     restore_point = checkpoints.get(chosen).cloned();
                     checkpoints.truncate(chosen + 1);
                     if let Some(o) = plan.owners_after_restore.get(n).or(plan.owners_after_restore.last()) {
@@ -443,7 +480,15 @@ impl<S: LogSource> Sim<S> {
         outcome.source = source;
         outcome.operations = crashes.operations();
         outcome.appends = crashes.appends();
-        outcome.lost_acknowledged = self.lost_acknowledged(&outcome.ledger, &changed_keys).await?;
+        // Retention reclaimed the records of rounds the oldest retained checkpoint completed:
+        // no restore needs them, so they are not lost.
+        let oldest = retained_floor(&outcome.completed_ids);
+        let reclaimable = checkpoints
+            .iter()
+            .find(|c| oldest.is_some_and(|o| c.id >= o))
+            .map(Checkpoint::rounds_done)
+            .unwrap_or_default();
+        outcome.lost_acknowledged = self.lost_acknowledged(&outcome.ledger, &changed_keys, &reclaimable).await?;
         Ok(outcome)
     }
 
@@ -462,6 +507,7 @@ impl<S: LogSource> Sim<S> {
             rebuild_records: 0,
             lost_acknowledged: 0,
             checkpoints: 0,
+            completed_ids: Vec::new(),
             source: Vec::new(),
             crashed_at: Vec::new(),
             crash_points: Vec::new(),
@@ -563,6 +609,14 @@ impl<S: LogSource> Sim<S> {
             outcome.rebuild_time += started.elapsed();
             outcome.restores += 1;
             outcome.restored_from.push(cp.pos);
+        } else {
+            // A fresh store assumes it owns every key; an owner of some tells it which, so
+            // that its retention never reclaims what the other owners' checkpoints need.
+            for (store, ownership) in stores.iter().zip(&owners) {
+                if *ownership != Ownership::All {
+                    store.rebuild(&[], ownership, &HashMap::new()).await?;
+                }
+            }
         }
         Ok(Attempt {
             stores,
@@ -640,6 +694,7 @@ impl<S: LogSource> Sim<S> {
         for store in &a.stores {
             store.checkpoint_complete(id);
         }
+        outcome.completed_ids.push(id);
         Ok(())
     }
 
@@ -796,14 +851,28 @@ impl<S: LogSource> Sim<S> {
     }
 
     /// Reads the whole log and counts the completions `ledger` saw acknowledged that are not
-    /// in it (for a run without input changes, where no acknowledged state may go).
-    pub async fn acknowledged_missing(&self, ledger: &Ledger) -> Result<u64, StoreError> {
-        self.lost_acknowledged(ledger, &HashMap::new()).await
+    /// in it (for a run without input changes, where no acknowledged state may go), except in
+    /// rounds that the oldest checkpoint retention keeps in `dir` completed: retention may
+    /// have reclaimed those, and no restore needs them.
+    pub async fn acknowledged_missing(&self, ledger: &Ledger, dir: &RunDir) -> Result<u64, StoreError> {
+        let task = |e: std::io::Error| StoreError::Task(e.to_string());
+        let ids = dir.checkpoints().map_err(task)?;
+        let reclaimable = match retained_floor(&ids) {
+            Some(id) => dir.checkpoint(id).map_err(task)?.map(|c| c.rounds_done()).unwrap_or_default(),
+            None => HashMap::new(),
+        };
+        self.lost_acknowledged(ledger, &HashMap::new(), &reclaimable).await
     }
 
     /// Replays the whole log into a fresh index and counts acknowledged completions that are
-    /// missing, except in rounds whose history was changed on purpose.
-    async fn lost_acknowledged(&self, ledger: &Ledger, changed: &HashMap<KeyId, u64>) -> Result<u64, StoreError> {
+    /// missing, except in rounds whose history was changed on purpose and in rounds
+    /// `reclaimable` says a retained checkpoint completed (retention may have reclaimed them).
+    async fn lost_acknowledged(
+        &self,
+        ledger: &Ledger,
+        changed: &HashMap<KeyId, u64>,
+        reclaimable: &HashMap<KeyId, u64>,
+    ) -> Result<u64, StoreError> {
         let log = self.source.open().await?;
         let end = log.end_offsets().await?;
         let earliest = log.earliest_offsets().await?;
@@ -832,6 +901,7 @@ impl<S: LogSource> Sim<S> {
             .iter()
             .filter(|k| !present.contains(k))
             .filter(|k| changed.get(&k.key).is_none_or(|from| k.seq < *from))
+            .filter(|k| reclaimable.get(&k.key).is_none_or(|upto| k.seq > *upto))
             .count();
         Ok(lost as u64)
     }

@@ -75,5 +75,5 @@ async fn attempts_over_a_run_dir_match_a_clean_run_and_read_back() {
     assert_eq!(journal.ledger.duplicates(), 0);
     assert_eq!(journal.results, clean.results);
     assert_eq!(dir.final_memory().unwrap(), Some(clean.memory.clone()));
-    assert_eq!(sim.acknowledged_missing(&journal.ledger).await.unwrap(), 0);
+    assert_eq!(sim.acknowledged_missing(&journal.ledger, &dir).await.unwrap(), 0);
 }

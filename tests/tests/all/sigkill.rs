@@ -124,8 +124,8 @@ struct RunReport {
     problems: Vec<String>,
 }
 
-async fn lost<S: LogSource>(source: S, config: &SimConfig, ledger: &Ledger) -> u64 {
-    Sim::new(source, config.clone()).acknowledged_missing(ledger).await.unwrap()
+async fn lost<S: LogSource>(source: S, config: &SimConfig, ledger: &Ledger, dir: &RunDir) -> u64 {
+    Sim::new(source, config.clone()).acknowledged_missing(ledger, dir).await.unwrap()
 }
 
 /// One run: children killed at random moments until one finishes, then the checks.
@@ -192,9 +192,9 @@ async fn one_run(target: Target, seed: u64, rng: &mut Rng, log: String, root: &P
     report.executed = ledger.executed;
     report.reexecuted = ledger.reexecuted.clone();
     report.lost = match open {
-        Open::File(dir) => lost(FileSource { dir, partitions: PARTITIONS }, &config, ledger).await,
-        Open::Kafka(kafka) => lost(KafkaSource { config: *kafka }, &config, ledger).await,
-        Open::Fluss(fluss) => lost(FlussSource { config: *fluss }, &config, ledger).await,
+        Open::File(data) => lost(FileSource { dir: data, partitions: PARTITIONS }, &config, ledger, &dir).await,
+        Open::Kafka(kafka) => lost(KafkaSource { config: *kafka }, &config, ledger, &dir).await,
+        Open::Fluss(fluss) => lost(FlussSource { config: *fluss }, &config, ledger, &dir).await,
     };
     let clean = reference(Backend::Memory, &config, None).await.unwrap();
     let problems = &mut report.problems;

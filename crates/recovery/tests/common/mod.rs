@@ -167,6 +167,13 @@ impl Env {
         ActionStateStore::new(self.open().await, StoreConfig::default())
     }
 
+    /// A store that keeps the whole log, for tests that restore checkpoints older than the
+    /// ones retention keeps.
+    pub(crate) async fn store_keeping_all(&self) -> ActionStateStore<AnyLog> {
+        let config = StoreConfig { retention: actionstate_recovery::Retention::KeepAll, ..StoreConfig::default() };
+        ActionStateStore::new(self.open().await, config)
+    }
+
     /// A store over a handle that can be shared with other stores (several workers on one log).
     pub(crate) async fn shared(&self) -> Arc<AnyLog> {
         Arc::new(self.open().await)

@@ -1,0 +1,204 @@
+//! Checkpoint-aligned retention (DESIGN.md section 8): the store keeps the log only as far back
+//! as the last completed checkpoints need, and asks the backend to reclaim what lies before,
+//! in the background.
+//!
+//! The reclaim point of a partition is the smallest offset among the covering markers of the
+//! retained checkpoints, and never past the oldest record the index still holds.
+//!
+//! Only a store that owns every key of its log reclaims: the markers of one owner say nothing
+//! of the records other owners' checkpoints need. A store is created owning every key, as
+//! [`rebuild`](crate::ActionStateStore::rebuild) assumes unless told otherwise; several stores
+//! sharing one log must each declare their part with `rebuild` (one with no markers at a
+//! fresh start), which turns their reclaiming off. A store only
+//! knows the checkpoints completed since it was created or rebuilt, so it reclaims only once
+//! `n` of them have completed: until then an older checkpoint, completed by an earlier process,
+//! may be among the last `n`, and its marker is not known here.
+
+use crate::metrics as m;
+use actionstate_core::{Marker, StateLog};
+use parking_lot::Mutex;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// Checkpoints retained by default: a restore may go back this many completed checkpoints.
+pub const DEFAULT_RETAINED_CHECKPOINTS: u32 = 3;
+
+/// How much history a store keeps in its log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Retention {
+    /// Keep what the last `n` completed checkpoints need (at least one): once `n`
+    /// checkpoints have completed since the store was created or rebuilt, the records below
+    /// the oldest of their markers are reclaimed, and a restore of an older checkpoint fails
+    /// with the data-loss error.
+    LastCheckpoints(u32),
+    /// Keep every record.
+    KeepAll,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention::LastCheckpoints(DEFAULT_RETAINED_CHECKPOINTS)
+    }
+}
+
+/// What the store's reclaiming has done, for operators ([`ActionStateStore::reclaim_status`]).
+///
+/// [`ActionStateStore::reclaim_status`]: crate::ActionStateStore::reclaim_status
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReclaimStatus {
+    /// Why the store does not reclaim, when it does not: retention keeps everything, the
+    /// backend cannot reclaim, or the store owns part of a log other stores write as well.
+    pub disabled: Option<&'static str>,
+    /// Per partition, the offset below which the store last asked the backend to reclaim.
+    pub requested: Option<Vec<u64>>,
+    /// Per partition, the earliest offsets the backend reported after the last successful
+    /// reclaim.
+    pub earliest: Option<Vec<u64>>,
+    /// Successful reclaims.
+    pub reclaims: u64,
+    /// Records reclaimed, summed over partitions (as the earliest offsets moved).
+    pub records_reclaimed: u64,
+    /// Failed reclaims; each is retried at the next completed checkpoint.
+    pub failures: u64,
+    /// The last failure, if the last reclaim failed.
+    pub last_error: Option<String>,
+    /// Whether a reclaim is running now.
+    pub running: bool,
+}
+
+/// The markers of the checkpoints completed since the store was created or rebuilt, newest
+/// last, at most `n` of them.
+#[derive(Debug, Default)]
+pub(crate) struct Retained {
+    markers: VecDeque<Marker>,
+}
+
+impl Retained {
+    /// Notes a completed checkpoint's marker; returns the reclaim point once `n` checkpoints
+    /// are retained: per partition, the smallest of their offsets.
+    pub(crate) fn complete(&mut self, retention: Retention, marker: Marker) -> Option<Vec<u64>> {
+        let Retention::LastCheckpoints(n) = retention else { return None };
+        let n = usize::try_from(n.max(1)).unwrap_or(usize::MAX);
+        // Markers of another log (the store was pointed elsewhere) cannot be compared.
+        if self.markers.front().is_some_and(|m| m.log != marker.log) {
+            self.markers.clear();
+        }
+        self.markers.push_back(marker);
+        while self.markers.len() > n {
+            self.markers.pop_front();
+        }
+        if self.markers.len() < n {
+            return None;
+        }
+        Marker::merge(&self.markers).ok().flatten().map(|m| m.offsets)
+    }
+
+    /// Forgets every retained checkpoint (the store was rebuilt).
+    pub(crate) fn clear(&mut self) {
+        self.markers.clear();
+    }
+}
+
+/// Runs reclaims in the background, one at a time; a request made while one runs replaces
+/// any other waiting one.
+#[derive(Debug, Default)]
+pub(crate) struct Reclaimer {
+    state: Mutex<State>,
+    idle: tokio::sync::Notify,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    status: ReclaimStatus,
+    wanted: Option<Vec<u64>>,
+}
+
+impl Reclaimer {
+    pub(crate) fn status(&self) -> ReclaimStatus {
+        self.state.lock().status.clone()
+    }
+
+    pub(crate) fn disable(&self, why: Option<&'static str>) {
+        self.state.lock().status.disabled = why;
+    }
+
+    /// Asks for records below `point` to be reclaimed, unless the last successful reclaim
+    /// already went that far. Starts a background task when none runs.
+    pub(crate) fn request<L: StateLog>(self: &Arc<Self>, log: &Arc<L>, point: Vec<u64>) {
+        let mut st = self.state.lock();
+        if st.status.disabled.is_some() {
+            return;
+        }
+        if st
+            .status
+            .earliest
+            .as_ref()
+            .is_some_and(|e| e.len() == point.len() && point.iter().zip(e).all(|(p, e)| p <= e))
+        {
+            return;
+        }
+        st.wanted = Some(point);
+        if st.status.running {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            st.status.failures += 1;
+            st.status.last_error = Some("no tokio runtime to reclaim on".into());
+            st.wanted = None;
+            return;
+        };
+        st.status.running = true;
+        drop(st);
+        let (me, log) = (Arc::clone(self), Arc::clone(log));
+        runtime.spawn(async move { me.run(&*log).await });
+    }
+
+    async fn run<L: StateLog>(&self, log: &L) {
+        loop {
+            let Some(point) = self.state.lock().wanted.take() else {
+                self.state.lock().status.running = false;
+                self.idle.notify_waiters();
+                return;
+            };
+            self.state.lock().status.requested = Some(point.clone());
+            let outcome = async {
+                let before = log.earliest_offsets().await?;
+                let after = log.reclaim(&point).await?;
+                Ok::<_, actionstate_core::Error>((before, after))
+            }
+            .await;
+            let mut st = self.state.lock();
+            match outcome {
+                Ok((before, after)) => {
+                    let records: u64 = after.iter().zip(&before).map(|(a, b)| a.saturating_sub(*b)).sum();
+                    st.status.reclaims += 1;
+                    st.status.records_reclaimed += records;
+                    st.status.earliest = Some(after);
+                    st.status.last_error = None;
+                    m::reclaimed(records);
+                    tracing::debug!(records, "reclaimed");
+                }
+                Err(e) => {
+                    st.status.failures += 1;
+                    st.status.last_error = Some(e.to_string());
+                    m::reclaim_failed();
+                    tracing::warn!(error = %e, point = ?point, "reclaim failed; retried at the next completed checkpoint");
+                }
+            }
+        }
+    }
+
+    /// Waits until no reclaim runs.
+    pub(crate) async fn idle(&self) -> ReclaimStatus {
+        loop {
+            let notified = self.idle.notified();
+            {
+                let st = self.state.lock();
+                if !st.status.running {
+                    return st.status.clone();
+                }
+            }
+            notified.await;
+        }
+    }
+}
