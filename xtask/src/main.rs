@@ -10,6 +10,8 @@
 //!   local broker started for it and stopped after.
 //! - `bench fluss` — store put and rebuild on a Fluss log table against raw fluss-rs clients, on
 //!   a local Fluss cluster started for it and stopped after.
+//! - `bench soak` — `actionstate soak` over a million inputs on the embedded store, with
+//!   retention on and then keeping everything.
 //! - `fuzz [--time SECONDS]` — the decoder fuzz target (needs a nightly toolchain and
 //!   cargo-fuzz; both are installed on demand when missing).
 //! - `services up|down|status [kafka] [fluss]` — a local Apache Kafka broker, and a local Apache
@@ -60,6 +62,7 @@ fn print_help() {
          bench file           store put and rebuild on the embedded backend vs raw redb\n  \
          bench kafka          store put and rebuild on a local Kafka broker vs raw rdkafka\n  \
          bench fluss          store put and rebuild on a local Fluss cluster vs raw fluss-rs\n  \
+         bench soak           a million inputs, retention on and off: memory, disk, snapshots\n  \
          fuzz [--time SECS]   run the record-decoder fuzz target (default 60 s)\n  \
          services up [kafka]  start a local Kafka broker; addresses in target/services/kafka.env\n  \
          services up fluss    start a local Fluss cluster; addresses in target/services/fluss.env\n  \
@@ -233,6 +236,11 @@ fn bench(what: Option<&str>) -> Result<()> {
             "bench file",
             cargo().args(["run", "--release", "-p", "actionstate", "--", "bench", "--backend", "file"]),
         ),
+        // A million inputs with retention on, then keeping everything: flat or growing.
+        Some("soak") => run(
+            "bench soak",
+            cargo().args(["run", "--release", "-p", "actionstate", "--", "soak", "--inputs", "1000000", "--compare"]),
+        ),
         Some("kafka") => {
             let kafka = services::up_kafka().context("starting the Kafka broker for the benchmark")?;
             let measured = bench_on("kafka", &kafka.bootstrap);
@@ -247,8 +255,8 @@ fn bench(what: Option<&str>) -> Result<()> {
             measured?;
             stopped.context("stopping the Fluss cluster")
         }
-        Some(other) => bail!("unknown benchmark `{other}` (known: index, file, kafka, fluss)"),
-        None => bail!("usage: cargo xtask bench <index|file|kafka|fluss>"),
+        Some(other) => bail!("unknown benchmark `{other}` (known: index, file, kafka, fluss, soak)"),
+        None => bail!("usage: cargo xtask bench <index|file|kafka|fluss|soak>"),
     }
 }
 

@@ -39,6 +39,7 @@ fn keep_freed_memory() {
 mod bench;
 mod demo;
 mod inspect;
+mod soak;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -88,6 +89,9 @@ enum Command {
     },
     /// Measure store paths side by side with the raw backend client.
     Bench(bench::BenchArgs),
+    /// Run conversations that go idle for good, with checkpoints, and print whether memory,
+    /// the data directory and the snapshots stay flat (retention on, or `--compare` with off).
+    Soak(soak::SoakArgs),
     /// Decode every record and check the index invariants; exits non-zero on any problem.
     Verify {
         /// Data directory of the embedded store.
@@ -144,6 +148,7 @@ fn main() -> ExitCode {
             }
             Command::Verify { data } => inspect::verify(&data).await,
             Command::Bench(args) => bench::run(args).await,
+            Command::Soak(args) => soak::run(args).await,
         }
     });
     match result {

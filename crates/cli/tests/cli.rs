@@ -179,3 +179,19 @@ fn bench_on_fluss_needs_a_bootstrap_address() {
         assert!(String::from_utf8_lossy(&out.stderr).contains("--dir applies to --backend file only"));
     }
 }
+
+#[test]
+fn soak_prints_a_json_line_per_run_with_growth_and_snapshot_entries() {
+    let out = actionstate(&["soak", "--inputs", "4000", "--checkpoint-every", "500", "--compare", "--json"]);
+    assert!(out.status.success(), "soak failed: {}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<serde_json::Value> = stdout(&out).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 2, "one line per run: {lines:?}");
+    for (line, retention) in lines.iter().zip(["3", "all"]) {
+        assert_eq!(line["retention"], retention, "{line}");
+        assert_eq!(line["inputs"], 4000, "{line}");
+        for field in ["inputs_per_s", "disk_growth", "rss_growth", "snapshot_entries", "snapshot_ms_max"] {
+            assert!(line[field].as_f64().is_some_and(|v| v > 0.0), "{field} in {line}");
+        }
+    }
+    assert!(lines[0]["disk_growth"].as_f64() < lines[1]["disk_growth"].as_f64(), "{lines:?}");
+}

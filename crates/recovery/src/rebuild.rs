@@ -71,7 +71,9 @@ impl<L: StateLog> ActionStateStore<L> {
         let owned_completed: HashMap<KeyId, u64> =
             completed.iter().filter(|(k, _)| ownership.owns(k)).map(|(k, s)| (*k, *s)).collect();
         let Some(marker) = Marker::merge(markers)? else {
-            self.install(Index::new(), ownership, owned_completed, HashMap::new());
+            // Nothing to replay; the completed rounds given lie below the end, at least.
+            let end = if owned_completed.is_empty() { Vec::new() } else { self.log.end_offsets().await? };
+            self.install(Index::new(), ownership, owned_completed, &end, HashMap::new());
             return Ok(RebuildReport { duration: started.elapsed(), ..RebuildReport::default() });
         };
         // Three independent questions to the backend, asked at once; their errors are reported
@@ -116,7 +118,7 @@ impl<L: StateLog> ActionStateStore<L> {
             report.tombstones_queued += 1;
             pending.entry(key.key).or_default().push_back(LogRecord::Delete { key, reason });
         }
-        self.install(index, ownership, owned_completed, pending);
+        self.install(index, ownership, owned_completed, &end, pending);
         report.duration = started.elapsed();
         crate::metrics::rebuilt(report.records, report.records_per_second());
         if report.tombstones_queued > 0 {

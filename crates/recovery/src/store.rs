@@ -205,19 +205,20 @@ pub(crate) struct Shared {
     /// or records a restore could replay.
     last_completed: HashMap<KeyId, Completion>,
     checkpoints: BTreeMap<u64, Taken>,
-    /// Per partition, keys whose rounds were all pruned, with the partition's end offset when
-    /// the checkpoint that pruned them was taken (every record of the key lies below it), in
-    /// the order they were pruned. A key leaves `last_completed` once a snapshot's marker
-    /// passes that offset: no later restore replays its records.
+    /// Per partition, keys whose rounds were all pruned, with an offset past every upsert of
+    /// theirs, sorted by it. A key leaves `last_completed` once a snapshot's marker reaches
+    /// that offset: no later restore replays its states.
     draining: Vec<VecDeque<(u64, KeyId, u64)>>,
     /// The markers of the checkpoints completed since the store was created or rebuilt.
     retained: Retained,
 }
 
-/// The last completed round of a key, and whether the key is queued in `draining`.
+/// The last completed round of a key, an offset past every upsert of its pruned rounds (0:
+/// none known), and whether the key is queued in `draining`.
 #[derive(Clone, Copy, Debug)]
 struct Completion {
     seq: u64,
+    past: u64,
     draining: bool,
 }
 
@@ -494,7 +495,7 @@ impl<L: StateLog> ActionStateStore<L> {
     /// now on need not replay the round.
     pub fn round_completed(&self, key: KeyId, seq: u64) {
         let mut sh = self.shared.lock();
-        let last = sh.last_completed.entry(key).or_insert(Completion { seq, draining: false });
+        let last = sh.last_completed.entry(key).or_insert(Completion { seq, past: 0, draining: false });
         last.seq = last.seq.max(seq);
         last.draining = false;
     }
@@ -534,9 +535,25 @@ impl<L: StateLog> ActionStateStore<L> {
         let partitions = self.log.identity().partitions;
         let mut pruned = 0;
         for (key, seq) in taken.completed.iter() {
-            pruned += sh.index.prune(key, *seq);
-            if sh.index.last_seq(key).is_none() {
-                sh.start_draining(*key, *seq, partitions, &taken.end);
+            let gone = sh.index.prune_reporting(key, *seq);
+            pruned += gone.states;
+            // A restore from a marker past the last upsert of the key's pruned rounds replays
+            // none of them. A lower bound says only that the record lies below the end offsets
+            // of the checkpoint's snapshot.
+            let p = key.partition(partitions) as usize;
+            let end = taken.end.get(p).copied().unwrap_or(u64::MAX);
+            let bound = match gone.last {
+                Some(at) if at.exact => at.offset + 1,
+                Some(_) => end,
+                None => 0,
+            };
+            let empty = sh.index.last_seq(key).is_none();
+            let Some(c) = sh.last_completed.get_mut(key) else { continue };
+            c.past = c.past.max(bound);
+            if empty {
+                // Nothing known of where its records are: they lie below the end, at least.
+                let past = if c.past == 0 { end } else { c.past };
+                sh.start_draining(*key, *seq, partitions, past);
             }
         }
         let point = sh.retained.complete(self.config.retention, taken.marker);
@@ -582,19 +599,28 @@ impl<L: StateLog> ActionStateStore<L> {
         self.shared.lock().pending.values().map(VecDeque::len).sum()
     }
 
-    /// Replaces the index (after a rebuild), with `pending` the records to append before each
-    /// key's next write.
+    /// Replaces the index (after a rebuild that read the log to `end`), with `pending` the
+    /// records to append before each key's next write.
     pub(crate) fn install(
         &self,
         index: Index,
         ownership: &Ownership,
         completed: HashMap<KeyId, u64>,
+        end: &[u64],
         pending: HashMap<KeyId, VecDeque<LogRecord>>,
     ) {
         let mut sh = self.shared.lock();
         sh.index = index;
         sh.pending = pending;
-        sh.last_completed = completed.into_iter().map(|(k, seq)| (k, Completion { seq, draining: false })).collect();
+        // The rounds the rebuild pruned lie below the end offsets it read to.
+        let partitions = self.log.identity().partitions;
+        sh.last_completed = completed
+            .into_iter()
+            .map(|(k, seq)| {
+                let past = end.get(k.partition(partitions) as usize).copied().unwrap_or(u64::MAX);
+                (k, Completion { seq, past, draining: false })
+            })
+            .collect();
         sh.checkpoints.clear();
         sh.draining.iter_mut().for_each(VecDeque::clear);
         sh.retained.clear();
@@ -609,17 +635,19 @@ impl<L: StateLog> ActionStateStore<L> {
 
 impl Shared {
     /// Queues `key`, whose rounds were all pruned, to leave `last_completed` once a marker
-    /// passes every record it may have (all lie below `end`, the end offsets when the
-    /// checkpoint that pruned it was taken).
-    fn start_draining(&mut self, key: KeyId, seq: u64, partitions: u32, end: &[u64]) {
+    /// reaches `past`: every upsert of it a restore could replay lies below. (Its tombstones
+    /// and audits may lie above; replayed without its states, they remove nothing.)
+    fn start_draining(&mut self, key: KeyId, seq: u64, partitions: u32, past: u64) {
         let Some(c) = self.last_completed.get_mut(&key) else { return };
         if c.draining || c.seq != seq {
             return;
         }
         c.draining = true;
         let p = key.partition(partitions) as usize;
-        if let (Some(queue), Some(&end)) = (self.draining.get_mut(p), end.get(p)) {
-            queue.push_back((end, key, seq));
+        if let Some(queue) = self.draining.get_mut(p) {
+            // Kept sorted by offset: keys pruned together drain in the order of their records.
+            let at = queue.partition_point(|(o, _, _)| *o <= past);
+            queue.insert(at, (past, key, seq));
         }
     }
 

@@ -20,6 +20,7 @@ mod crash;
 mod ledger;
 mod run_dir;
 mod runtime;
+pub mod soak;
 
 pub use crash::{CrashLog, CrashPoint, Crashes, InjectedCrash};
 pub use ledger::{CallKey, Ledger, LedgerEntry, ReplayedJournal};

@@ -174,6 +174,15 @@ pub struct Removed {
     pub reason: InvalidationReason,
 }
 
+/// What [`Index::prune_reporting`] removed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pruned {
+    /// States removed.
+    pub states: usize,
+    /// Where the last of them (by offset) lived, if any was removed.
+    pub last: Option<Position>,
+}
+
 /// Counts of what the index holds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -452,7 +461,20 @@ impl Index {
     /// Removes the rounds of `key` with `seq ≤ upto` (rounds a completed checkpoint covers).
     /// Returns the number of states removed. Pruning is not an invalidation and is not logged.
     pub fn prune(&mut self, key: &KeyId, upto: u64) -> usize {
-        self.remove_rounds(key, (Bound::Unbounded, Bound::Included(upto))).len()
+        self.prune_reporting(key, upto).states
+    }
+
+    /// [`prune`](Index::prune), reporting also where the last of the removed states lived: a
+    /// restore from a marker past it replays none of them.
+    pub fn prune_reporting(&mut self, key: &KeyId, upto: u64) -> Pruned {
+        let mut last: Option<Position> = None;
+        let states = self.remove_rounds_with(key, (Bound::Unbounded, Bound::Included(upto)), |e| {
+            if last.is_none_or(|l| e.position.offset > l.offset || (e.position.offset == l.offset && !e.position.exact))
+            {
+                last = Some(e.position);
+            }
+        });
+        Pruned { states: states.len(), last }
     }
 
     /// The recorded state with this key, if indexed.
@@ -628,6 +650,16 @@ impl Index {
 
     /// Removes whole rounds of one key in `range`, reporting every removed state.
     fn remove_rounds(&mut self, key: &KeyId, range: (Bound<u64>, Bound<u64>)) -> Vec<StateKey> {
+        self.remove_rounds_with(key, range, |_| {})
+    }
+
+    /// [`remove_rounds`](Index::remove_rounds), showing `seen` every removed entry.
+    fn remove_rounds_with(
+        &mut self,
+        key: &KeyId,
+        range: (Bound<u64>, Bound<u64>),
+        mut seen: impl FnMut(&Entry),
+    ) -> Vec<StateKey> {
         let mut out = Vec::new();
         let Some(ki) = self.keys.get_mut(key) else {
             return out;
@@ -638,6 +670,7 @@ impl Index {
                 self.rounds -= 1;
                 for e in round.drain() {
                     out.push(*e.state.key());
+                    seen(&e);
                     gone.push(e);
                 }
             }
