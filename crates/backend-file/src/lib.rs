@@ -97,12 +97,20 @@ pub struct FileConfig {
     /// million 300-byte records in `BENCHMARKS.md`. After a crash redb verifies and repairs
     /// the file whatever this says.
     pub verify_on_open: bool,
+    /// Bytes of the engine's page cache (redb keeps read and written pages there). The
+    /// process's memory stays within it however large the file grows; pages outside it are
+    /// read through the operating system's cache. Default [`DEFAULT_CACHE_BYTES`].
+    pub cache_bytes: usize,
 }
 
+/// The default page cache of a data directory: 256 MiB (redb's own default is 1 GiB).
+pub const DEFAULT_CACHE_BYTES: usize = 256 << 20;
+
 impl FileConfig {
-    /// A configuration for `dir` with `partitions` partitions and verification on open.
+    /// A configuration for `dir` with `partitions` partitions, verification on open and the
+    /// default page cache.
     pub fn new(dir: impl Into<PathBuf>, partitions: u32) -> Self {
-        FileConfig { dir: dir.into(), partitions, verify_on_open: true }
+        FileConfig { dir: dir.into(), partitions, verify_on_open: true, cache_bytes: DEFAULT_CACHE_BYTES }
     }
 }
 
@@ -272,6 +280,7 @@ impl FileLog {
         }
         let db = redb::Database::builder()
             .set_check_integrity_on_open(config.verify_on_open)
+            .set_cache_size(config.cache_bytes)
             .create(&path)
             .map_err(|e| open_error(&path, e))?;
         let (identity, offsets) = load_or_init(&db, &path, config.partitions)?;

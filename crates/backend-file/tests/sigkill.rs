@@ -34,6 +34,7 @@ fn parse_acks(stdout: &str) -> Vec<Ack> {
     let complete = stdout.rfind('\n').map_or("", |i| &stdout[..i]);
     complete
         .lines()
+        .filter(|line| !line.starts_with("reclaim "))
         .map(|line| {
             let f: Vec<&str> = line.split(' ').collect();
             assert_eq!(f.len(), 5, "bad line {line:?}");
@@ -54,18 +55,35 @@ struct Contents {
     max_seq: Option<u64>,
 }
 
+/// The highest reclaim offsets per partition a child printed before asking for them.
+fn parse_reclaims(stdout: &str) -> Vec<u64> {
+    let complete = stdout.rfind('\n').map_or("", |i| &stdout[..i]);
+    let mut highest = vec![0; PARTITIONS as usize];
+    for line in complete.lines().filter_map(|l| l.strip_prefix("reclaim ")) {
+        for (h, o) in highest.iter_mut().zip(line.split(' ')) {
+            *h = (*h).max(o.parse().unwrap());
+        }
+    }
+    highest
+}
+
 /// Reads the whole log and checks every record: dense offsets, a fully decodable envelope,
 /// exactly the bytes the child writes for its sequence number, the right partition, per-key
 /// order, and no record twice.
 async fn check_log(log: &FileLog) -> Contents {
+    check_log_from(log, &[0; PARTITIONS as usize]).await
+}
+
+/// [`check_log`] of a log whose partitions start at `earliest`.
+async fn check_log_from(log: &FileLog, earliest: &[u64]) -> Contents {
     let end = log.end_offsets().await.unwrap();
-    assert_eq!(log.earliest_offsets().await.unwrap(), vec![0; PARTITIONS as usize]);
+    assert_eq!(log.earliest_offsets().await.unwrap(), earliest);
     let mut at = HashMap::new();
     let mut seqs = HashSet::new();
     let mut last_seq_of_key: HashMap<u64, u64> = HashMap::new();
     for p in 0..PARTITIONS {
-        let mut next = 0;
-        let mut range = RangeRead::new(p, 0, end[p as usize], 500);
+        let mut next = earliest[p as usize];
+        let mut range = RangeRead::new(p, next, end[p as usize], 500);
         while let Some(records) = range.next_batch(log).await.unwrap() {
             for r in &records {
                 assert_eq!(r.offset, next, "partition {p}: offsets must be dense");
@@ -92,11 +110,17 @@ async fn check_log(log: &FileLog) -> Contents {
 }
 
 fn run_child(dir: &Path, first: u64, delay: Duration) -> Vec<Ack> {
+    parse_acks(&run_child_with(dir, first, delay, &[]))
+}
+
+/// Runs the child with `extra` arguments, kills it after `delay`, and returns what it printed.
+fn run_child_with(dir: &Path, first: u64, delay: Duration, extra: &[&str]) -> String {
     let mut child = Command::new(env!("CARGO_BIN_EXE_file-append-child"))
         .arg(dir)
         .arg(PARTITIONS.to_string())
         .arg(first.to_string())
         .arg(TASKS.to_string())
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -118,7 +142,7 @@ fn run_child(dir: &Path, first: u64, delay: Duration) -> Vec<Ack> {
         panic!("child exited on its own ({early}): {err}");
     }
     assert!(!status.success());
-    parse_acks(&reader.join().unwrap())
+    reader.join().unwrap()
 }
 
 #[test]
@@ -179,4 +203,57 @@ fn creating_a_directory_survives_sigkill() {
         created += u64::from(!contents.at.is_empty());
     }
     println!("file-create-sigkill kills={kills} with-records={created}");
+}
+
+/// A child killed while it appends and reclaims at once: the directory opens, every record
+/// it acknowledged at or above the highest offset it asked to reclaim below is there byte for
+/// byte, the earliest offsets never pass what it asked for, and the partitions stay dense
+/// from them.
+#[test]
+fn acknowledged_appends_above_the_reclaim_point_survive_sigkill_during_reclaim() {
+    let kills: u64 = std::env::var("ACTIONSTATE_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(50);
+    let seed: u64 = std::env::var("ACTIONSTATE_KILL_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x5eed_f11e);
+    let mut rng = seed | 1;
+    let mut next_delay = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        Duration::from_millis(20 + rng % 101)
+    };
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut acked: Vec<Ack> = Vec::new();
+    let mut asked = vec![0u64; PARTITIONS as usize];
+    let (mut first, mut reclaimed) = (0, 0);
+    for kill in 0..kills {
+        let out = run_child_with(dir.path(), first, next_delay(), &["reclaim"]);
+        acked.extend(parse_acks(&out));
+        for (a, r) in asked.iter_mut().zip(parse_reclaims(&out)) {
+            *a = (*a).max(r);
+        }
+        let (earliest, contents) = runtime.block_on(async {
+            let log = FileLog::open(FileConfig::new(dir.path(), PARTITIONS))
+                .unwrap_or_else(|e| panic!("kill {kill}: the directory cannot be opened: {e}"));
+            let earliest = log.earliest_offsets().await.unwrap();
+            (earliest.clone(), check_log_from(&log, &earliest).await)
+        });
+        for (p, (e, a)) in earliest.iter().zip(&asked).enumerate() {
+            assert!(e <= a, "kill {kill}: partition {p} reclaimed to {e}, past the {a} asked for");
+        }
+        let lost: Vec<&Ack> = acked
+            .iter()
+            .filter(|a| a.offset >= asked[a.partition as usize])
+            .filter(|a| contents.at.get(&(a.partition, a.offset)) != Some(&(a.seq, a.hash)))
+            .collect();
+        assert!(lost.is_empty(), "kill {kill}: acknowledged appends above the reclaim point lost: {lost:?}");
+        reclaimed = earliest.iter().sum::<u64>();
+        if let Some(max) = contents.max_seq {
+            first = max + 1;
+        }
+        if let Some(max) = acked.iter().map(|a| a.seq).max() {
+            first = first.max(max + 1);
+        }
+    }
+    println!("file-reclaim-sigkill kills={kills} acknowledged={} reclaimed={reclaimed} lost=0", acked.len());
+    assert!(reclaimed > 0, "the children never reclaimed anything");
 }
