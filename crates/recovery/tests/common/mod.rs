@@ -269,13 +269,11 @@ pub(crate) async fn decoded<L: StateLog>(log: &L, partition: u32) -> Vec<(u64, L
     let earliest = log.earliest_offsets().await.unwrap()[partition as usize];
     let end = log.end_offsets().await.unwrap()[partition as usize];
     let mut out = Vec::new();
-    let mut next = earliest;
-    while next < end {
-        let batch = log.read(partition, next, end, 256).await.unwrap();
-        for r in batch.records {
+    let mut range = actionstate_core::RangeRead::new(partition, earliest, end, 256);
+    while let Some(records) = range.next_batch(log).await.unwrap() {
+        for r in records {
             out.push((r.offset, codec::decode(&r.key, &r.value).unwrap()));
         }
-        next = batch.next;
     }
     out
 }
