@@ -145,17 +145,29 @@ fn run_child_with(dir: &Path, first: u64, delay: Duration, extra: &[&str]) -> St
     reader.join().unwrap()
 }
 
-#[test]
-fn acknowledged_appends_survive_sigkill() {
-    let kills: u64 = std::env::var("ACTIONSTATE_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(50);
-    let seed: u64 = std::env::var("ACTIONSTATE_KILL_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x5eed_f11e);
+/// The number of kills (`ACTIONSTATE_KILLS`, default 50) and the seed of their delays
+/// (`ACTIONSTATE_KILL_SEED`).
+fn kills_and_seed() -> (u64, u64) {
+    let kills = std::env::var("ACTIONSTATE_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(50);
+    let seed = std::env::var("ACTIONSTATE_KILL_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x5eed_f11e);
+    (kills, seed)
+}
+
+/// Kill delays of 20 to 120 ms, from a xorshift generator seeded with `seed`.
+fn delays(seed: u64) -> impl FnMut() -> Duration {
     let mut rng = seed | 1;
-    let mut next_delay = move || {
+    move || {
         rng ^= rng << 13;
         rng ^= rng >> 7;
         rng ^= rng << 17;
         Duration::from_millis(20 + rng % 101)
-    };
+    }
+}
+
+#[test]
+fn acknowledged_appends_survive_sigkill() {
+    let (kills, seed) = kills_and_seed();
+    let mut next_delay = delays(seed);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut acked: Vec<Ack> = Vec::new();
@@ -187,7 +199,7 @@ fn acknowledged_appends_survive_sigkill() {
 /// complete one: the next open never finds a half-initialized file it refuses as corrupt.
 #[test]
 fn creating_a_directory_survives_sigkill() {
-    let kills: u64 = std::env::var("ACTIONSTATE_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(50);
+    let (kills, _) = kills_and_seed();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let mut created = 0;
     for kill in 0..kills {
@@ -211,15 +223,8 @@ fn creating_a_directory_survives_sigkill() {
 /// from them.
 #[test]
 fn acknowledged_appends_above_the_reclaim_point_survive_sigkill_during_reclaim() {
-    let kills: u64 = std::env::var("ACTIONSTATE_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(50);
-    let seed: u64 = std::env::var("ACTIONSTATE_KILL_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x5eed_f11e);
-    let mut rng = seed | 1;
-    let mut next_delay = move || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        Duration::from_millis(20 + rng % 101)
-    };
+    let (kills, seed) = kills_and_seed();
+    let mut next_delay = delays(seed);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut acked: Vec<Ack> = Vec::new();
