@@ -66,7 +66,12 @@
 //!   of its key (invalidated states), and `delete` allows `DeleteRecords`;
 //! - `retention.ms=-1` and `retention.bytes=-1` — time and size retention off: nothing is
 //!   deleted by age or size, only by [`reclaim`](StateLog::reclaim), which the store calls for
-//!   no more than what its restorable checkpoints no longer need.
+//!   no more than what its restorable checkpoints no longer need;
+//! - `segment.bytes=67108864` and `segment.ms=3600000` — the broker gives disk back a whole
+//!   segment at a time, once `DeleteRecords` has moved the start of the log past it; with the
+//!   defaults (1 GiB, seven days) a partition would hold up to a gigabyte, or a week of a quiet
+//!   partition's records, that no checkpoint needs. 64 MiB segments rolled at least hourly
+//!   bound that to one segment and an hour.
 //!
 //! An existing topic's configuration is described when the log is opened:
 //!
@@ -746,7 +751,7 @@ impl KafkaLog {
             .map_err(|_| KafkaError::Unexpected(format!("partition count {}", config.partitions)))?;
         let mut topic =
             NewTopic::new(&config.topic, partitions, TopicReplication::Fixed(config.replication.unwrap_or(-1)));
-        for (key, value) in topic_config::SETTINGS {
+        for (key, value) in topic_config::SETTINGS.iter().chain(&topic_config::SEGMENTS) {
             topic = topic.set(key, value);
         }
         let opts = AdminOptions::new()

@@ -361,8 +361,21 @@ async fn recreated_topic_with_the_same_partitions_is_a_changed_log() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reclaim_moves_the_earliest_offsets_and_an_older_marker_is_data_loss() {
     let Some(broker) = broker("reclaim") else { return };
-    let log = KafkaLog::open(test_config(&broker.bootstrap(), &unique_topic("reclaim"), 2)).await.unwrap();
+    let topic = unique_topic("reclaim");
+    let log = KafkaLog::open(test_config(&broker.bootstrap(), &topic, 2)).await.unwrap();
     assert!(log.capabilities().reclaim);
+    // A created topic lets DeleteRecords run, deletes nothing by itself, and rolls segments
+    // small and often enough for reclaimed records to give their disk back.
+    let settings = describe_topic(&broker, &topic).await;
+    for (setting, value) in [
+        ("cleanup.policy", "compact,delete"),
+        ("retention.ms", "-1"),
+        ("retention.bytes", "-1"),
+        ("segment.bytes", "67108864"),
+        ("segment.ms", "3600000"),
+    ] {
+        assert_eq!(settings.get(setting).map(String::as_str), Some(value), "{setting} of {settings:?}");
+    }
     for n in 0..20u8 {
         log.append(WireRecord { key_id: KeyId::of(&[n]), key: vec![n], value: vec![n] }).await.unwrap();
     }
