@@ -254,11 +254,7 @@ impl<L: StateLog> ActionStateStore<L> {
     /// checkpoint.
     pub fn new(log: L, config: StoreConfig) -> Self {
         let reclaimer = Arc::new(Reclaimer::default());
-        reclaimer.disable(match config.retention {
-            Retention::KeepAll => Some("retention keeps everything"),
-            Retention::LastCheckpoints(_) if !log.capabilities().reclaim => Some("the backend cannot reclaim"),
-            Retention::LastCheckpoints(_) => None,
-        });
+        reclaimer.disable(not_reclaiming(&config, &log, &Ownership::All));
         let partitions = log.identity().partitions as usize;
         ActionStateStore {
             log: Arc::new(log),
@@ -624,12 +620,7 @@ impl<L: StateLog> ActionStateStore<L> {
         sh.checkpoints.clear();
         sh.draining.iter_mut().for_each(VecDeque::clear);
         sh.retained.clear();
-        if *ownership != Ownership::All && self.config.retention != Retention::KeepAll {
-            // The other owners' checkpoints need records of the same partitions, which this
-            // store cannot see.
-            self.reclaimer
-                .disable(Some("the store owns part of the log's keys; other owners' checkpoints need the rest"));
-        }
+        self.reclaimer.disable(not_reclaiming(&self.config, &*self.log, ownership));
     }
 }
 
@@ -677,6 +668,20 @@ impl Shared {
             tracing::info!(key = %probe.key, seq = probe.seq, %reason, removed = inv.removed.len(), "divergence");
         }
         self.pending.entry(probe.key).or_default().extend(inv.records(probe, action));
+    }
+}
+
+/// Why a store with `config` over `log`, owning `ownership`, must not reclaim, if it must not.
+fn not_reclaiming<L: StateLog>(config: &StoreConfig, log: &L, ownership: &Ownership) -> Option<&'static str> {
+    match config.retention {
+        Retention::KeepAll => Some("retention keeps everything"),
+        _ if !log.capabilities().reclaim => Some("the backend cannot reclaim"),
+        // The other owners' checkpoints need records of the same partitions, which this store
+        // cannot see.
+        _ if *ownership != Ownership::All => {
+            Some("the store owns part of the log's keys; other owners' checkpoints need the rest")
+        }
+        Retention::LastCheckpoints(_) => None,
     }
 }
 

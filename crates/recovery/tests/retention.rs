@@ -107,6 +107,21 @@ async fn a_failed_reclaim_is_reported_and_retried() {
     assert!(status.records_reclaimed > 0, "{status:?}");
 }
 
+/// A store that owned part of the keys and is rebuilt owning all of them (a rescale to one
+/// owner) reclaims again.
+#[tokio::test]
+async fn a_store_that_comes_to_own_every_key_reclaims_again() {
+    let log = MemoryLog::new(2);
+    let store = ActionStateStore::new(log.reopen(), keep(1));
+    store.rebuild(&[], &Ownership::Groups { max_groups: 4, owned: 0..2 }, &HashMap::new()).await.unwrap();
+    assert!(store.reclaim_status().disabled.is_some());
+    store.rebuild(&[], &Ownership::All, &HashMap::new()).await.unwrap();
+    assert_eq!(store.reclaim_status().disabled, None);
+    round_and_checkpoint(&store, key("a"), 0, 0).await;
+    round_and_checkpoint(&store, key("b"), 0, 1).await;
+    assert!(store.reclaim_status().records_reclaimed > 0, "{:?}", store.reclaim_status());
+}
+
 #[tokio::test]
 async fn stores_that_must_not_reclaim_do_not() {
     for (config, ownership, why) in [
