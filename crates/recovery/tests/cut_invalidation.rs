@@ -6,54 +6,12 @@
 
 mod common;
 
-use actionstate_core::{
-    ActionId, BackendError, Error, Event, EventId, LogIdentity, LogRecord, MissReason, Position, ReadBatch, StateLog,
-    Trigger, WireRecord,
-};
+use actionstate_core::{ActionId, Event, EventId, LogRecord, MissReason, StateLog, Trigger};
 use actionstate_recovery::{ActionStateStore, Begin, Ownership, Round, StoreConfig};
-use common::{Backend, Env, event, input, key};
+use common::{Backend, Env, FaultyLog, SlowReads, event, input, key};
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
-
-/// A log whose appends start failing once a budget is spent (a crash that cuts a sequence of
-/// appends short). A negative budget lets everything through.
-#[derive(Debug)]
-struct Cutting<L> {
-    inner: L,
-    budget: Arc<AtomicI64>,
-}
-
-impl<L: StateLog> StateLog for Cutting<L> {
-    fn identity(&self) -> &LogIdentity {
-        self.inner.identity()
-    }
-
-    async fn current_identity(&self) -> Result<LogIdentity, Error> {
-        self.inner.current_identity().await
-    }
-
-    async fn append(&self, record: WireRecord) -> Result<Position, Error> {
-        let left = self.budget.fetch_sub(1, Ordering::SeqCst);
-        if left == 0 {
-            self.budget.store(0, Ordering::SeqCst);
-            return Err(BackendError::retryable("cutting", "append", "the writer crashed").into());
-        }
-        self.inner.append(record).await
-    }
-
-    async fn earliest_offsets(&self) -> Result<Vec<u64>, Error> {
-        self.inner.earliest_offsets().await
-    }
-
-    async fn end_offsets(&self) -> Result<Vec<u64>, Error> {
-        self.inner.end_offsets().await
-    }
-
-    async fn read(&self, partition: u32, from: u64, to: u64, max: usize) -> Result<ReadBatch, Error> {
-        self.inner.read(partition, from, to, max).await
-    }
-}
+use std::sync::atomic::Ordering;
 
 /// Begins `action` and, unless it is reused, completes it with `outputs`. Returns the outputs
 /// it recorded.
@@ -101,11 +59,9 @@ async fn cut_invalidation(backend: Backend) {
     // the producer and its two children): cut after each of the first three.
     for keep in 1..4i64 {
         let env = Env::new(backend);
-        let budget = Arc::new(AtomicI64::new(-1));
-        let store = ActionStateStore::new(
-            Cutting { inner: env.open().await, budget: Arc::clone(&budget) },
-            StoreConfig::default(),
-        );
+        let log = FaultyLog::new(env.open().await, SlowReads::Never);
+        let budget = Arc::clone(&log.budget);
+        let store = ActionStateStore::new(log, StoreConfig::default());
         let marker = store.snapshot(1).await.unwrap().marker;
 
         // Round 0: the root emits one event, the producer two identical ones, a child runs on

@@ -7,65 +7,16 @@
 mod common;
 
 use actionstate_core::{
-    ActionId, Error, InvalidationReason, KeyId, LogIdentity, LogRecord, Marker, Position, ReadBatch, StateKey,
-    StateLog, Trigger, WireRecord, codec,
+    ActionId, Error, InvalidationReason, KeyId, LogRecord, Marker, StateKey, StateLog, Trigger, WireRecord, codec,
 };
 use actionstate_recovery::{ActionStateStore, AnyLog, LogConfig, Ownership, StoreConfig, StoreError};
-use common::{PARTITIONS, input, key, process};
+use common::{FaultyLog, PARTITIONS, SlowReads, input, key, process};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 const REPETITIONS: usize = 100;
-
-/// How reads of partition 0 behave; the other partitions read the file log as it is.
-#[derive(Clone, Copy, Debug)]
-enum First {
-    /// As the log does.
-    Plain,
-    /// Never return.
-    Hang,
-    /// Return after this long, each time.
-    Slow(Duration),
-}
-
-#[derive(Debug)]
-struct Reads<L> {
-    inner: L,
-    first: First,
-}
-
-impl<L: StateLog> StateLog for Reads<L> {
-    fn identity(&self) -> &LogIdentity {
-        self.inner.identity()
-    }
-
-    async fn current_identity(&self) -> Result<LogIdentity, Error> {
-        self.inner.current_identity().await
-    }
-
-    async fn append(&self, record: WireRecord) -> Result<Position, Error> {
-        self.inner.append(record).await
-    }
-
-    async fn earliest_offsets(&self) -> Result<Vec<u64>, Error> {
-        self.inner.earliest_offsets().await
-    }
-
-    async fn end_offsets(&self) -> Result<Vec<u64>, Error> {
-        self.inner.end_offsets().await
-    }
-
-    async fn read(&self, partition: u32, from: u64, to: u64, max: usize) -> Result<ReadBatch, Error> {
-        match (partition, self.first) {
-            (0, First::Hang) => std::future::pending().await,
-            (0, First::Slow(pause)) => tokio::time::sleep(pause).await,
-            _ => {}
-        }
-        self.inner.read(partition, from, to, max).await
-    }
-}
 
 async fn open(dir: &Path) -> Result<AnyLog, StoreError> {
     actionstate_recovery::open(&LogConfig::File { dir: dir.to_path_buf(), partitions: PARTITIONS }).await
@@ -113,13 +64,13 @@ async fn data(dir: &Path, corrupt: bool) -> Marker {
 
 /// Fails a rebuild `REPETITIONS` times as `config` and `first` make it fail, each time
 /// dropping the store and opening the directory again at once. Returns the failed reopens.
-async fn fail_drop_reopen(first: First, corrupt: bool, config: StoreConfig, check: fn(&StoreError) -> bool) {
+async fn fail_drop_reopen(first: SlowReads, corrupt: bool, config: StoreConfig, check: fn(&StoreError) -> bool) {
     let dir = tempfile::tempdir().unwrap();
     let marker = data(dir.path(), corrupt).await;
     let mut failed_reopens = Vec::new();
     let mut log = open(dir.path()).await.unwrap();
     for i in 0..REPETITIONS {
-        let store = ActionStateStore::new(Reads { inner: log, first }, config.clone());
+        let store = ActionStateStore::new(FaultyLog::new(log, first), config.clone());
         let k = key(&format!("kept-{i}"));
         process(&store, k, 0, &input(1)).await.unwrap();
         let before = store.stats();
@@ -147,7 +98,7 @@ async fn fail_drop_reopen(first: First, corrupt: bool, config: StoreConfig, chec
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rebuild_failed_by_a_corrupt_record_releases_the_log() {
     let config = StoreConfig { read_batch: 1, ..StoreConfig::default() };
-    fail_drop_reopen(First::Plain, true, config, |e| {
+    fail_drop_reopen(SlowReads::Never, true, config, |e| {
         matches!(e, StoreError::Log(Error::Corrupt { partition: 0, offset: 0, .. }))
     })
     .await;
@@ -156,8 +107,10 @@ async fn a_rebuild_failed_by_a_corrupt_record_releases_the_log() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_rebuild_releases_the_log() {
     let config = StoreConfig { read_batch: 1, rebuild_stall: Duration::from_millis(30), ..StoreConfig::default() };
-    fail_drop_reopen(First::Hang, false, config, |e| matches!(e, StoreError::RebuildStalled { partition: 0, .. }))
-        .await;
+    fail_drop_reopen(SlowReads::Hang(0), false, config, |e| {
+        matches!(e, StoreError::RebuildStalled { partition: 0, .. })
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -168,7 +121,7 @@ async fn a_rebuild_past_its_deadline_releases_the_log() {
         rebuild_stall: Duration::from_secs(10),
         ..StoreConfig::default()
     };
-    fail_drop_reopen(First::Slow(Duration::from_millis(20)), false, config, |e| {
+    fail_drop_reopen(SlowReads::Pause(0, Duration::from_millis(20)), false, config, |e| {
         matches!(e, StoreError::RebuildDeadline { .. })
     })
     .await;

@@ -254,50 +254,6 @@ fn explain_key<L: StateLog>(
 }
 on_every_backend!(invalidated_history_is_never_revived_by_a_later_restore, not_revived);
 
-/// A log whose reads of one partition never answer (a bucket whose server hangs).
-struct HangingLog {
-    inner: actionstate_recovery::testkit::MemoryLog,
-    hangs: u32,
-}
-
-impl StateLog for HangingLog {
-    fn identity(&self) -> &actionstate_core::LogIdentity {
-        self.inner.identity()
-    }
-
-    async fn current_identity(&self) -> Result<actionstate_core::LogIdentity, actionstate_core::Error> {
-        self.inner.current_identity().await
-    }
-
-    async fn append(
-        &self,
-        record: actionstate_core::WireRecord,
-    ) -> Result<actionstate_core::Position, actionstate_core::Error> {
-        self.inner.append(record).await
-    }
-
-    async fn earliest_offsets(&self) -> Result<Vec<u64>, actionstate_core::Error> {
-        self.inner.earliest_offsets().await
-    }
-
-    async fn end_offsets(&self) -> Result<Vec<u64>, actionstate_core::Error> {
-        self.inner.end_offsets().await
-    }
-
-    async fn read(
-        &self,
-        partition: u32,
-        from: u64,
-        to: u64,
-        max: usize,
-    ) -> Result<actionstate_core::ReadBatch, actionstate_core::Error> {
-        if partition == self.hangs {
-            std::future::pending::<()>().await;
-        }
-        self.inner.read(partition, from, to, max).await
-    }
-}
-
 #[tokio::test]
 async fn rebuild_past_its_deadline_names_the_unfinished_partitions_and_changes_nothing() {
     let log = actionstate_recovery::testkit::MemoryLog::new(4);
@@ -316,7 +272,7 @@ async fn rebuild_past_its_deadline_names_the_unfinished_partitions_and_changes_n
         rebuild_stall: std::time::Duration::from_secs(2),
         ..StoreConfig::default()
     };
-    let store = ActionStateStore::new(HangingLog { inner: log.reopen(), hangs: 2 }, config);
+    let store = ActionStateStore::new(FaultyLog::new(log.reopen(), SlowReads::Hang(2)), config);
     process(&store, key("before"), 0, &input(0)).await.unwrap();
     let before = store.stats();
     let started = std::time::Instant::now();

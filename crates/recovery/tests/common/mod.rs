@@ -366,6 +366,73 @@ impl StateLog for GatedLog {
     }
 }
 
+/// How a [`FaultyLog`] answers reads of one partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SlowReads {
+    /// As the log does.
+    Never,
+    /// Reads of this partition never answer (a bucket whose server hangs).
+    Hang(u32),
+    /// Reads of this partition answer after this long, each time.
+    Pause(u32, std::time::Duration),
+}
+
+/// A log whose appends start failing once a budget is spent (a crash that cuts a sequence of
+/// appends short; a negative budget lets everything through) and whose reads of one
+/// partition may hang or be slow.
+#[derive(Debug)]
+pub(crate) struct FaultyLog<L> {
+    /// The log behind the faults.
+    pub(crate) inner: L,
+    /// Appends still let through; at 0 they fail.
+    pub(crate) budget: Arc<std::sync::atomic::AtomicI64>,
+    /// How reads behave.
+    pub(crate) reads: SlowReads,
+}
+
+impl<L: StateLog> FaultyLog<L> {
+    /// `inner` with appends unlimited and reads as `reads` says.
+    pub(crate) fn new(inner: L, reads: SlowReads) -> Self {
+        FaultyLog { inner, budget: Arc::new(std::sync::atomic::AtomicI64::new(-1)), reads }
+    }
+}
+
+impl<L: StateLog> StateLog for FaultyLog<L> {
+    fn identity(&self) -> &LogIdentity {
+        self.inner.identity()
+    }
+
+    async fn current_identity(&self) -> Result<LogIdentity, Error> {
+        self.inner.current_identity().await
+    }
+
+    async fn append(&self, record: WireRecord) -> Result<Position, Error> {
+        use std::sync::atomic::Ordering;
+        if self.budget.fetch_sub(1, Ordering::SeqCst) == 0 {
+            self.budget.store(0, Ordering::SeqCst);
+            return Err(actionstate_core::BackendError::retryable("faulty", "append", "the writer crashed").into());
+        }
+        self.inner.append(record).await
+    }
+
+    async fn earliest_offsets(&self) -> Result<Vec<u64>, Error> {
+        self.inner.earliest_offsets().await
+    }
+
+    async fn end_offsets(&self) -> Result<Vec<u64>, Error> {
+        self.inner.end_offsets().await
+    }
+
+    async fn read(&self, partition: u32, from: u64, to: u64, max: usize) -> Result<ReadBatch, Error> {
+        match self.reads {
+            SlowReads::Hang(p) if p == partition => std::future::pending().await,
+            SlowReads::Pause(p, pause) if p == partition => tokio::time::sleep(pause).await,
+            _ => {}
+        }
+        self.inner.read(partition, from, to, max).await
+    }
+}
+
 /// A durable-call body that counts its executions and returns `output`.
 pub(crate) fn counted(
     runs: &std::sync::atomic::AtomicUsize,
