@@ -1,0 +1,250 @@
+//! Golden records: the encoded bytes of fixed records, pinned in `tests/golden/*.hex`, and the
+//! bytes format version 1 wrote for them, in `tests/golden/v1`.
+
+use crate::support::{attrs, envelope, fixed_event, fixed_input, fixed_state_key, map};
+use actionstate_core::codec;
+use actionstate_core::{
+    ActionId, ActionState, Attributes, Audit, AuditDetail, CallResult, CallStatus, Error, Evidence, Fingerprint,
+    InvalidationReason, LogRecord, MemoryOp, MemoryUpdate, MissReason, Progress, StateKey, TaggedBytes, Trigger, Value,
+};
+use std::path::{Path, PathBuf};
+
+fn golden_upsert_pending() -> LogRecord {
+    let input = fixed_input();
+    LogRecord::Upsert(ActionState {
+        key: fixed_state_key(),
+        action: ActionId::new("summarize"),
+        trigger: Trigger::Input,
+        trigger_event: input.id,
+        input: input.fingerprint(),
+        progress: Progress::Pending {
+            calls: vec![
+                CallResult {
+                    function_id: "llm.chat".into(),
+                    args_digest: *blake3::hash(b"args-1").as_bytes(),
+                    status: CallStatus::Succeeded { result: b"{\"text\":\"hi\"}".to_vec() },
+                },
+                CallResult {
+                    function_id: "tool.noop".into(),
+                    args_digest: [0; 32],
+                    status: CallStatus::Succeeded { result: vec![] },
+                },
+                CallResult {
+                    function_id: "tool.mail".into(),
+                    args_digest: [0xab; 32],
+                    status: CallStatus::Failed { error: b"smtp 451".to_vec() },
+                },
+                CallResult { function_id: "tool.mail".into(), args_digest: [0xcd; 32], status: CallStatus::Pending },
+            ],
+        },
+    })
+}
+
+pub(crate) fn golden_upsert_completed() -> LogRecord {
+    let input = fixed_input();
+    let producer = fixed_state_key();
+    let trigger = Trigger::Emitted { producer, index: 1 };
+    let event = fixed_event(
+        0x1111_2222_3333_4444_5555_6666_7777_8888,
+        "tool_request",
+        attrs(&[("tool", Value::from("search")), ("limit", Value::Int(10))]),
+    );
+    let action = ActionId::versioned("call_tool", "v2");
+    let key = StateKey::new(producer.key, producer.seq, &action, &event, &trigger);
+    let output = fixed_event(
+        0x9999_aaaa_bbbb_cccc_dddd_eeee_ffff_0000,
+        "tool_response",
+        attrs(&[
+            ("ok", Value::Bool(true)),
+            ("score", Value::Float(0.75)),
+            ("count", Value::Int(-3)),
+            ("none", Value::Null),
+            ("raw", Value::Bytes(vec![0, 1, 2, 0xff])),
+            (
+                "hits",
+                Value::List(vec![
+                    map(&[("title", Value::from("Ünïcode")), ("rank", Value::Int(1))]),
+                    map(&[
+                        ("title", Value::from("second")),
+                        ("tags", Value::List(vec![Value::from("a"), Value::Null])),
+                    ]),
+                ]),
+            ),
+        ]),
+    );
+    LogRecord::Upsert(ActionState {
+        key,
+        action,
+        trigger,
+        trigger_event: event.id,
+        input: input.fingerprint(),
+        progress: Progress::Completed {
+            outputs: vec![output, fixed_event(3, "done", Attributes::new())],
+            memory: vec![
+                MemoryUpdate { path: "conversation".into(), op: MemoryOp::NewObject },
+                MemoryUpdate {
+                    path: "conversation.last_query".into(),
+                    op: MemoryOp::Set(TaggedBytes { tag: "json".into(), bytes: b"\"rust\"".to_vec() }),
+                },
+                MemoryUpdate { path: "conversation.draft".into(), op: MemoryOp::Delete },
+            ],
+        },
+    })
+}
+
+pub(crate) fn golden_delete() -> LogRecord {
+    LogRecord::Delete { key: fixed_state_key(), reason: InvalidationReason::Miss(MissReason::RootChanged) }
+}
+
+pub(crate) fn golden_audit_root_changed() -> LogRecord {
+    let sk = fixed_state_key();
+    LogRecord::Audit(Audit {
+        key: sk.key,
+        seq: sk.seq,
+        probe: sk,
+        action: Some(ActionId::new("summarize")),
+        reason: InvalidationReason::Miss(MissReason::RootChanged),
+        detail: AuditDetail::RootChanged {
+            recorded: vec![Fingerprint::of("input", &attrs(&[("text", Value::from("hallo"))]))],
+            current: fixed_input().fingerprint(),
+        },
+        removed: 4,
+    })
+}
+
+fn golden_audit_producer_replaced() -> LogRecord {
+    let sk = fixed_state_key();
+    LogRecord::Audit(Audit {
+        key: sk.key,
+        seq: 8,
+        probe: StateKey { seq: 8, ..sk },
+        action: None,
+        reason: InvalidationReason::ProducerReplaced,
+        detail: AuditDetail::ProducerReplaced { producer: sk },
+        removed: 1,
+    })
+}
+
+fn golden_cases() -> Vec<(&'static str, LogRecord)> {
+    vec![
+        ("upsert_pending", golden_upsert_pending()),
+        ("upsert_completed", golden_upsert_completed()),
+        ("delete", golden_delete()),
+        ("audit_root_changed", golden_audit_root_changed()),
+        ("audit_producer_replaced", golden_audit_producer_replaced()),
+    ]
+}
+
+fn golden_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("golden")
+}
+
+fn bless() -> bool {
+    std::env::var("ACTIONSTATE_BLESS").is_ok_and(|v| v == "1")
+}
+
+/// Golden file text: the log key and the enveloped value, each as one line of lowercase hex.
+fn golden_text(key: &[u8], value: &[u8]) -> String {
+    format!("key {}\nvalue {}\n", hex::encode(key), hex::encode(value))
+}
+
+/// Parses a golden file into (key, value).
+fn parse_golden(text: &str) -> (Vec<u8>, Vec<u8>) {
+    let mut key = None;
+    let mut value = None;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let (field, hex_text) = line.split_once(' ').unwrap_or_else(|| panic!("bad golden line {line:?}"));
+        let bytes = hex::decode(hex_text.trim()).unwrap();
+        match field {
+            "key" => key = Some(bytes),
+            "value" => value = Some(bytes),
+            other => panic!("unknown golden field {other:?}"),
+        }
+    }
+    (key.unwrap(), value.unwrap())
+}
+
+/// Compares the encoding of every golden record with its file, and decodes the file's bytes
+/// back to the record, so the pinned bytes stay readable. Only this test touches the files.
+#[test]
+fn golden_records_match_files() {
+    let dir = golden_dir();
+    let mut failures = Vec::new();
+    for (name, record) in golden_cases() {
+        let wire = codec::encode(&record).unwrap();
+        let expected = golden_text(&wire.key, &wire.value);
+        let path = dir.join(format!("{name}.hex"));
+        if bless() {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(&path, &expected).unwrap();
+        }
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) => {
+                failures.push(format!("{}: {e}", path.display()));
+                continue;
+            }
+        };
+        if text != expected {
+            failures.push(format!(
+                "{}: encoding changed\n  file:    {}\n  encoded: {}",
+                path.display(),
+                text.trim_end().replace('\n', " | "),
+                expected.trim_end().replace('\n', " | "),
+            ));
+        }
+        let (key, value) = parse_golden(&text);
+        match codec::decode(&key, &value) {
+            Ok(decoded) if decoded == record => {}
+            other => failures.push(format!("{}: decodes to {other:?}", path.display())),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "golden files disagree with the codec (rerun with ACTIONSTATE_BLESS=1 only for an intended format change):\n{}",
+        failures.join("\n")
+    );
+}
+
+/// Every golden file belongs to a case, so a renamed case cannot leave a stale file behind.
+#[test]
+fn golden_dir_has_no_stray_files() {
+    let names: Vec<String> = golden_cases().iter().map(|(n, _)| format!("{n}.hex")).collect();
+    for dir in [golden_dir(), golden_dir().join("v1")] {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let entry = entry.unwrap();
+            let file = entry.file_name().into_string().unwrap();
+            if entry.file_type().unwrap().is_dir() {
+                assert_eq!(file, "v1", "stray golden directory {file}");
+                continue;
+            }
+            assert!(names.contains(&file), "stray golden file {}", dir.join(&file).display());
+        }
+    }
+}
+
+/// Records written by format version 1 (blake3 checksum, 26-byte header) stay readable: the
+/// files in `tests/golden/v1` are the bytes version 1 wrote for the golden records. They are
+/// never rewritten.
+#[test]
+fn version_1_golden_files_still_decode() {
+    for (name, record) in golden_cases() {
+        let path = golden_dir().join("v1").join(format!("{name}.hex"));
+        let (key, value) = parse_golden(&std::fs::read_to_string(&path).unwrap());
+        assert_eq!(value[4], 1, "{}", path.display());
+        let payload = postcard::to_allocvec(&record).unwrap();
+        assert_eq!(value, envelope(1, record.kind() as u8, &payload), "{}", path.display());
+        assert_eq!(codec::decode(&key, &value).unwrap(), record, "{}", path.display());
+        let expected = match &record {
+            LogRecord::Upsert(s) => codec::Peeked::Upsert(Evidence::of(s)),
+            other => codec::Peeked::Other(Box::new(other.clone())),
+        };
+        assert_eq!(codec::peek(&key, &value).unwrap(), expected, "{}", path.display());
+        // Its 16-byte blake3 checksum still protects every payload and checksum byte.
+        for at in (codec::V1_HEADER_LEN..value.len()).chain(10..codec::V1_HEADER_LEN) {
+            let mut bad = value.clone();
+            bad[at] ^= 0x10;
+            assert!(matches!(codec::decode(&key, &bad), Err(Error::BadChecksum)), "{} byte {at}", path.display());
+        }
+    }
+}

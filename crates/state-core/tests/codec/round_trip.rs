@@ -1,0 +1,211 @@
+//! Records survive encoding and decoding, and the envelope is the documented one.
+
+use crate::strategies::{arb_action_state, arb_audit, arb_completed, arb_delete, arb_pending, arb_record};
+use crate::support::{assert_round_trip, attrs, envelope, fixed_event, fixed_input, fixed_state_key, map};
+use actionstate_core::codec::{self, FORMAT_VERSION, HEADER_LEN, MAGIC};
+use actionstate_core::{
+    ActionId, ActionState, Audit, AuditDetail, CallResult, CallStatus, Error, EventId, Fingerprint, InvalidationReason,
+    LogRecord, MemoryOp, MemoryUpdate, MissReason, Progress, RecordKind, TaggedBytes, Trigger, Value,
+};
+use proptest::prelude::*;
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, failure_persistence: Some(Box::new(proptest::test_runner::FileFailurePersistence::WithSource("proptest-regressions"))), ..ProptestConfig::default() })]
+
+    #[test]
+    fn round_trip_upsert_pending(state in arb_action_state(arb_pending())) {
+        assert_round_trip(&LogRecord::Upsert(state));
+    }
+
+    #[test]
+    fn round_trip_upsert_completed(state in arb_action_state(arb_completed())) {
+        assert_round_trip(&LogRecord::Upsert(state));
+    }
+
+    #[test]
+    fn round_trip_delete(record in arb_delete()) {
+        assert_round_trip(&record);
+    }
+
+    #[test]
+    fn round_trip_audit(audit in arb_audit()) {
+        assert_round_trip(&LogRecord::Audit(audit));
+    }
+
+    #[test]
+    fn round_trip_any_record_and_reject_foreign_keys(a in arb_record(), b in arb_record()) {
+        assert_round_trip(&a);
+        let wire_a = codec::encode(&a).unwrap();
+        let wire_b = codec::encode(&b).unwrap();
+        let crossed = codec::decode(&wire_b.key, &wire_a.value);
+        if wire_a.key == wire_b.key {
+            prop_assert_eq!(crossed.unwrap(), a);
+        } else {
+            prop_assert!(
+                matches!(crossed, Err(Error::KeyMismatch { kind }) if kind == a.kind()),
+                "expected KeyMismatch, got {:?}", crossed
+            );
+        }
+    }
+}
+
+/// Every enum variant reachable from a record, written out so coverage does not depend on
+/// what the random strategies happen to pick.
+#[test]
+fn every_variant_round_trips() {
+    let sk = fixed_state_key();
+    let reasons = [
+        InvalidationReason::Miss(MissReason::Absent),
+        InvalidationReason::Miss(MissReason::RootChanged),
+        InvalidationReason::Miss(MissReason::OccurrenceConflict),
+        InvalidationReason::ProducerReplaced,
+    ];
+    let details = [
+        AuditDetail::Absent,
+        AuditDetail::RootChanged { recorded: vec![], current: Fingerprint([1; 32]) },
+        AuditDetail::RootChanged {
+            recorded: vec![Fingerprint([2; 32]), Fingerprint([3; 32])],
+            current: Fingerprint([4; 32]),
+        },
+        AuditDetail::OccurrenceConflict { recorded: EventId(0), current: EventId(u128::MAX) },
+        AuditDetail::ProducerReplaced { producer: sk },
+    ];
+    let mut records = Vec::new();
+    for reason in reasons {
+        records.push(LogRecord::Delete { key: sk, reason });
+        for detail in &details {
+            for action in [None, Some(ActionId::versioned("summarize", ""))] {
+                records.push(LogRecord::Audit(Audit {
+                    key: sk.key,
+                    seq: sk.seq,
+                    probe: sk,
+                    action,
+                    reason,
+                    detail: detail.clone(),
+                    removed: 3,
+                }));
+            }
+        }
+    }
+    let statuses = [
+        CallStatus::Pending,
+        CallStatus::Succeeded { result: vec![] },
+        CallStatus::Succeeded { result: vec![0, 1, 2] },
+        CallStatus::Failed { error: vec![] },
+        CallStatus::Failed { error: b"timeout".to_vec() },
+    ];
+    let triggers = [
+        Trigger::Input,
+        Trigger::Emitted { producer: sk, index: 0 },
+        Trigger::Emitted { producer: sk, index: u32::MAX },
+        Trigger::Bootstrap { label: String::new() },
+        Trigger::Bootstrap { label: "agent-start".into() },
+    ];
+    let memory = vec![
+        MemoryUpdate {
+            path: "a.b".into(),
+            op: MemoryOp::Set(TaggedBytes { tag: "json".into(), bytes: b"1".to_vec() }),
+        },
+        MemoryUpdate { path: "a.c".into(), op: MemoryOp::Set(TaggedBytes { tag: String::new(), bytes: vec![] }) },
+        MemoryUpdate { path: "a".into(), op: MemoryOp::NewObject },
+        MemoryUpdate { path: "a.b".into(), op: MemoryOp::Delete },
+    ];
+    let values = map(&[
+        ("null", Value::Null),
+        ("bool", Value::Bool(false)),
+        ("int", Value::Int(i64::MIN)),
+        ("float", Value::Float(-0.0)),
+        ("inf", Value::Float(f64::NEG_INFINITY)),
+        ("string", Value::from("")),
+        ("bytes", Value::Bytes(vec![])),
+        ("list", Value::List(vec![Value::List(vec![]), map(&[])])),
+    ]);
+    for trigger in triggers {
+        for version in [None, Some(String::new()), Some("v2".to_owned())] {
+            let base = ActionState {
+                key: sk,
+                action: ActionId { name: "summarize".into(), version: version.clone() },
+                trigger: trigger.clone(),
+                trigger_event: EventId(42),
+                input: fixed_input().fingerprint(),
+                progress: Progress::Pending { calls: vec![] },
+            };
+            let calls = statuses
+                .iter()
+                .map(|status| CallResult {
+                    function_id: "llm.chat".into(),
+                    args_digest: [9; 32],
+                    status: status.clone(),
+                })
+                .collect();
+            records.push(LogRecord::Upsert(ActionState { progress: Progress::Pending { calls }, ..base.clone() }));
+            records.push(LogRecord::Upsert(base.clone()));
+            records.push(LogRecord::Upsert(ActionState {
+                progress: Progress::Completed {
+                    outputs: vec![
+                        fixed_event(1, "out", attrs(&[("v", values.clone())])),
+                        fixed_event(2, "out", attrs(&[])),
+                    ],
+                    memory: memory.clone(),
+                },
+                ..base.clone()
+            }));
+            records.push(LogRecord::Upsert(ActionState {
+                progress: Progress::Completed { outputs: vec![], memory: vec![] },
+                ..base
+            }));
+        }
+    }
+    assert_eq!(records.len(), 4 + 4 * 5 * 2 + 5 * 3 * 4);
+    for record in &records {
+        assert_round_trip(record);
+    }
+}
+
+/// A pending call with an empty result and a completed state without outputs must not decode to
+/// each other or to "no result".
+#[test]
+fn empty_results_stay_distinct() {
+    let sk = fixed_state_key();
+    let with = |status| {
+        LogRecord::Upsert(ActionState {
+            key: sk,
+            action: ActionId::new("summarize"),
+            trigger: Trigger::Input,
+            trigger_event: EventId(5),
+            input: Fingerprint([0; 32]),
+            progress: Progress::Pending {
+                calls: vec![CallResult { function_id: "f".into(), args_digest: [0; 32], status }],
+            },
+        })
+    };
+    let succeeded = assert_round_trip(&with(CallStatus::Succeeded { result: vec![] }));
+    let failed = assert_round_trip(&with(CallStatus::Failed { error: vec![] }));
+    let pending = assert_round_trip(&with(CallStatus::Pending));
+    assert_ne!(succeeded, failed);
+    assert_ne!(succeeded, pending);
+    assert_ne!(failed, pending);
+    match codec::decode_value(&succeeded).unwrap() {
+        LogRecord::Upsert(s) => assert_eq!(s.calls()[0].status, CallStatus::Succeeded { result: vec![] }),
+        other => panic!("decoded {other:?}"),
+    }
+}
+
+/// The codec writes exactly the documented envelope around the postcard payload.
+#[test]
+fn envelope_matches_documented_layout() {
+    let record = LogRecord::Delete { key: fixed_state_key(), reason: InvalidationReason::ProducerReplaced };
+    let payload = postcard::to_allocvec(&record).unwrap();
+    assert_eq!(codec::encode_value(&record).unwrap(), envelope(2, 2, &payload));
+    assert_eq!(MAGIC, *b"AcSt");
+    assert_eq!(FORMAT_VERSION, 2);
+    assert_eq!(HEADER_LEN, 14);
+    assert_eq!(codec::V1_HEADER_LEN, 26);
+    assert_eq!(RecordKind::Upsert as u8, 1);
+    assert_eq!(RecordKind::Delete as u8, 2);
+    assert_eq!(RecordKind::Audit as u8, 3);
+    for b in 0..=u8::MAX {
+        let kind = RecordKind::from_byte(b);
+        assert_eq!(kind.map(|k| k as u8), (1..=3).contains(&b).then_some(b));
+    }
+}
