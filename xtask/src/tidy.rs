@@ -42,7 +42,8 @@ fn dependencies(manifest: &str) -> Vec<String> {
     out
 }
 
-/// The pure crates depend only on what DESIGN.md allows them: no I/O, no async runtime.
+/// The pure crates stay pure (ARCHITECTURE.md, invariant 1): they depend only on these crates, so
+/// they can do no I/O and use no async runtime.
 #[test]
 fn pure_crates_have_only_allowed_dependencies() {
     let allowed: &[(&str, &[&str])] = &[
@@ -89,5 +90,90 @@ fn architecture_names_existing_tests() {
         let name = name.split("::").next().unwrap_or(&name);
         let defined = sources.contains(&format!("fn {name}(")) || sources.contains(&format!("({name},"));
         assert!(defined, "ARCHITECTURE.md names `{name}`, but no such test exists");
+    }
+}
+
+/// The text of a source or document with comment markers dropped and lines joined, so that a
+/// citation broken across comment lines reads as one phrase.
+fn prose(text: &str) -> String {
+    let lines = text.lines().map(|l| {
+        let l = l.trim_start();
+        l.strip_prefix("//!").or_else(|| l.strip_prefix("///")).or_else(|| l.strip_prefix("//")).unwrap_or(l).trim()
+    });
+    lines.collect::<Vec<_>>().join(" ")
+}
+
+/// The numbers listed at the start of `text`: `6`, `4 and 6`, `1, 2 and 5.3`.
+fn listed_numbers(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    loop {
+        let len = rest.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(rest.len());
+        let number = rest[..len].trim_end_matches('.');
+        if number.is_empty() {
+            return out;
+        }
+        out.push(number.to_owned());
+        rest = &rest[len..];
+        match [", ", " and "].iter().find_map(|sep| rest.strip_prefix(sep)) {
+            Some(next) => rest = next,
+            None => return out,
+        }
+    }
+}
+
+/// The repository's documents stand on their own: nothing cites a design document kept outside
+/// the repository, and every section and lookup rule of `docs/design.md` that code or documents
+/// cite exists.
+#[test]
+fn design_citations_exist() {
+    let design = read(&root().join("docs/design.md"));
+    let sections: Vec<String> = design
+        .lines()
+        .filter_map(|l| l.strip_prefix("## ").or_else(|| l.strip_prefix("### ")))
+        .filter_map(|heading| heading.split_whitespace().next())
+        .map(|n| n.trim_end_matches('.').to_owned())
+        .collect();
+    let lookup = design.split("\n## ").find(|s| s.starts_with("4.")).expect("docs/design.md has a section 4");
+    let rules: Vec<String> =
+        lookup.lines().filter_map(|l| l.split_once(". **")).map(|(n, _)| n.trim().to_owned()).collect();
+    assert!(rules.len() >= 6, "docs/design.md, section 4 numbers only {rules:?}");
+
+    let mut files = Vec::new();
+    for dir in ["crates", "xtask", "tests"] {
+        rust_files(&root().join(dir), &mut files);
+    }
+    for dir in [root(), root().join("docs")] {
+        for entry in fs::read_dir(&dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display())).flatten() {
+            if entry.path().extension().is_some_and(|e| e == "md") {
+                files.push(entry.path());
+            }
+        }
+    }
+    let outside = concat!("DESIGN", ".md");
+    for f in files {
+        let text = prose(&read(&f));
+        let file = f.display();
+        assert!(!text.contains(outside), "{file} cites {outside}, which is not in the repository");
+        let lower = text.to_lowercase();
+        for (at, _) in lower.match_indices("lookup rule") {
+            let after = &lower[at + "lookup rule".len()..];
+            let after = after.strip_prefix('s').unwrap_or(after).trim_start();
+            for n in listed_numbers(after) {
+                assert!(rules.contains(&n), "{file} cites lookup rule {n}, which docs/design.md does not have");
+            }
+        }
+        // The sections a citation names, up to the end of its parenthesis, clause or sentence.
+        for (at, _) in text.match_indices("docs/design.md") {
+            let after = &text[at + "docs/design.md".len()..];
+            let citation =
+                &after[..[")", ";", ". "].iter().filter_map(|end| after.find(end)).min().unwrap_or(after.len())];
+            for (at, _) in citation.match_indices("section") {
+                let after = &citation[at + "section".len()..];
+                for n in listed_numbers(after.strip_prefix('s').unwrap_or(after).trim_start()) {
+                    assert!(sections.contains(&n), "{file} cites docs/design.md, section {n}, which it does not have");
+                }
+            }
+        }
     }
 }

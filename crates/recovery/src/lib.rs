@@ -4,7 +4,8 @@
 //!
 //! - [`begin`](ActionStateStore::begin) decides, for each action of a replayed round, whether to
 //!   **reuse** its completed result, **resume** it from its durable-call journal, or run it
-//!   **fresh** — invalidating recorded history that no longer matches (DESIGN.md section 4).
+//!   **fresh** — invalidating recorded history that no longer matches (docs/design.md,
+//!   section 4).
 //! - [`complete`](ActionStateStore::complete) makes the action's outputs and memory updates
 //!   durable; [`call`](ActionStateStore::call) and
 //!   [`call_reconciled`](ActionStateStore::call_reconciled) journal durable calls.

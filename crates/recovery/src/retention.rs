@@ -1,6 +1,6 @@
-//! Checkpoint-aligned retention (DESIGN.md section 8): the store keeps the log only as far back
-//! as the last completed checkpoints need, and asks the backend to reclaim what lies before,
-//! in the background.
+//! Checkpoint-aligned retention (docs/design.md, section 6): the store keeps the log only as far
+//! back as the last completed checkpoints need, and asks the backend to reclaim what lies
+//! before, in the background.
 //!
 //! The reclaim point of a partition is the smallest offset among the covering markers of the
 //! retained checkpoints, and never past the oldest record the index still holds.

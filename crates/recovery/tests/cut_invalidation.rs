@@ -1,4 +1,4 @@
-//! A crash inside an invalidation (DESIGN.md section 4, rules 4 and 6): the store queues an
+//! A crash inside an invalidation (docs/design.md, lookup rules 4 and 6): the store queues an
 //! invalidation's records, an append fails after some of them, the task fails over, and a new
 //! store rebuilds from a marker taken before. Nothing the crashed writer invalidated may be
 //! reused, wherever the records were cut.

@@ -1,4 +1,4 @@
-//! Checkpoint-aligned retention (DESIGN.md section 8): the log keeps what the last completed
+//! Checkpoint-aligned retention (docs/design.md, section 6): the log keeps what the last completed
 //! checkpoints need and no more, a restore of an older checkpoint is the typed data-loss
 //! error, and what the store remembers per key follows the live keys only.
 #![allow(clippy::unwrap_used, reason = "tests")]

@@ -1,7 +1,8 @@
 //! # actionstate-index
 //!
 //! The replay index: what the store knows about recorded action states, and the decision a
-//! replaying runtime gets for each action it is about to run (DESIGN.md section 4).
+//! replaying runtime gets for each action it is about to run (docs/design.md, section 4: the
+//! lookup rules).
 //!
 //! Per business key the index keeps an ordered map `seq → round`. A round holds its states,
 //! a count of the input fingerprints its states were derived from, and a count of the output
@@ -244,8 +245,8 @@ impl Index {
     }
 
     /// Decides whether the state of `probe` can be reused, and invalidates what the decision
-    /// proves stale (DESIGN.md section 4). The returned [`Invalidation`] must be logged by the
-    /// caller before the key's next write.
+    /// proves stale (docs/design.md, lookup rules 1, 2 and 5). The returned [`Invalidation`]
+    /// must be logged by the caller before the key's next write (lookup rule 6).
     pub fn lookup(&mut self, probe: &Probe<'_>) -> Lookup {
         let sk = probe.key;
         let (decision, scope, detail) = match self.plan(probe) {
@@ -417,13 +418,14 @@ impl Index {
             }
         };
         let bytes = u32::try_from(bytes).unwrap_or(u32::MAX);
-        // Rule 4 applies when a completed state is replaced by one with other evidence.
+        // Lookup rule 4 (docs/design.md) applies when a completed state is replaced by one with
+        // other evidence.
         let producer_replaced =
             round.get(&sk.local()).is_some_and(|old| old.state.is_completed() && !same_evidence(&old.state, &state));
         let mut gone = Vec::new();
         if let Some(old) = round.insert(Entry { state, position, bytes }) {
             if producer_replaced {
-                // Rule 4: the producer re-ran or re-initialized; children computed from
+                // Lookup rule 4: the producer re-ran or re-initialized; children computed from
                 // its old outputs must not match by fingerprint later.
                 let reason = InvalidationReason::ProducerReplaced;
                 for d in round.descendants(&old.state) {

@@ -1,4 +1,4 @@
-//! Invalidations cut short (DESIGN.md section 4, rule 6): a crash or a failed append can stop
+//! Invalidations cut short (docs/design.md, lookup rule 6): a crash or a failed append can stop
 //! the records of an invalidation after any of them. For random histories, every invalidation
 //! of more than one record is cut at every position inside it; the log so cut is rebuilt and a
 //! fresh writer continues the history. The rebuilt index must be the one the whole

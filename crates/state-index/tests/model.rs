@@ -1,7 +1,7 @@
 //! Model test: random operation sequences run against the real index and against a naive
-//! reference that computes every rule of DESIGN.md section 4 directly, by scanning all states.
-//! After every step the two must agree on decisions, removed states and reasons, divergence
-//! details, the full content, statistics and covering offsets.
+//! reference that computes every lookup rule of docs/design.md (section 4) directly, by scanning
+//! all states. After every step the two must agree on decisions, removed states and reasons,
+//! divergence details, the full content, statistics and covering offsets.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 mod common;
@@ -107,7 +107,7 @@ impl Reference {
         gone
     }
 
-    /// Section 4, rules 1 and 2.
+    /// Lookup rules 1 and 2 (docs/design.md).
     fn lookup(&mut self, probe: &Probe<'_>) -> (RefDecision, Vec<(StateKey, InvalidationReason)>, Divergence) {
         let sk = probe.key;
         if let Some(e) = self.states.get(&sk) {
@@ -147,8 +147,8 @@ impl Reference {
         (RefDecision::Miss(MissReason::Absent), gone.into_iter().map(|k| (k, reason)).collect(), divergence)
     }
 
-    /// Section 4, rule 4: an upsert replacing completed evidence by a record that is not
-    /// completed or has other output ids invalidates the state's descendants.
+    /// Lookup rule 4 (docs/design.md): an upsert replacing completed evidence by a record that
+    /// is not completed or has other output ids invalidates the state's descendants.
     fn upsert(
         &mut self,
         state: ActionState,

@@ -1,4 +1,4 @@
-//! No operation scans all keys or all states (DESIGN.md section 4, costs): over an index of
+//! No operation scans all keys or all states (docs/design.md, section 4, costs): over an index of
 //! more than 3,000 states across 100 keys, every operation visits no more entries than it
 //! removes plus the rounds it touches plus a small constant. The `scan-guard` feature counts
 //! every entry the index's maps yield, and makes whole-map iteration outside an

@@ -1,7 +1,8 @@
-//! Replay equivalence (DESIGN.md section 4 rule 6, section 5 markers): random histories are
-//! written through a simulated store that logs every invalidation as tombstones; a rebuild
-//! from any checkpoint's covering marker, followed by pruning the checkpoint's completed
-//! rounds, must reproduce the writer's index at the end of the history, pruned the same way.
+//! Replay equivalence (docs/design.md, lookup rule 6 and section 5.3, markers): random
+//! histories are written through a simulated store that logs every invalidation (its audit,
+//! then its tombstones); a rebuild from any checkpoint's covering marker, followed by pruning
+//! the checkpoint's completed rounds, must reproduce the writer's index at the end of the
+//! history, pruned the same way.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 mod common;

@@ -1,6 +1,7 @@
-//! Named scenarios of DESIGN.md section 4, driven the way a runtime drives the store: a small
-//! agent processes keyed inputs in rounds (fan-out, cascades, bootstrap events), looks every
-//! action up before running it, reuses completed states, and logs every invalidation.
+//! Named scenarios of the lookup rules (docs/design.md, section 4), driven the way a runtime
+//! drives the store: a small agent processes keyed inputs in rounds (fan-out, cascades,
+//! bootstrap events), looks every action up before running it, reuses completed states, and
+//! logs every invalidation.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 mod common;

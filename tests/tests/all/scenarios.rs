@@ -1,7 +1,6 @@
-//! Recovery scenarios on every backend (DESIGN.md sections 4, 5 and 7; the seed scenarios of
-//! the behavioral reference, 3.9): the simulated agent runs with crashes at chosen points,
-//! restores and replays, and each scenario compares the run with a crash-free reference and
-//! checks the side-effect ledger.
+//! Recovery scenarios on every backend (docs/design.md, sections 4, 5 and 9): the simulated
+//! agent runs with crashes at chosen points, restores and replays, and each scenario compares
+//! the run with a crash-free reference and checks the side-effect ledger.
 //!
 //! Crash points are found, not hard-coded: a binary search over crash points on the in-memory
 //! log finds the first store operation (or append) at which a run has reached a given input,
