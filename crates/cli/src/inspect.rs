@@ -1,8 +1,8 @@
 //! `inspect`, `explain` and `verify`: read a data directory of the embedded store.
 
 use actionstate_core::{
-    ActionState, Audit, AuditDetail, CallStatus, EventId, KeyId, LogRecord, Position, Progress, RangeRead, StateLog,
-    Trigger, codec,
+    ActionState, Audit, AuditDetail, CallStatus, EventId, InvalidationReason, KeyId, LogRecord, Position, Progress,
+    RangeRead, StateLog, Trigger, codec,
 };
 use actionstate_file::FileLog;
 use actionstate_index::{Decision, Index, Probe, allow_scans};
@@ -50,7 +50,12 @@ async fn load(log: &FileLog) -> Result<Loaded> {
                 loaded.records += 1;
                 let position = Position { partition: p, offset: r.offset, exact: true };
                 match codec::decode(&r.key, &r.value) {
-                    Ok(LogRecord::Audit(a)) => loaded.audits.push((position, a)),
+                    Ok(LogRecord::Audit(a)) => {
+                        // Replayed as a rebuild replays it: an invalidation whose tombstones a
+                        // crash cut short is whole here too.
+                        loaded.index.apply(LogRecord::Audit(a.clone()), position, r.key.len() + r.value.len());
+                        loaded.audits.push((position, a));
+                    }
                     Ok(record) => {
                         loaded.index.apply(record, position, r.key.len() + r.value.len());
                     }
@@ -93,13 +98,27 @@ struct AuditView {
     key: String,
     seq: u64,
     action: Option<String>,
+    /// The reason's name (`miss:root_changed`, `operator`, ...).
     reason: String,
+    /// The operator's words, for an operator's invalidation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    text: Option<String>,
     removed: u64,
     detail: String,
     position: String,
 }
 
-fn short(hex: impl std::fmt::Display) -> String {
+impl AuditView {
+    /// The reason as the table shows it: its name, and an operator's words quoted.
+    fn reason_text(&self) -> String {
+        match &self.text {
+            Some(text) => format!("{} {text:?}", self.reason),
+            None => self.reason.clone(),
+        }
+    }
+}
+
+pub(crate) fn short(hex: impl std::fmt::Display) -> String {
     let s = hex.to_string();
     s.chars().take(16).collect()
 }
@@ -117,7 +136,7 @@ fn trigger_text(t: &Trigger, index: &Index) -> String {
     }
 }
 
-fn hex_key(k: &actionstate_core::StateKey) -> String {
+pub(crate) fn hex_key(k: &actionstate_core::StateKey) -> String {
     k.to_bytes()[33..].iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -166,12 +185,14 @@ fn audit_view(position: &Position, a: &Audit) -> AuditView {
             format!("trigger event {recorded} was a completed output; now {current}")
         }
         AuditDetail::ProducerReplaced { producer } => format!("producer {} re-ran", short(hex_key(producer))),
+        AuditDetail::Operator => format!("an operator invalidated round {} and every later round", a.seq),
     };
     AuditView {
         key: short(a.key),
         seq: a.seq,
         action: a.action.as_ref().map(ToString::to_string),
-        reason: a.reason.to_string(),
+        reason: a.reason.name().to_owned(),
+        text: a.reason.text().map(str::to_owned),
         removed: a.removed,
         detail,
         position: format!("p{}:{}", position.partition, position.offset),
@@ -253,14 +274,14 @@ pub(crate) async fn inspect(data: &Path, key: Option<&str>, json: bool) -> Resul
             }
         }
     }
-    outln!("\naudit of divergences: {}", audits.len());
+    outln!("\naudit of divergences and repairs: {}", audits.len());
     for a in &audits {
         outln!(
             "  key {} round {} {} {}: removed {} — {} ({})",
             a.key,
             a.seq,
             a.action.as_deref().unwrap_or("-"),
-            a.reason,
+            a.reason_text(),
             a.removed,
             a.detail,
             a.position
@@ -315,8 +336,13 @@ pub(crate) async fn explain(data: &Path, key: &str, seq: u64, action: &str, json
             "why": why,
         }));
     }
+    // The divergences found in this round, and the operator's repairs that covered it (an
+    // operator invalidates a round and every later one).
+    let covers = |a: &Audit| {
+        a.key == key_id && (a.seq == seq || (matches!(a.reason, InvalidationReason::Operator { .. }) && a.seq <= seq))
+    };
     let audits: Vec<AuditView> =
-        loaded.audits.iter().filter(|(_, a)| a.key == key_id && a.seq == seq).map(|(p, a)| audit_view(p, a)).collect();
+        loaded.audits.iter().filter(|(_, a)| covers(a)).map(|(p, a)| audit_view(p, a)).collect();
     if json {
         let out = serde_json::json!({
             "key": key, "seq": seq, "action": action,
@@ -342,7 +368,7 @@ pub(crate) async fn explain(data: &Path, key: &str, seq: u64, action: &str, json
         outln!("    because {}", l["why"].as_str().unwrap_or_default());
     }
     for a in &audits {
-        outln!("  audit: {} removed {} — {} ({})", a.reason, a.removed, a.detail, a.position);
+        outln!("  audit: {} removed {} — {} ({})", a.reason_text(), a.removed, a.detail, a.position);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -9,6 +9,9 @@
 //! - [`complete`](ActionStateStore::complete) makes the action's outputs and memory updates
 //!   durable; [`call`](ActionStateStore::call) and
 //!   [`call_reconciled`](ActionStateStore::call_reconciled) journal durable calls.
+//! - [`invalidate`](ActionStateStore::invalidate) is an operator's repair: it removes a key's
+//!   rounds from one on, logged as a divergence is (an audit record, then tombstones), so that
+//!   those rounds run again and every later rebuild replays the repair.
 //! - [`snapshot`](ActionStateStore::snapshot), [`checkpoint_complete`](ActionStateStore::checkpoint_complete)
 //!   and [`checkpoint_aborted`](ActionStateStore::checkpoint_aborted) follow the runtime's
 //!   checkpoints; [`rebuild`](ActionStateStore::rebuild) restores one.
@@ -69,6 +72,6 @@ pub use error::{Result, StoreError};
 pub use rebuild::RebuildReport;
 pub use retention::{DEFAULT_RETAINED_CHECKPOINTS, ReclaimStatus, Retention};
 pub use store::{
-    ActionHandle, ActionStateStore, Begin, Call, CallOutput, CallSource, Explanation, Ownership, Round, Snapshot,
-    StoreConfig,
+    ActionHandle, ActionStateStore, Begin, Call, CallOutput, CallSource, Explanation, OperatorInvalidation, Ownership,
+    Round, Snapshot, StoreConfig,
 };

@@ -4,7 +4,7 @@
 //! |---|---|---|
 //! | `actionstate_hits_total` | counter | `kind` = `reuse` \| `resume` |
 //! | `actionstate_misses_total` | counter | `reason` = `absent` \| `root_changed` \| `occurrence_conflict` |
-//! | `actionstate_invalidated_states_total` | counter | `reason` |
+//! | `actionstate_invalidated_states_total` | counter | `reason` = `miss:absent` \| `miss:root_changed` \| `miss:occurrence_conflict` \| `producer_replaced` \| `operator` |
 //! | `actionstate_durable_calls_total` | counter | `source` = `journal` \| `executed` \| `reconciled` |
 //! | `actionstate_put_seconds` | histogram | |
 //! | `actionstate_put_failures_total` | counter | `retryable` |
@@ -27,7 +27,7 @@ pub(crate) fn miss(reason: MissReason) {
 
 pub(crate) fn invalidated(inv: &Invalidation) {
     for r in &inv.removed {
-        metrics::counter!("actionstate_invalidated_states_total", "reason" => r.reason.to_string()).increment(1);
+        metrics::counter!("actionstate_invalidated_states_total", "reason" => r.reason.name()).increment(1);
     }
 }
 

@@ -5,8 +5,8 @@ use crate::key_lock::KeyLocks;
 use crate::metrics as m;
 use crate::retention::{ReclaimStatus, Reclaimer, Retained, Retention};
 use actionstate_core::{
-    ActionId, ActionState, CallResult, CallStatus, Event, EventId, Evidence, Fingerprint, KeyId, LogRecord, Marker,
-    MemoryUpdate, MissReason, Progress, StateKey, StateLog, Trigger, codec,
+    ActionId, ActionState, CallResult, CallStatus, Event, EventId, Evidence, Fingerprint, InvalidationReason, KeyId,
+    LogRecord, Marker, MemoryUpdate, MissReason, Progress, StateKey, StateLog, Trigger, codec,
 };
 use actionstate_index::{Decision, Index, Invalidation, Probe, Recorded, Stats};
 use parking_lot::Mutex;
@@ -196,6 +196,22 @@ pub struct Explanation {
     pub would_invalidate: usize,
 }
 
+/// What an operator's invalidation ([`ActionStateStore::invalidate`]) removed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OperatorInvalidation {
+    /// The business key.
+    pub key: KeyId,
+    /// The first round removed: every round from it on lost its states.
+    pub from_seq: u64,
+    /// The reason logged with the audit record and with every tombstone
+    /// ([`InvalidationReason::Operator`]).
+    pub reason: InvalidationReason,
+    /// The removed states, in state-key order (by round, then within it).
+    pub removed: Vec<StateKey>,
+    /// Records appended for it: the audit record, then one tombstone per removed state.
+    pub records: usize,
+}
+
 pub(crate) struct Shared {
     pub(crate) index: Index,
     /// Invalidation records (tombstones, audits) not yet durable, per key, in order. They are
@@ -337,6 +353,47 @@ impl<L: StateLog> ActionStateStore<L> {
         let probe = Probe { key, trigger, event: event.id, input: round.input };
         let (decision, divergence, would_invalidate) = self.shared.lock().index.explain(&probe);
         Explanation { key, decision, divergence, would_invalidate }
+    }
+
+    /// Invalidates, as an operator's repair, every state of `key`'s rounds `seq ≥ from_seq`:
+    /// their actions run again when the runtime replays those rounds (a lookup of them
+    /// misses). `reason` says why, in at most [`MAX_OPERATOR_TEXT`](actionstate_core::MAX_OPERATOR_TEXT)
+    /// bytes (a longer one is [`actionstate_core::Error::OperatorTextTooLong`] and changes
+    /// nothing).
+    ///
+    /// The invalidation goes through the records of a divergence: the key's earlier pending
+    /// records are appended first, then an audit record (reason
+    /// [`InvalidationReason::Operator`]) and one tombstone per removed state. It is logged
+    /// even when it removes nothing, and it has been appended when this returns `Ok`. Every
+    /// later rebuild replays it: from the audit record, so a log cut after any of its
+    /// records replays to the whole of it, and the tombstones the cut lost are appended
+    /// before the key's next write (see [`rebuild`](Self::rebuild)).
+    ///
+    /// If an append fails, the states are already removed from the index and the records
+    /// not yet appended stay queued: they are appended before the key's next write or the
+    /// next snapshot (as a lookup's invalidation is). A restore of a checkpoint prunes the
+    /// rounds the checkpoint completed; the invalidation matters for the rounds the runtime
+    /// replays after it.
+    #[tracing::instrument(level = "info", skip(self, reason), fields(key = %key))]
+    pub async fn invalidate(&self, key: KeyId, from_seq: u64, reason: &str) -> Result<OperatorInvalidation> {
+        let checked = InvalidationReason::operator(reason)?;
+        let _epoch = self.epoch.read().await;
+        let _key = self.keys.lock(key).await;
+        // Records this key's earlier lookups queued come first, as before any write.
+        self.flush_key(&key).await?;
+        let probe = StateKey::round(key, from_seq);
+        let (removed, records) = {
+            let mut sh = self.shared.lock();
+            let inv = sh.index.invalidate_from(&key, from_seq, reason.to_owned());
+            let removed: Vec<StateKey> = inv.removed.iter().map(|r| r.key).collect();
+            let records = removed.len() + 1;
+            sh.enqueue(&probe, None, inv);
+            (removed, records)
+        };
+        self.flush_key(&key).await?;
+        let mut removed = removed;
+        removed.sort();
+        Ok(OperatorInvalidation { key, from_seq, reason: checked, removed, records })
     }
 
     /// Records the completion of an action: its outputs and memory updates become durable,
@@ -664,8 +721,14 @@ impl Shared {
             return;
         }
         m::invalidated(&inv);
-        if let Some((reason, _)) = &inv.divergence {
-            tracing::info!(key = %probe.key, seq = probe.seq, %reason, removed = inv.removed.len(), "divergence");
+        match &inv.divergence {
+            Some((reason @ InvalidationReason::Operator { .. }, _)) => {
+                tracing::warn!(key = %probe.key, from_seq = probe.seq, %reason, removed = inv.removed.len(), "operator invalidation");
+            }
+            Some((reason, _)) => {
+                tracing::info!(key = %probe.key, seq = probe.seq, %reason, removed = inv.removed.len(), "divergence");
+            }
+            None => {}
         }
         self.pending.entry(probe.key).or_default().extend(inv.records(probe, action));
     }

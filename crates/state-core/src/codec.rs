@@ -44,8 +44,11 @@ pub fn encode(record: &LogRecord) -> Result<WireRecord, Error> {
     Ok(WireRecord { key_id: record.key_id(), key, value: encode_value(record)? })
 }
 
-/// Encodes only the enveloped value of a record.
+/// Encodes only the enveloped value of a record. A record the decoder would refuse (an
+/// operator's reason text beyond [`MAX_OPERATOR_TEXT`](crate::MAX_OPERATOR_TEXT)) is refused
+/// with a typed error.
 pub fn encode_value(record: &LogRecord) -> Result<Vec<u8>, Error> {
+    record.check()?;
     // The payload is serialized straight after a zeroed header, which is filled in once its
     // length and checksum are known: one buffer, instead of growing a payload vector by
     // doubling and copying it behind the header. Most records fit the first allocation.

@@ -80,6 +80,15 @@ pub enum Error {
         /// Payload length.
         len: usize,
     },
+    /// An operator's reason text is longer than the codec writes
+    /// ([`crate::MAX_OPERATOR_TEXT`]).
+    #[error("operator reason text of {len} bytes exceeds the limit of {max} bytes")]
+    OperatorTextTooLong {
+        /// Length of the text, in bytes of UTF-8.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
     /// A record read from the log failed to decode.
     #[error("corrupt record at partition {partition} offset {offset}: {source}")]
     Corrupt {

@@ -42,6 +42,19 @@ impl StateKey {
         }
     }
 
+    /// The key that names round `seq` of `key` as a whole rather than one state of it: its
+    /// occurrence, fingerprint and action digests are zero. It is the probe of the audit record
+    /// of an operator's invalidation (`docs/format.md`, section 1).
+    pub fn round(key: KeyId, seq: u64) -> Self {
+        StateKey {
+            key,
+            seq,
+            occurrence: OccurrenceId([0; 16]),
+            fingerprint: Fingerprint([0; 32]),
+            action: ActionDigest([0; 16]),
+        }
+    }
+
     /// The fixed-layout encoding: layout byte, key id, seq (big-endian), occurrence,
     /// fingerprint, action digest.
     pub fn to_bytes(&self) -> [u8; Self::ENCODED_LEN] {

@@ -54,8 +54,8 @@ pub use key::{LocalKey, StateKey};
 pub use log::{Capabilities, LogIdentity, Marker, Position, ReadBatch, ReadRecord, StateLog, WireRecord};
 pub use range::RangeRead;
 pub use record::{
-    AUDIT_KEY_LAYOUT, Audit, AuditDetail, Evidence, InvalidationReason, LogRecord, MissReason, RecordKind,
-    audit_log_key,
+    AUDIT_KEY_LAYOUT, Audit, AuditDetail, Evidence, InvalidationReason, LogRecord, MAX_OPERATOR_TEXT, MissReason,
+    RecordKind, audit_log_key,
 };
 pub use state::{ActionState, CallResult, CallStatus, MemoryOp, MemoryUpdate, Progress, TaggedBytes};
 pub use value::{Attributes, Value, normalize_float};

@@ -1,5 +1,6 @@
 //! Log records: what the store appends to a [`crate::StateLog`].
 
+use crate::error::Error;
 use crate::event::Trigger;
 use crate::id::{ActionId, EventId, Fingerprint, KeyId};
 use crate::key::StateKey;
@@ -101,6 +102,16 @@ impl LogRecord {
         }
     }
 
+    /// Whether the codec can write this record: the reason of a tombstone or an audit passes
+    /// [`InvalidationReason::check`].
+    pub fn check(&self) -> Result<(), Error> {
+        match self {
+            LogRecord::Upsert(_) => Ok(()),
+            LogRecord::Delete { reason, .. } => reason.check(),
+            LogRecord::Audit(a) => a.reason.check(),
+        }
+    }
+
     /// The record kind byte of the envelope.
     pub fn kind(&self) -> RecordKind {
         match self {
@@ -168,19 +179,89 @@ impl fmt::Display for MissReason {
 }
 
 /// Why a state was removed from the index.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+///
+/// Variants are appended at the end only: postcard writes a variant as its index, so the
+/// records of older versions keep decoding (`docs/format.md`, section 5).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum InvalidationReason {
     /// A lookup missed for this reason.
     Miss(MissReason),
     /// Its producer's completed evidence was replaced by a different record.
     ProducerReplaced,
+    /// An operator removed every state of the key's rounds from the audit's `seq` on (a
+    /// repair: `ActionStateStore::invalidate`, `actionstate reset`), for the reason `text`
+    /// says. Build it with [`InvalidationReason::operator`], which bounds the text; the codec
+    /// refuses to write or read a longer one.
+    Operator {
+        /// Why, in the operator's words: at most [`MAX_OPERATOR_TEXT`] bytes of UTF-8.
+        #[serde(deserialize_with = "operator_text")]
+        text: String,
+    },
+}
+
+/// The longest operator reason text, in bytes of UTF-8 (1 KiB): an invalidation writes the
+/// text into its audit record and into each of its tombstones.
+pub const MAX_OPERATOR_TEXT: usize = 1024;
+
+impl InvalidationReason {
+    /// The reason of an operator's invalidation, if `text` is at most [`MAX_OPERATOR_TEXT`]
+    /// bytes long; otherwise [`Error::OperatorTextTooLong`].
+    pub fn operator(text: impl Into<String>) -> Result<Self, Error> {
+        let reason = InvalidationReason::Operator { text: text.into() };
+        reason.check()?;
+        Ok(reason)
+    }
+
+    /// Whether the codec can write this reason: an operator's text is at most
+    /// [`MAX_OPERATOR_TEXT`] bytes.
+    pub fn check(&self) -> Result<(), Error> {
+        match self {
+            InvalidationReason::Operator { text } if text.len() > MAX_OPERATOR_TEXT => {
+                Err(Error::OperatorTextTooLong { len: text.len(), max: MAX_OPERATOR_TEXT })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// A stable name without the operator's text (`miss:absent`, `producer_replaced`,
+    /// `operator`, ...), for metric labels and reports.
+    pub fn name(&self) -> &'static str {
+        match self {
+            InvalidationReason::Miss(MissReason::Absent) => "miss:absent",
+            InvalidationReason::Miss(MissReason::RootChanged) => "miss:root_changed",
+            InvalidationReason::Miss(MissReason::OccurrenceConflict) => "miss:occurrence_conflict",
+            InvalidationReason::ProducerReplaced => "producer_replaced",
+            InvalidationReason::Operator { .. } => "operator",
+        }
+    }
+
+    /// The operator's text, for an operator's invalidation.
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            InvalidationReason::Operator { text } => Some(text),
+            _ => None,
+        }
+    }
+}
+
+/// Reads an operator's text, refusing one longer than [`MAX_OPERATOR_TEXT`] bytes, so that
+/// every record the decoder accepts the encoder writes too.
+fn operator_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let text = String::deserialize(d)?;
+    if text.len() > MAX_OPERATOR_TEXT {
+        return Err(<D::Error as serde::de::Error>::custom(format!(
+            "operator text of {} bytes exceeds {MAX_OPERATOR_TEXT}",
+            text.len()
+        )));
+    }
+    Ok(text)
 }
 
 impl fmt::Display for InvalidationReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            InvalidationReason::Miss(r) => write!(f, "miss:{r}"),
-            InvalidationReason::ProducerReplaced => f.write_str("producer_replaced"),
+            InvalidationReason::Operator { text } => write!(f, "operator: {text}"),
+            other => f.write_str(other.name()),
         }
     }
 }
@@ -228,6 +309,10 @@ pub enum AuditDetail {
         /// The producer state.
         producer: StateKey,
     },
+    /// Nothing differed: an operator asked for the invalidation (the reason is
+    /// [`InvalidationReason::Operator`]; the audit's probe names only the key and the first
+    /// round removed, see [`StateKey::round`]).
+    Operator,
 }
 
 /// The log key of an audit record: a tag byte, the key id and the round (big-endian).

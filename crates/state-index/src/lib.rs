@@ -156,18 +156,18 @@ impl Invalidation {
                 seq: probe.seq,
                 probe: *probe,
                 action: action.cloned(),
-                reason: *reason,
+                reason: reason.clone(),
                 detail: detail.clone(),
                 removed: self.removed.len() as u64,
             }));
         }
-        out.extend(self.removed.iter().map(|r| LogRecord::Delete { key: r.key, reason: r.reason }));
+        out.extend(self.removed.iter().map(|r| LogRecord::Delete { key: r.key, reason: r.reason.clone() }));
         out
     }
 }
 
 /// One removed state.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Removed {
     /// The removed state.
     pub key: StateKey,
@@ -209,7 +209,7 @@ struct KeyIndex {
 enum Scope {
     /// An occurrence conflict: the state, its descendants in its round, and every later round.
     Conflict(StateKey),
-    /// A changed root: the round and every later round of the key.
+    /// A changed root, or an operator's repair: the round and every later round of the key.
     RoundAndLater(KeyId, u64),
     /// An absent state: every later round of the key.
     Later(KeyId, u64),
@@ -267,7 +267,7 @@ impl Index {
         };
         let reason = InvalidationReason::Miss(decision);
         let mut inv = Invalidation::default();
-        self.invalidate(scope, reason, &mut inv.removed);
+        self.invalidate(scope, &reason, &mut inv.removed);
         // A miss that removes nothing is not a divergence (there was no history to contradict),
         // except a conflict or a changed root, which always remove the recorded states.
         if !inv.removed.is_empty() || decision != MissReason::Absent {
@@ -276,12 +276,32 @@ impl Index {
         Lookup { decision: Decision::Miss(decision), invalidation: inv }
     }
 
+    /// Removes every state of the rounds `seq ≥ from_seq` of `key`, as an operator asked
+    /// (`text` says why): a repair of recorded history, which the runtime then re-executes.
+    /// Like a divergence it must be logged ([`Invalidation::records`], with the probe
+    /// [`StateKey::round`]`(key, from_seq)`): its audit record (reason
+    /// [`InvalidationReason::Operator`], detail [`AuditDetail::Operator`]) replays to the same
+    /// removal, so a log cut after any of its records replays to the whole of it. The
+    /// invalidation records the divergence even when it removes nothing, so that the log
+    /// keeps the operator's request: a rebuild from an earlier marker replays states of those
+    /// rounds that this index had already pruned, and the audit removes them again.
+    ///
+    /// The text is not checked here; the codec refuses one longer than
+    /// [`actionstate_core::MAX_OPERATOR_TEXT`] (see [`InvalidationReason::operator`]).
+    pub fn invalidate_from(&mut self, key: &KeyId, from_seq: u64, text: String) -> Invalidation {
+        let reason = InvalidationReason::Operator { text };
+        let mut inv = Invalidation::default();
+        self.invalidate(Scope::RoundAndLater(*key, from_seq), &reason, &mut inv.removed);
+        inv.divergence = Some((reason, AuditDetail::Operator));
+        inv
+    }
+
     /// Removes what an invalidation of `scope` covers, reporting each state with `reason`.
-    /// A lookup and the replay of its audit record both come here, so that replaying the
-    /// record removes exactly what the writer removed.
-    fn invalidate(&mut self, scope: Scope, reason: InvalidationReason, out: &mut Vec<Removed>) {
+    /// A lookup, an operator's invalidation and the replay of their audit records all come
+    /// here, so that replaying the record removes exactly what the writer removed.
+    fn invalidate(&mut self, scope: Scope, reason: &InvalidationReason, out: &mut Vec<Removed>) {
         let push = |keys: Vec<StateKey>, out: &mut Vec<Removed>| {
-            out.extend(keys.into_iter().map(|key| Removed { key, reason }));
+            out.extend(keys.into_iter().map(|key| Removed { key, reason: reason.clone() }));
         };
         match scope {
             Scope::Conflict(sk) => {
@@ -309,17 +329,21 @@ impl Index {
 
     /// Replays an audit record: performs the invalidation it records, as the writer did when
     /// it wrote it (see [`Invalidation::records`] for why the audit comes first). A producer
-    /// replacement needs nothing here: the upsert before it already removed the children.
+    /// replacement needs nothing here: the upsert before it already removed the children. An
+    /// operator's invalidation removes the rounds from the audit's on, as
+    /// [`invalidate_from`](Index::invalidate_from) did.
     fn replay_audit(&mut self, audit: &Audit) -> Invalidation {
         let sk = audit.probe;
         let scope = match audit.reason {
             InvalidationReason::Miss(MissReason::OccurrenceConflict) => Scope::Conflict(sk),
-            InvalidationReason::Miss(MissReason::RootChanged) => Scope::RoundAndLater(audit.key, audit.seq),
+            InvalidationReason::Miss(MissReason::RootChanged) | InvalidationReason::Operator { .. } => {
+                Scope::RoundAndLater(audit.key, audit.seq)
+            }
             InvalidationReason::Miss(MissReason::Absent) => Scope::Later(audit.key, audit.seq),
             InvalidationReason::ProducerReplaced => return Invalidation::default(),
         };
         let mut inv = Invalidation::default();
-        self.invalidate(scope, audit.reason, &mut inv.removed);
+        self.invalidate(scope, &audit.reason, &mut inv.removed);
         inv
     }
 
@@ -430,7 +454,7 @@ impl Index {
                 let reason = InvalidationReason::ProducerReplaced;
                 for d in round.descendants(&old.state) {
                     if let Some(e) = round.take(&d) {
-                        inv.removed.push(Removed { key: d.within(sk.key, sk.seq), reason });
+                        inv.removed.push(Removed { key: d.within(sk.key, sk.seq), reason: reason.clone() });
                         gone.push(e);
                     }
                 }
@@ -638,10 +662,10 @@ impl Index {
     }
 
     /// Removes one state (not its descendants) and reports it.
-    fn remove_state(&mut self, sk: &StateKey, reason: InvalidationReason, out: &mut Vec<Removed>) {
+    fn remove_state(&mut self, sk: &StateKey, reason: &InvalidationReason, out: &mut Vec<Removed>) {
         if let Some(e) = self.take(sk) {
             self.forget(&e);
-            out.push(Removed { key: *sk, reason });
+            out.push(Removed { key: *sk, reason: reason.clone() });
         }
         self.drop_if_empty(&sk.key, sk.seq);
     }

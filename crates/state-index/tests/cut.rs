@@ -71,6 +71,10 @@ fn apply(store: &mut Store, step: &Step) -> Option<(Decision, Option<Position>)>
             store.delete(*sk, InvalidationReason::Miss(MissReason::Absent));
             None
         }
+        Step::Operator { key, from_seq } => {
+            store.operator(*key, *from_seq, common::ops::OPERATOR_TEXT);
+            None
+        }
         // Pruning follows completed checkpoints, which this test does not take: a rebuild
         // from the start of the log replays every round.
         Step::Prune { .. } | Step::Nothing => None,
@@ -219,7 +223,7 @@ fn generated_histories_cut_every_kind_of_invalidation() {
                 if let Some(audit) = audit
                     && new.iter().filter(|r| !matches!(r, LogRecord::Upsert(_))).count() > 1
                 {
-                    *seen.entry(format!("{}", audit.reason)).or_default() += 1;
+                    *seen.entry(audit.reason.name().to_owned()).or_default() += 1;
                     if new.len() > 3 {
                         *seen.entry("four records or more".into()).or_default() += 1;
                     }
@@ -227,9 +231,14 @@ fn generated_histories_cut_every_kind_of_invalidation() {
             }
         }
     }
-    for kind in
-        ["miss:occurrence_conflict", "miss:root_changed", "miss:absent", "producer_replaced", "four records or more"]
-    {
+    for kind in [
+        "miss:occurrence_conflict",
+        "miss:root_changed",
+        "miss:absent",
+        "producer_replaced",
+        "operator",
+        "four records or more",
+    ] {
         assert!(seen.get(kind).copied().unwrap_or(0) >= 50, "{kind} cut {:?} times: {seen:?}", seen.get(kind));
     }
 }

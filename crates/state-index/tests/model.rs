@@ -12,7 +12,7 @@ use actionstate_core::{
     Progress, StateKey, Trigger,
 };
 use actionstate_index::{Decision, Index, Probe, Recorded};
-use common::ops::{Ids, Op, Short, Step, op_strategy, short_key};
+use common::ops::{Ids, OPERATOR_TEXT, Op, Short, Step, op_strategy, short_key};
 use common::{Dump, dump, invariants, key, removed};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -122,7 +122,7 @@ impl Reference {
                 gone.extend(self.remove_later(&sk.key, sk.seq, false));
                 return (
                     RefDecision::Miss(MissReason::OccurrenceConflict),
-                    gone.into_iter().map(|k| (k, reason)).collect(),
+                    gone.into_iter().map(|k| (k, reason.clone())).collect(),
                     Some((reason, AuditDetail::OccurrenceConflict { recorded, current: probe.event })),
                 );
             }
@@ -134,7 +134,7 @@ impl Reference {
             let gone = self.remove_later(&sk.key, sk.seq, true);
             return (
                 RefDecision::Miss(MissReason::RootChanged),
-                gone.into_iter().map(|k| (k, reason)).collect(),
+                gone.into_iter().map(|k| (k, reason.clone())).collect(),
                 Some((
                     reason,
                     AuditDetail::RootChanged { recorded: inputs.into_iter().collect(), current: probe.input },
@@ -143,8 +143,8 @@ impl Reference {
         }
         let reason = InvalidationReason::Miss(MissReason::Absent);
         let gone = self.remove_later(&sk.key, sk.seq, false);
-        let divergence = (!gone.is_empty()).then_some((reason, AuditDetail::Absent));
-        (RefDecision::Miss(MissReason::Absent), gone.into_iter().map(|k| (k, reason)).collect(), divergence)
+        let divergence = (!gone.is_empty()).then_some((reason.clone(), AuditDetail::Absent));
+        (RefDecision::Miss(MissReason::Absent), gone.into_iter().map(|k| (k, reason.clone())).collect(), divergence)
     }
 
     /// Lookup rule 4 (docs/design.md): an upsert replacing completed evidence by a record that
@@ -165,13 +165,21 @@ impl Reference {
                 let reason = InvalidationReason::ProducerReplaced;
                 for d in self.descendants(&sk) {
                     self.states.remove(&d);
-                    gone.push((d, reason));
+                    gone.push((d, reason.clone()));
                 }
                 divergence = Some((reason, AuditDetail::ProducerReplaced { producer: sk }));
             }
         }
         self.states.insert(sk, RefEntry { state, position, bytes });
         (gone, divergence)
+    }
+
+    /// An operator's invalidation: every state of the key's rounds from `from_seq` on, with
+    /// its audit whether or not it removed anything.
+    fn operator(&mut self, key: &KeyId, from_seq: u64) -> (Vec<(StateKey, InvalidationReason)>, Divergence) {
+        let reason = InvalidationReason::Operator { text: OPERATOR_TEXT.to_owned() };
+        let gone = self.remove_later(key, from_seq, true);
+        (gone.into_iter().map(|k| (k, reason.clone())).collect(), Some((reason, AuditDetail::Operator)))
     }
 
     /// A tombstone removes exactly the named state.
@@ -368,17 +376,41 @@ fn check_step(
             let want = reference.prune(k, *upto);
             prop_assert_eq!(index.prune(k, *upto), want, "pruned\n  {}", context());
         }
+        Step::Operator { key: k, from_seq } => {
+            let (mut want_removed, want_div) = reference.operator(k, *from_seq);
+            let inv = index.invalidate_from(k, *from_seq, OPERATOR_TEXT.to_owned());
+            want_removed.sort_by_key(|(k, _)| *k);
+            prop_assert_eq!(removed(&inv), want_removed, "operator removed\n  {}", context());
+            prop_assert_eq!(inv.divergence, want_div, "operator divergence\n  {}", context());
+            prop_assert!(
+                index.rounds_of(k).iter().all(|(seq, _)| seq < from_seq),
+                "rounds from {} remain\n  {}",
+                from_seq,
+                context()
+            );
+        }
         Step::Cut { lookup, keep } => {
-            let Step::Lookup { key: sk, trigger, event, input, .. } = lookup.as_ref() else {
-                panic!("a cut wraps a lookup");
-            };
-            let probe = Probe { key: *sk, trigger, event: *event, input: *input };
             // The crashed writer decided on its own copy of the index and logged a prefix of
             // the records of what it removed; this index replays that prefix. Any non-empty
             // prefix must leave what the whole invalidation leaves, as the reference does.
-            let records = index.clone().lookup(&probe).invalidation.records(sk, None);
+            let (sk, records) = match lookup.as_ref() {
+                Step::Lookup { key: sk, trigger, event, input, .. } => {
+                    let probe = Probe { key: *sk, trigger, event: *event, input: *input };
+                    let records = index.clone().lookup(&probe).invalidation.records(sk, None);
+                    if !records.is_empty() {
+                        reference.lookup(&probe);
+                    }
+                    (*sk, records)
+                }
+                Step::Operator { key: k, from_seq } => {
+                    let sk = StateKey::round(*k, *from_seq);
+                    let inv = index.clone().invalidate_from(k, *from_seq, OPERATOR_TEXT.to_owned());
+                    reference.operator(k, *from_seq);
+                    (sk, inv.records(&sk, None))
+                }
+                other => panic!("a cut wraps a lookup or an operator's invalidation, not {other:?}"),
+            };
             if !records.is_empty() {
-                reference.lookup(&probe);
                 let p = sk.key.partition(PARTITIONS);
                 let n = records.len();
                 for record in records.into_iter().take(1 + keep % n) {
@@ -459,7 +491,7 @@ fn generated_sequences_exercise_every_rule() {
     let strategy = prop::collection::vec(op_strategy(), 1..80);
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
     let mut keys_touched: BTreeSet<KeyId> = BTreeSet::new();
-    for _ in 0..400 {
+    for _ in 0..600 {
         let ops = strategy.new_tree(&mut runner).unwrap().current();
         let mut reference = Reference::default();
         let mut ids = Ids(1_000);
@@ -519,14 +551,28 @@ fn generated_sequences_exercise_every_rule() {
                             *seen.entry("prune removed".into()).or_default() += 1;
                         }
                     }
-                    Step::Cut { lookup, .. } => {
-                        if let Step::Lookup { key: sk, trigger, event, input, .. } = *lookup {
+                    Step::Operator { key: k, from_seq } => {
+                        let (gone, _) = reference.operator(&k, from_seq);
+                        *seen.entry("operator".into()).or_default() += 1;
+                        if !gone.is_empty() {
+                            *seen.entry("operator removed".into()).or_default() += 1;
+                        }
+                        if gone.iter().any(|(g, _)| g.seq > from_seq) {
+                            *seen.entry("operator removed later".into()).or_default() += 1;
+                        }
+                    }
+                    Step::Cut { lookup, .. } => match *lookup {
+                        Step::Lookup { key: sk, trigger, event, input, .. } => {
                             let probe = Probe { key: sk, trigger: &trigger, event, input };
                             if !reference.lookup(&probe).1.is_empty() {
                                 *seen.entry("cut invalidation".into()).or_default() += 1;
                             }
                         }
-                    }
+                        Step::Operator { key: k, from_seq } if !reference.operator(&k, from_seq).0.is_empty() => {
+                            *seen.entry("cut operator invalidation".into()).or_default() += 1;
+                        }
+                        _ => {}
+                    },
                     Step::Delete(sk) => {
                         let present = reference.states.contains_key(&sk);
                         reference.delete(&sk);
@@ -562,6 +608,10 @@ fn generated_sequences_exercise_every_rule() {
         "delete",
         "delete missing",
         "cut invalidation",
+        "operator",
+        "operator removed",
+        "operator removed later",
+        "cut operator invalidation",
     ] {
         assert!(
             seen.get(kind).copied().unwrap_or(0) >= 20,

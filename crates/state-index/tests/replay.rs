@@ -102,6 +102,9 @@ impl Writer {
             Step::Delete(sk) => {
                 self.store.delete(*sk, InvalidationReason::Miss(MissReason::Absent));
             }
+            Step::Operator { key, from_seq } => {
+                self.store.operator(*key, *from_seq, common::ops::OPERATOR_TEXT);
+            }
             Step::Prune { .. } | Step::Cut { .. } | Step::Nothing => {}
         }
     }

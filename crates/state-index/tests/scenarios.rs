@@ -86,7 +86,7 @@ impl Runtime {
                 let a = action(name);
                 let sk = StateKey::new(k, seq, &a, &ev, &trigger);
                 let found = self.store.lookup(&Probe { key: sk, trigger: &trigger, event: ev.id, input: round_input });
-                report.invalidated.extend(found.invalidation.removed.iter().map(|r| (r.key, r.reason)));
+                report.invalidated.extend(found.invalidation.removed.iter().map(|r| (r.key, r.reason.clone())));
                 let outputs = match found.decision {
                     Decision::Hit(s) if s.is_completed() => {
                         report.hits.push(sk);
@@ -335,7 +335,7 @@ fn occurrence_conflict_invalidates_state_descendants_and_later_rounds() {
     assert!(matches!(found.decision, Decision::Miss(MissReason::OccurrenceConflict)));
     let reason = InvalidationReason::Miss(MissReason::OccurrenceConflict);
     let mut want: Vec<(StateKey, InvalidationReason)> =
-        [tool0.key].into_iter().chain(summary0).chain(round2).map(|k| (k, reason)).collect();
+        [tool0.key].into_iter().chain(summary0).chain(round2).map(|k| (k, reason.clone())).collect();
     want.sort_by_key(|(k, _)| *k);
     assert_eq!(removed(&found.invalidation), want);
     assert_eq!(

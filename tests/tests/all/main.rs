@@ -4,6 +4,7 @@
 //! ```text
 //! cargo test -p actionstate-tests --test all                 # everything
 //! cargo test -p actionstate-tests --test all scenarios::     # the scenarios
+//! cargo test -p actionstate-tests --test all repair::        # an operator's repair
 //! cargo test -p actionstate-tests --test all campaign -- --nocapture
 //! cargo test -p actionstate-tests --test all sigkill -- --nocapture
 //! ```
@@ -11,6 +12,7 @@
 
 mod campaign;
 mod conformance;
+mod repair;
 mod scenarios;
 #[cfg(unix)]
 mod sigkill;

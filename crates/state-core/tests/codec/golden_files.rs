@@ -125,7 +125,31 @@ fn golden_audit_producer_replaced() -> LogRecord {
     })
 }
 
-fn golden_cases() -> Vec<(&'static str, LogRecord)> {
+/// An operator's invalidation of rounds 7 and later: its audit record (the probe names only
+/// the key and the round) and the tombstone of one state it removed.
+fn golden_audit_operator() -> LogRecord {
+    let sk = fixed_state_key();
+    LogRecord::Audit(Audit {
+        key: sk.key,
+        seq: 7,
+        probe: StateKey::round(sk.key, 7),
+        action: None,
+        reason: golden_operator_reason(),
+        detail: AuditDetail::Operator,
+        removed: 2,
+    })
+}
+
+fn golden_delete_operator() -> LogRecord {
+    LogRecord::Delete { key: fixed_state_key(), reason: golden_operator_reason() }
+}
+
+fn golden_operator_reason() -> InvalidationReason {
+    InvalidationReason::Operator { text: "refund tool fixed: re-run".into() }
+}
+
+/// The records format version 1 wrote, whose bytes `tests/golden/v1` keeps.
+fn v1_cases() -> Vec<(&'static str, LogRecord)> {
     vec![
         ("upsert_pending", golden_upsert_pending()),
         ("upsert_completed", golden_upsert_completed()),
@@ -133,6 +157,16 @@ fn golden_cases() -> Vec<(&'static str, LogRecord)> {
         ("audit_root_changed", golden_audit_root_changed()),
         ("audit_producer_replaced", golden_audit_producer_replaced()),
     ]
+}
+
+/// Every golden record: those of version 1, and the operator's invalidation, whose variants
+/// (`InvalidationReason::Operator`, `AuditDetail::Operator`) were appended to their enums
+/// after it, so the version 1 records keep their bytes.
+fn golden_cases() -> Vec<(&'static str, LogRecord)> {
+    let mut cases = v1_cases();
+    cases.push(("audit_operator", golden_audit_operator()));
+    cases.push(("delete_operator", golden_delete_operator()));
+    cases
 }
 
 fn golden_dir() -> PathBuf {
@@ -209,8 +243,8 @@ fn golden_records_match_files() {
 /// Every golden file belongs to a case, so a renamed case cannot leave a stale file behind.
 #[test]
 fn golden_dir_has_no_stray_files() {
-    let names: Vec<String> = golden_cases().iter().map(|(n, _)| format!("{n}.hex")).collect();
-    for dir in [golden_dir(), golden_dir().join("v1")] {
+    for (dir, cases) in [(golden_dir(), golden_cases()), (golden_dir().join("v1"), v1_cases())] {
+        let names: Vec<String> = cases.iter().map(|(n, _)| format!("{n}.hex")).collect();
         for entry in std::fs::read_dir(&dir).unwrap() {
             let entry = entry.unwrap();
             let file = entry.file_name().into_string().unwrap();
@@ -228,7 +262,7 @@ fn golden_dir_has_no_stray_files() {
 /// never rewritten.
 #[test]
 fn version_1_golden_files_still_decode() {
-    for (name, record) in golden_cases() {
+    for (name, record) in v1_cases() {
         let path = golden_dir().join("v1").join(format!("{name}.hex"));
         let (key, value) = parse_golden(&std::fs::read_to_string(&path).unwrap());
         assert_eq!(value[4], 1, "{}", path.display());

@@ -5,7 +5,8 @@ use crate::support::{assert_round_trip, attrs, envelope, fixed_event, fixed_inpu
 use actionstate_core::codec::{self, FORMAT_VERSION, HEADER_LEN, MAGIC};
 use actionstate_core::{
     ActionId, ActionState, Audit, AuditDetail, CallResult, CallStatus, Error, EventId, Fingerprint, InvalidationReason,
-    LogRecord, MemoryOp, MemoryUpdate, MissReason, Progress, RecordKind, TaggedBytes, Trigger, Value,
+    LogRecord, MAX_OPERATOR_TEXT, MemoryOp, MemoryUpdate, MissReason, Progress, RecordKind, StateKey, TaggedBytes,
+    Trigger, Value,
 };
 use proptest::prelude::*;
 
@@ -59,6 +60,9 @@ fn every_variant_round_trips() {
         InvalidationReason::Miss(MissReason::RootChanged),
         InvalidationReason::Miss(MissReason::OccurrenceConflict),
         InvalidationReason::ProducerReplaced,
+        InvalidationReason::Operator { text: String::new() },
+        InvalidationReason::Operator { text: "replay the tool call after the fix: ünïcode ✓".into() },
+        InvalidationReason::Operator { text: "x".repeat(MAX_OPERATOR_TEXT) },
     ];
     let details = [
         AuditDetail::Absent,
@@ -69,10 +73,11 @@ fn every_variant_round_trips() {
         },
         AuditDetail::OccurrenceConflict { recorded: EventId(0), current: EventId(u128::MAX) },
         AuditDetail::ProducerReplaced { producer: sk },
+        AuditDetail::Operator,
     ];
     let mut records = Vec::new();
     for reason in reasons {
-        records.push(LogRecord::Delete { key: sk, reason });
+        records.push(LogRecord::Delete { key: sk, reason: reason.clone() });
         for detail in &details {
             for action in [None, Some(ActionId::versioned("summarize", ""))] {
                 records.push(LogRecord::Audit(Audit {
@@ -80,7 +85,7 @@ fn every_variant_round_trips() {
                     seq: sk.seq,
                     probe: sk,
                     action,
-                    reason,
+                    reason: reason.clone(),
                     detail: detail.clone(),
                     removed: 3,
                 }));
@@ -156,7 +161,7 @@ fn every_variant_round_trips() {
             }));
         }
     }
-    assert_eq!(records.len(), 4 + 4 * 5 * 2 + 5 * 3 * 4);
+    assert_eq!(records.len(), 7 + 7 * 6 * 2 + 5 * 3 * 4);
     for record in &records {
         assert_round_trip(record);
     }
@@ -207,5 +212,44 @@ fn envelope_matches_documented_layout() {
     for b in 0..=u8::MAX {
         let kind = RecordKind::from_byte(b);
         assert_eq!(kind.map(|k| k as u8), (1..=3).contains(&b).then_some(b));
+    }
+}
+
+/// An operator's reason text is bounded at `MAX_OPERATOR_TEXT` bytes of UTF-8: the constructor
+/// and the encoder refuse a longer one with a typed error, and the decoder refuses a record
+/// that carries one (written by a faulty encoder), so every record one accepts the other does.
+#[test]
+fn operator_text_beyond_the_limit_is_refused_by_encoder_and_decoder() {
+    assert_eq!(MAX_OPERATOR_TEXT, 1024);
+    let at_limit = "é".repeat(MAX_OPERATOR_TEXT / 2);
+    let reason = InvalidationReason::operator(at_limit.clone()).unwrap();
+    assert_eq!(reason, InvalidationReason::Operator { text: at_limit });
+    let beyond = "é".repeat(MAX_OPERATOR_TEXT / 2) + "x";
+    assert!(matches!(
+        InvalidationReason::operator(beyond.clone()),
+        Err(Error::OperatorTextTooLong { len: 1025, max: MAX_OPERATOR_TEXT })
+    ));
+    let sk = fixed_state_key();
+    let too_long = InvalidationReason::Operator { text: beyond };
+    let delete = LogRecord::Delete { key: sk, reason: too_long.clone() };
+    let audit = LogRecord::Audit(Audit {
+        key: sk.key,
+        seq: sk.seq,
+        probe: StateKey::round(sk.key, sk.seq),
+        action: None,
+        reason: too_long,
+        detail: AuditDetail::Operator,
+        removed: 0,
+    });
+    for record in [delete, audit] {
+        assert!(
+            matches!(codec::encode(&record), Err(Error::OperatorTextTooLong { len: 1025, max: 1024 })),
+            "{record:?}"
+        );
+        let payload = postcard::to_allocvec(&record).unwrap();
+        let value = envelope(FORMAT_VERSION, record.kind() as u8, &payload);
+        // (postcard reports a custom error without its message.)
+        let decoded = codec::decode_value(&value);
+        assert!(matches!(decoded, Err(Error::Payload { .. })), "a 1025-byte operator text decoded as {decoded:?}");
     }
 }

@@ -134,7 +134,11 @@ pub(crate) fn arb_miss_reason() -> impl Strategy<Value = MissReason> {
 }
 
 pub(crate) fn arb_invalidation_reason() -> impl Strategy<Value = InvalidationReason> {
-    prop_oneof![arb_miss_reason().prop_map(InvalidationReason::Miss), Just(InvalidationReason::ProducerReplaced),]
+    prop_oneof![
+        arb_miss_reason().prop_map(InvalidationReason::Miss),
+        Just(InvalidationReason::ProducerReplaced),
+        "\\PC{0,40}".prop_map(|text| InvalidationReason::Operator { text }),
+    ]
 }
 
 pub(crate) fn arb_audit_detail() -> impl Strategy<Value = AuditDetail> {
@@ -145,6 +149,7 @@ pub(crate) fn arb_audit_detail() -> impl Strategy<Value = AuditDetail> {
         (arb_event_id(), arb_event_id())
             .prop_map(|(recorded, current)| AuditDetail::OccurrenceConflict { recorded, current }),
         arb_state_key().prop_map(|producer| AuditDetail::ProducerReplaced { producer }),
+        Just(AuditDetail::Operator),
     ]
 }
 

@@ -147,7 +147,7 @@ pub(crate) fn invariants(index: &Index) -> Result<(), String> {
 
 /// Removed state keys of an invalidation, sorted, with their reasons.
 pub(crate) fn removed(inv: &Invalidation) -> Vec<(StateKey, InvalidationReason)> {
-    let mut v: Vec<_> = inv.removed.iter().map(|r| (r.key, r.reason)).collect();
+    let mut v: Vec<_> = inv.removed.iter().map(|r| (r.key, r.reason.clone())).collect();
     v.sort_by_key(|(k, _)| *k);
     v
 }
@@ -199,7 +199,7 @@ impl Store {
     fn log_invalidation(&mut self, probe: StateKey, inv: &Invalidation) {
         for r in &inv.removed {
             assert_eq!(r.key.key, probe.key, "an invalidation crossed business keys");
-            self.tombstones.push((r.key, r.reason));
+            self.tombstones.push((r.key, r.reason.clone()));
         }
         for record in inv.records(&probe, None) {
             self.append(&record);
@@ -221,6 +221,14 @@ impl Store {
         let found = self.index.lookup(probe);
         self.log_invalidation(probe.key, &found.invalidation);
         found
+    }
+
+    /// An operator's invalidation of the rounds of `key` from `from_seq` on, logged before
+    /// anything else is written (its audit's probe is [`StateKey::round`]).
+    pub(crate) fn operator(&mut self, key: KeyId, from_seq: u64, text: &str) -> Invalidation {
+        let inv = self.index.invalidate_from(&key, from_seq, text.to_owned());
+        self.log_invalidation(StateKey::round(key, from_seq), &inv);
+        inv
     }
 
     /// Writes a tombstone for one state and applies it.

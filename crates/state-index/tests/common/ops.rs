@@ -86,11 +86,20 @@ pub(crate) enum Op {
     DeleteMissing { key: u8, seq: u64, action: u8 },
     /// An upsert that replaces an existing state's record.
     Reindex { pick: usize, how: Reindex },
-    /// A lookup (one of the lookup operations above) whose invalidation reaches the log only
-    /// up to record `keep` (modulo the number of its records, at least one) before its writer
-    /// crashes; the index is then what a rebuild of that log holds.
+    /// An operator's invalidation of the rounds from `back` rounds before an existing state's
+    /// round on.
+    Operator { pick: usize, back: u64 },
+    /// An operator's invalidation of any key's rounds from `from_seq` on.
+    OperatorKey { key: u8, from_seq: u64 },
+    /// A lookup (one of the lookup operations above) or an operator's invalidation whose
+    /// invalidation reaches the log only up to record `keep` (modulo the number of its
+    /// records, at least one) before its writer crashes; the index is then what a rebuild of
+    /// that log holds.
     Cut { lookup: Box<Op>, keep: u8 },
 }
+
+/// The text of the operator's invalidations the operations make.
+pub(crate) const OPERATOR_TEXT: &str = "repaired by an operator";
 
 /// A resolved operation.
 #[derive(Clone, Debug)]
@@ -108,8 +117,14 @@ pub(crate) enum Step {
         upto: u64,
     },
     Delete(StateKey),
-    /// A lookup (a [`Step::Lookup`]) whose invalidation is logged only up to its `keep`-th
-    /// record (modulo their number, at least one) before the writer crashes.
+    /// An operator's invalidation of every round of `key` from `from_seq` on.
+    Operator {
+        key: KeyId,
+        from_seq: u64,
+    },
+    /// A lookup (a [`Step::Lookup`]) or an operator's invalidation (a [`Step::Operator`])
+    /// whose invalidation is logged only up to its `keep`-th record (modulo their number, at
+    /// least one) before the writer crashes.
     Cut {
         lookup: Box<Step>,
         keep: usize,
@@ -125,6 +140,7 @@ impl Step {
             Step::Upsert(s) => Some((s.key.key, s.key.seq)),
             Step::Lookup { key, .. } | Step::Delete(key) => Some((key.key, key.seq)),
             Step::Prune { key, upto } => Some((*key, *upto)),
+            Step::Operator { key, from_seq } => Some((*key, *from_seq)),
             Step::Cut { lookup, .. } => lookup.round(),
             Step::Nothing => None,
         }
@@ -188,8 +204,9 @@ fn lookup_strategy() -> BoxedStrategy<Op> {
             .prop_map(|(pick, id)| Op::LookupChild { pick, id }),
         1 => (pick.clone(), Just(Id::Fresh)).prop_map(|(pick, id)| Op::Lookup { pick, id, input: None }),
         2 => (pick.clone(), 0u8..4, 0u8..3).prop_map(|(pick, action, input)| Op::RootLookup { pick, action, input }),
-        2 => (pick, 0u64..3, prop::option::weighted(0.3, 0u8..3))
+        2 => (pick.clone(), 0u64..3, prop::option::weighted(0.3, 0u8..3))
             .prop_map(|(pick, back, input)| Op::Invalidate { pick, back, input }),
+        2 => (pick, 0u64..3).prop_map(|(pick, back)| Op::Operator { pick, back }),
     ]
     .boxed()
 }
@@ -261,6 +278,10 @@ fn plain_op_strategy() -> BoxedStrategy<Op> {
         1 => (pick.clone(), -2i8..2).prop_map(|(pick, delta)| Op::Prune { pick, delta }),
         1 => (key_strategy(), seq_strategy()).prop_map(|(key, upto)| Op::PruneKey { key, upto }),
         1 => pick.clone().prop_map(|pick| Op::Delete { pick }),
+        1 => prop_oneof![
+            (pick.clone(), 0u64..3).prop_map(|(pick, back)| Op::Operator { pick, back }),
+            (key_strategy(), seq_strategy()).prop_map(|(key, from_seq)| Op::OperatorKey { key, from_seq }),
+        ],
         2 => (pick.clone(), outputs_strategy()).prop_map(|(pick, outputs)| Op::Rewrite { pick, outputs }),
         1 => (key_strategy(), seq_strategy(), 0u8..3)
             .prop_map(|(key, seq, action)| Op::DeleteMissing { key, seq, action }),
@@ -435,9 +456,16 @@ fn resolve(op: &Op, known: &BTreeMap<StateKey, ActionState>, ids: &mut Ids) -> S
     match op {
         Op::Cascade { .. } | Op::Rewrite { .. } => Step::Nothing,
         Op::Cut { lookup, keep } => match resolve(lookup, known, ids) {
-            step @ Step::Lookup { .. } => Step::Cut { lookup: Box::new(step), keep: usize::from(*keep) },
+            step @ (Step::Lookup { .. } | Step::Operator { .. }) => {
+                Step::Cut { lookup: Box::new(step), keep: usize::from(*keep) }
+            }
             other => other,
         },
+        Op::Operator { pick, back } => match nth(known, *pick, |_| true) {
+            Some(s) => Step::Operator { key: s.key.key, from_seq: s.key.seq.saturating_sub(*back) },
+            None => Step::Nothing,
+        },
+        Op::OperatorKey { key: k, from_seq } => Step::Operator { key: key(usize::from(*k)), from_seq: *from_seq },
         Op::Put { key, seq, action, trig, input, outputs: outs, fresh_id } => {
             let (k, s, trigger, ev, round_input) = trigger_of(known, ids, (*key, *seq), trig, *input, *fresh_id);
             let action = action_of(*action);
@@ -612,6 +640,9 @@ impl fmt::Display for Short<'_> {
             }
             Step::Prune { key, upto } => write!(f, "prune {} upto {upto}", key_name(key)),
             Step::Delete(sk) => write!(f, "delete {}", short_key(sk)),
+            Step::Operator { key, from_seq } => {
+                write!(f, "operator invalidates {} from round {from_seq}", key_name(key))
+            }
             Step::Cut { lookup, keep } => write!(f, "{} (its invalidation cut after record {keep})", Short(lookup)),
             Step::Nothing => f.write_str("nothing"),
         }
