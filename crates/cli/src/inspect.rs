@@ -22,7 +22,7 @@ struct Loaded {
     partitions: u32,
 }
 
-fn open(data: &Path) -> Result<FileLog> {
+pub(crate) fn open(data: &Path) -> Result<FileLog> {
     FileLog::open_existing(data).with_context(|| {
         format!(
             "cannot open the store in {} (pass --data with a directory an actionstate store wrote, e.g. by \

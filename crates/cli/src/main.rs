@@ -1,4 +1,4 @@
-//! `actionstate`: run the demo, and inspect, explain and verify a data directory.
+//! `actionstate`: run the demo, and inspect, explain, verify and reset a data directory.
 
 /// Prints a line to standard output; a closed pipe (`actionstate inspect | head`) ends the
 /// program quietly instead of panicking.
@@ -39,6 +39,7 @@ fn keep_freed_memory() {
 mod bench;
 mod demo;
 mod inspect;
+mod reset;
 mod soak;
 
 use clap::{Parser, Subcommand};
@@ -92,6 +93,9 @@ enum Command {
     /// Run conversations that go idle for good, with checkpoints, and print whether memory,
     /// the data directory and the snapshots stay flat (retention on, or `--compare` with off).
     Soak(soak::SoakArgs),
+    /// Invalidate every state of a key's rounds from one on (an operator's repair, audited in
+    /// the log): prints what it removes, and writes only with `--yes`.
+    Reset(reset::ResetArgs),
     /// Decode every record and check the index invariants; exits non-zero on any problem.
     Verify {
         /// Data directory of the embedded store.
@@ -147,6 +151,7 @@ fn main() -> ExitCode {
                 inspect::explain(&data, &key, seq, &action, json).await
             }
             Command::Verify { data } => inspect::verify(&data).await,
+            Command::Reset(args) => reset::run(args).await,
             Command::Bench(args) => bench::run(args).await,
             Command::Soak(args) => soak::run(args).await,
         }

@@ -1,0 +1,174 @@
+//! `actionstate reset`: an operator's repair of one business key, offline. The log is opened
+//! as the other offline commands open it, an index is rebuilt over the whole log (owning every
+//! key), and every state of the key's rounds from `--from-seq` on is invalidated through
+//! `ActionStateStore::invalidate`: an audit record with the operator's reason, then one
+//! tombstone per removed state. The runtime re-executes those rounds when it next replays
+//! them, and every later rebuild replays the repair.
+//!
+//! What would be removed is printed first; nothing is written without `--yes`, and
+//! `--dry-run` only prints.
+
+use actionstate_core::{InvalidationReason, KeyId, Marker, Progress, StateLog};
+use actionstate_recovery::{ActionStateStore, Ownership, Retention, StoreConfig};
+use anyhow::{Context, Result, bail};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct ResetArgs {
+    /// Data directory of the embedded store. The store must not be open elsewhere: stop the
+    /// runtime that writes it first.
+    #[arg(long)]
+    data: PathBuf,
+    /// The business key (the runtime's key bytes as text, e.g. `sim-key-0`).
+    #[arg(long)]
+    key: String,
+    /// The first round to invalidate: its states and those of every later round of the key
+    /// are removed.
+    #[arg(long, value_name = "SEQ")]
+    from_seq: u64,
+    /// Why, in at most 1024 bytes: written into the audit record and every tombstone, shown by
+    /// `inspect` and `explain`.
+    #[arg(long, value_name = "TEXT")]
+    reason: String,
+    /// Write the invalidation. Without it (and without `--dry-run`), reset prints what it
+    /// would remove and exits with an error, writing nothing.
+    #[arg(long)]
+    yes: bool,
+    /// Print what would be removed and write nothing.
+    #[arg(long, conflicts_with = "yes")]
+    dry_run: bool,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Opens the log `reset` repairs, as the other offline commands open theirs. Anything that
+/// opens a [`StateLog`] can take its place: the rest of the command is generic over it.
+fn open_log(args: &ResetArgs) -> Result<impl StateLog + 'static> {
+    crate::inspect::open(&args.data)
+}
+
+/// One state the reset removes (or removed).
+#[derive(Serialize, Debug)]
+struct Planned {
+    round: u64,
+    action: String,
+    status: &'static str,
+    state_key: String,
+    position: String,
+}
+
+pub(crate) async fn run(args: ResetArgs) -> Result<ExitCode> {
+    // A reason the log cannot hold is refused before anything is opened.
+    InvalidationReason::operator(args.reason.as_str()).context("--reason")?;
+    let log = open_log(&args)?;
+    reset(log, &args).await
+}
+
+async fn reset<L: StateLog>(log: L, args: &ResetArgs) -> Result<ExitCode> {
+    // The index of the whole log: every key, every retained record, nothing pruned. The store
+    // never reclaims: it takes no checkpoint.
+    let config = StoreConfig { retention: Retention::KeepAll, ..StoreConfig::default() };
+    let store = ActionStateStore::new(log, config);
+    let earliest = store.log().earliest_offsets().await?;
+    let start = Marker { log: store.log().identity().clone(), offsets: earliest };
+    let rebuilt = store.rebuild(&[start], &Ownership::All, &HashMap::new()).await.context("rebuilding the index")?;
+    let key = KeyId::of(args.key.as_bytes());
+    let planned = plan(&store, &key, args.from_seq)?;
+    let rounds: std::collections::BTreeSet<u64> = planned.iter().map(|p| p.round).collect();
+
+    let write = args.yes && !args.dry_run;
+    if !args.json {
+        // What it removes is on the screen before anything is written.
+        outln!(
+            "reset of key {} ({}) from round {}: {} {} states in {} rounds (index rebuilt from {} records)",
+            args.key,
+            crate::inspect::short(key),
+            args.from_seq,
+            if write { "removes" } else { "would remove" },
+            planned.len(),
+            rounds.len(),
+            rebuilt.records
+        );
+        for p in &planned {
+            outln!("  round {:<6} {:<16} {:<9} {:<10} state {}", p.round, p.action, p.status, p.position, p.state_key);
+        }
+    }
+    let written = if write {
+        Some(store.invalidate(key, args.from_seq, &args.reason).await.context("writing the invalidation")?)
+    } else {
+        None
+    };
+    if args.json {
+        let out = serde_json::json!({
+            "key": args.key,
+            "key_id": key.to_string(),
+            "from_seq": args.from_seq,
+            "reason": args.reason,
+            "records_read": rebuilt.records,
+            "states": planned,
+            "rounds": rounds.len(),
+            "dry_run": args.dry_run,
+            "written": written.is_some(),
+            "records_written": written.as_ref().map_or(0, |w| w.records),
+        });
+        outln!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        match &written {
+            Some(w) => outln!(
+                "wrote an audit record (operator: {:?}) and {} tombstones: a replay of round {} and later rounds runs \
+                 their actions again",
+                args.reason,
+                w.records - 1,
+                args.from_seq
+            ),
+            None if args.dry_run => outln!("dry run: nothing written"),
+            None => {}
+        }
+    }
+    if !write && !args.dry_run {
+        bail!(
+            "refusing to write without --yes: reset would remove {} states of key {} from round {} (pass --yes \
+             to write the invalidation, or --dry-run to only print)",
+            planned.len(),
+            args.key,
+            args.from_seq
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The states of `key`'s rounds `seq >= from_seq`, by round and then by log position.
+fn plan<L: StateLog>(store: &ActionStateStore<L>, key: &KeyId, from_seq: u64) -> Result<Vec<Planned>> {
+    let rounds = store.with_index(|ix| {
+        ix.rounds_of(key)
+            .into_iter()
+            .filter(|(seq, _)| *seq >= from_seq)
+            .map(|(seq, states)| {
+                let states: Vec<_> = states.into_iter().map(|s| (ix.position(s.key()), s)).collect();
+                (seq, states)
+            })
+            .collect::<Vec<_>>()
+    });
+    let mut out = Vec::new();
+    for (round, mut states) in rounds {
+        states.sort_by_key(|(at, _)| at.map(|p| (p.partition, p.offset)));
+        for (at, recorded) in states {
+            let state = recorded.state().with_context(|| format!("decoding a state of round {round}"))?;
+            out.push(Planned {
+                round,
+                action: state.action.to_string(),
+                status: match state.progress {
+                    Progress::Pending { .. } => "pending",
+                    Progress::Completed { .. } => "completed",
+                },
+                state_key: crate::inspect::hex_key(&state.key),
+                position: at.map_or_else(|| "-".into(), |p| format!("p{}:{}", p.partition, p.offset)),
+            });
+        }
+    }
+    Ok(out)
+}
