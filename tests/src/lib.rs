@@ -15,20 +15,14 @@
 #![deny(clippy::unwrap_used)]
 
 use actionstate_core::{ActionDigest, KeyId, LogRecord, RangeRead, StateKey, StateLog, codec};
-use actionstate_fluss::FlussConfig;
-use actionstate_kafka::KafkaConfig;
 use actionstate_recovery::testkit::MemoryLog;
 use actionstate_recovery::testkit::services::{self, Service};
-use actionstate_recovery::{AnyLog, StoreError};
+use actionstate_recovery::{AnyLog, LogConfig, StoreError};
 use actionstate_sim::agent::Kind;
-use actionstate_sim::{
-    FileSource, FlussSource, KafkaSource, Ledger, LedgerEntry, LogSource, MemorySource, Outcome, RunPlan, Sim,
-    SimConfig,
-};
+use actionstate_sim::{Ledger, LedgerEntry, LogSource, MemorySource, Outcome, RunPlan, Sim, SimConfig};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::OnceLock;
-use std::time::Duration;
 use tempfile::TempDir;
 
 /// Partitions of every log the tests open.
@@ -89,20 +83,19 @@ pub fn fluss_available(test: &str) -> bool {
 /// The database the tests' Fluss tables live in.
 pub const FLUSS_DATABASE: &str = "actionstate_tests";
 
-/// The configuration of a fresh, uniquely named table of [`PARTITIONS`] buckets on the
-/// configured Fluss cluster, with timeouts of a few seconds.
-pub fn fluss_test_config(bootstrap: &str) -> FlussConfig {
-    fluss_table_config(bootstrap, &format!("scenario_{}", uuid::Uuid::new_v4().simple()))
+/// The URL of a fresh, uniquely named table of [`PARTITIONS`] buckets on the configured Fluss
+/// cluster, with timeouts of a few seconds.
+pub fn fluss_test_url(bootstrap: &str) -> String {
+    fluss_table_url(bootstrap, &format!("scenario_{}", uuid::Uuid::new_v4().simple()))
 }
 
-/// The configuration of the table `table` of [`PARTITIONS`] buckets in [`FLUSS_DATABASE`] on the
+/// The URL of the table `table` of [`PARTITIONS`] buckets in [`FLUSS_DATABASE`] on the
 /// configured Fluss cluster, with the tests' timeouts.
-pub fn fluss_table_config(bootstrap: &str, table: &str) -> FlussConfig {
-    let mut config = actionstate_recovery::fluss_config(bootstrap, FLUSS_DATABASE, table, PARTITIONS);
-    config.delivery_timeout = Duration::from_secs(20);
-    config.read_stall_timeout = Duration::from_secs(10);
-    config.request_timeout = Duration::from_secs(15);
-    config
+pub fn fluss_table_url(bootstrap: &str, table: &str) -> String {
+    format!(
+        "fluss://{bootstrap}/{FLUSS_DATABASE}/{table}?buckets={PARTITIONS}\
+         &delivery_timeout=20s&read_stall_timeout=10s&request_timeout=15s"
+    )
 }
 
 /// The Kafka broker's bootstrap address: `KAFKA_BOOTSTRAP` from the environment, else from
@@ -122,21 +115,24 @@ pub fn kafka_available(test: &str) -> bool {
     false
 }
 
-/// The configuration of a fresh, uniquely named topic of [`PARTITIONS`] partitions on the
-/// configured broker, with a replication factor of 1 and timeouts of a few seconds.
-pub fn kafka_test_config(bootstrap: &str) -> KafkaConfig {
-    kafka_topic_config(bootstrap, &format!("actionstate-tests-{}", uuid::Uuid::new_v4().simple()), PARTITIONS)
+/// The URL of a fresh, uniquely named topic of [`PARTITIONS`] partitions on the configured
+/// broker, with a replication factor of 1 and timeouts of a few seconds.
+pub fn kafka_test_url(bootstrap: &str) -> String {
+    kafka_topic_url(bootstrap, &format!("actionstate-tests-{}", uuid::Uuid::new_v4().simple()), PARTITIONS)
 }
 
-/// The configuration [`kafka_test_config`] uses, for a topic of the caller's choosing with
-/// `partitions` partitions (for processes that must reopen the same topic).
-pub fn kafka_topic_config(bootstrap: &str, topic: &str, partitions: u32) -> KafkaConfig {
-    let mut config = actionstate_recovery::kafka_config(bootstrap, topic, partitions);
-    config.replication = Some(1);
-    config.delivery_timeout = Duration::from_secs(20);
-    config.read_stall_timeout = Duration::from_secs(10);
-    config.request_timeout = Duration::from_secs(15);
-    config
+/// The URL [`kafka_test_url`] uses, for a topic of the caller's choosing with `partitions`
+/// partitions (for processes that must reopen the same topic).
+pub fn kafka_topic_url(bootstrap: &str, topic: &str, partitions: u32) -> String {
+    format!(
+        "kafka://{bootstrap}/{topic}?partitions={partitions}&replication=1\
+         &delivery_timeout=20s&read_stall_timeout=10s&request_timeout=15s"
+    )
+}
+
+/// The log `url` names, for a test: a URL the tests built must parse.
+pub fn log_config(url: &str) -> LogConfig {
+    url.parse().unwrap_or_else(|e| panic!("the test URL {url} does not parse: {e}"))
 }
 
 /// One fresh, empty log of a backend; a file log's directory is deleted when this is
@@ -146,40 +142,39 @@ pub fn kafka_topic_config(bootstrap: &str, topic: &str, partitions: u32) -> Kafk
 pub struct Env {
     backend: Backend,
     memory: MemoryLog,
-    dir: Option<TempDir>,
-    kafka: Option<KafkaConfig>,
-    fluss: Option<FlussConfig>,
+    /// Holds a file log's directory until the environment is dropped.
+    _dir: Option<TempDir>,
+    /// The log by URL; `None` for the memory log, which survives a reopen only through
+    /// [`MemorySource`].
+    log: Option<LogConfig>,
 }
 
 impl Env {
     /// A fresh log of `backend`. Kafka and Fluss fail with [`std::io::ErrorKind::NotFound`]
     /// when no broker or cluster is configured.
     pub fn new(backend: Backend) -> std::io::Result<Env> {
-        let mut fluss = None;
-        let (dir, kafka) = match backend {
+        let missing = |what: &str| std::io::Error::new(std::io::ErrorKind::NotFound, what.to_owned());
+        let (dir, log) = match backend {
             Backend::Memory => (None, None),
-            Backend::File => (Some(tempfile::tempdir()?), None),
+            Backend::File => {
+                let dir = tempfile::tempdir()?;
+                let url = format!("file:{}?partitions={PARTITIONS}", dir.path().join("log").display());
+                (Some(dir), Some(log_config(&url)))
+            }
             Backend::Fluss => {
                 let bootstrap = fluss_bootstrap().ok_or_else(|| {
-                    std::io::Error::new(
-                        std::io::ErrorKind::NotFound,
-                        "no Fluss cluster configured (FLUSS_BOOTSTRAP or target/services/fluss.env)",
-                    )
+                    missing("no Fluss cluster configured (FLUSS_BOOTSTRAP or target/services/fluss.env)")
                 })?;
-                fluss = Some(fluss_test_config(bootstrap));
-                (None, None)
+                (None, Some(log_config(&fluss_test_url(bootstrap))))
             }
             Backend::Kafka => {
                 let bootstrap = kafka_bootstrap().ok_or_else(|| {
-                    std::io::Error::new(
-                        std::io::ErrorKind::NotFound,
-                        "no Kafka broker configured (KAFKA_BOOTSTRAP or target/services/kafka.env)",
-                    )
+                    missing("no Kafka broker configured (KAFKA_BOOTSTRAP or target/services/kafka.env)")
                 })?;
-                (None, Some(kafka_test_config(bootstrap)))
+                (None, Some(log_config(&kafka_test_url(bootstrap))))
             }
         };
-        Ok(Env { backend, memory: MemoryLog::new(PARTITIONS), dir, kafka, fluss })
+        Ok(Env { backend, memory: MemoryLog::new(PARTITIONS), _dir: dir, log })
     }
 
     /// The backend.
@@ -187,8 +182,9 @@ impl Env {
         self.backend
     }
 
-    fn file_source(&self) -> Option<FileSource> {
-        self.dir.as_ref().map(|d| FileSource { dir: d.path().join("log"), partitions: PARTITIONS })
+    /// The log by URL (`None` for the memory log).
+    pub fn log_config(&self) -> Option<&LogConfig> {
+        self.log.as_ref()
     }
 
     /// Runs the simulator over this log: the source `config` derives, or `inputs` if given.
@@ -207,32 +203,21 @@ impl Env {
                 Some(i) => sim.with_inputs(i.to_vec()),
                 None => sim,
             };
-            sim.run(plan, &|_| {}).await
+            // On the heap: a run over any backend nests deeper than the compiler lays out inline.
+            Box::pin(sim.run(plan, &|_| {})).await
         }
-        if let Some(kafka) = &self.kafka {
-            return go(Sim::new(KafkaSource { config: kafka.clone() }, config.clone()), inputs, plan).await;
-        }
-        if let Some(fluss) = &self.fluss {
-            return go(Sim::new(FlussSource { config: fluss.clone() }, config.clone()), inputs, plan).await;
-        }
-        match self.file_source() {
-            Some(source) => go(Sim::new(source, config.clone()), inputs, plan).await,
+        match &self.log {
+            Some(log) => go(Sim::new(log.clone(), config.clone()), inputs, plan).await,
             None => go(Sim::new(MemorySource { log: self.memory.clone() }, config.clone()), inputs, plan).await,
         }
     }
 
     /// Opens (a new handle on) the log. A file log must not be open elsewhere.
     pub async fn open(&self) -> Result<AnyLog, StoreError> {
-        if let Some(config) = &self.kafka {
-            return Ok(AnyLog::Kafka(KafkaSource { config: config.clone() }.open().await?));
+        match &self.log {
+            Some(log) => actionstate_recovery::open(log).await,
+            None => Ok(AnyLog::Memory(self.memory.reopen())),
         }
-        if let Some(config) = &self.fluss {
-            return Ok(AnyLog::Fluss(FlussSource { config: config.clone() }.open().await?));
-        }
-        Ok(match self.file_source() {
-            Some(source) => AnyLog::File(source.open().await?),
-            None => AnyLog::Memory(self.memory.reopen()),
-        })
     }
 
     /// Every record of the log, decoded, per partition in log order: (partition, offset,
@@ -417,8 +402,7 @@ pub struct ChildArgs {
     pub state: PathBuf,
     /// The attempt number (one per process of a run, from 0).
     pub attempt: u64,
-    /// The log, as an `actionstate_recovery::LogConfig` string: `file:DIR?partitions=N` or
-    /// `kafka://HOST:PORT/TOPIC?partitions=N`.
+    /// The log, as a URL (`actionstate_recovery::LogConfig`).
     pub log: String,
     /// What to simulate.
     pub config: SimConfig,

@@ -11,7 +11,8 @@
 //! - `bench fluss` — store put and rebuild on a Fluss log table against raw fluss-rs clients, on
 //!   a local Fluss cluster started for it and stopped after.
 //! - `bench soak` — `actionstate soak` over a million inputs on the embedded store, with
-//!   retention on and then keeping everything.
+//!   retention on and then keeping everything; `bench soak kafka` 200,000 inputs each way on a
+//!   topic of a local broker started for it, measuring the topic's partition directories.
 //! - `fuzz [--time SECONDS]` — the decoder fuzz target (needs a nightly toolchain and
 //!   cargo-fuzz; both are installed on demand when missing).
 //! - `services up|down|status [kafka] [fluss]` — a local Apache Kafka broker, and a local Apache
@@ -39,7 +40,7 @@ fn main() -> Result<()> {
     std::env::set_current_dir(&root)?;
     match args.first().map(String::as_str) {
         Some("ci") => ci(),
-        Some("bench") => bench(args.get(1).map(String::as_str)),
+        Some("bench") => bench(args.get(1).map(String::as_str), args.get(2).map(String::as_str)),
         Some("fuzz") => fuzz(parse_time(&args[1..])?),
         Some("services") => services::run(&args[1..]),
         Some("help") | None => {
@@ -63,6 +64,7 @@ fn print_help() {
          bench kafka          store put and rebuild on a local Kafka broker vs raw rdkafka\n  \
          bench fluss          store put and rebuild on a local Fluss cluster vs raw fluss-rs\n  \
          bench soak           a million inputs, retention on and off: memory, disk, snapshots\n  \
+         bench soak kafka     the same, 200,000 inputs on a local Kafka broker\n  \
          fuzz [--time SECS]   run the record-decoder fuzz target (default 60 s)\n  \
          services up [kafka]  start a local Kafka broker; addresses in target/services/kafka.env\n  \
          services up fluss    start a local Fluss cluster; addresses in target/services/fluss.env\n  \
@@ -223,34 +225,49 @@ fn ci() -> Result<()> {
     Ok(())
 }
 
-/// `actionstate bench --backend BACKEND --bootstrap ADDR --json`, in release.
-fn bench_on(backend: &str, bootstrap: &str) -> Result<()> {
-    let args = ["run", "--release", "-p", "actionstate", "--", "bench", "--backend", backend, "--bootstrap", bootstrap];
-    run(&format!("bench {backend}"), cargo().args(args).arg("--json"))
+/// `actionstate bench --log URL --json`, in release.
+fn bench_on(backend: &str, url: &str) -> Result<()> {
+    let args = ["run", "--release", "-p", "actionstate", "--", "bench", "--log", url, "--json"];
+    run(&format!("bench {backend}"), cargo().args(args))
 }
 
-fn bench(what: Option<&str>) -> Result<()> {
+fn bench(what: Option<&str>, on: Option<&str>) -> Result<()> {
     match what {
         Some("index") => run("bench index", cargo().args(["bench", "-p", "actionstate-index", "--bench", "index"])),
-        Some("file") => run(
-            "bench file",
-            cargo().args(["run", "--release", "-p", "actionstate", "--", "bench", "--backend", "file"]),
-        ),
+        Some("file") => run("bench file", cargo().args(["run", "--release", "-p", "actionstate", "--", "bench"])),
         // A million inputs with retention on, then keeping everything: flat or growing.
-        Some("soak") => run(
+        Some("soak") if on.is_none() => run(
             "bench soak",
             cargo().args(["run", "--release", "-p", "actionstate", "--", "soak", "--inputs", "1000000", "--compare"]),
         ),
+        // The same workload on a Kafka topic, 200,000 inputs each way: the topic's partition
+        // directories on the broker's disk, flat or growing.
+        Some("soak") if on == Some("kafka") => {
+            let kafka = services::up_kafka().context("starting the Kafka broker for the soak")?;
+            let url = format!(
+                "kafka://{}/actionstate-soak-{}?replication=1&topic.segment.bytes=1048576",
+                kafka.bootstrap,
+                std::process::id()
+            );
+            let log_dir = services::kafka_log_dir()?;
+            let soak =
+                ["run", "--release", "-p", "actionstate", "--", "soak", "--inputs", "200000", "--compare", "--log"];
+            let measured = run("bench soak kafka", cargo().args(soak).arg(&url).arg("--broker-log-dir").arg(&log_dir));
+            let stopped = services::down_kafka();
+            measured?;
+            stopped.context("stopping the Kafka broker")
+        }
+        Some("soak") => bail!("usage: cargo xtask bench soak [kafka]"),
         Some("kafka") => {
             let kafka = services::up_kafka().context("starting the Kafka broker for the benchmark")?;
-            let measured = bench_on("kafka", &kafka.bootstrap);
+            let measured = bench_on("kafka", &format!("kafka://{}/actionstate-bench?replication=1", kafka.bootstrap));
             let stopped = services::down_kafka();
             measured?;
             stopped.context("stopping the Kafka broker")
         }
         Some("fluss") => {
             let env = fluss::up_fluss().context("starting the Fluss cluster for the benchmark")?;
-            let measured = bench_on("fluss", &env.bootstrap);
+            let measured = bench_on("fluss", &format!("fluss://{}/actionstate_bench/bench", env.bootstrap));
             let stopped = fluss::down_fluss();
             measured?;
             stopped.context("stopping the Fluss cluster")

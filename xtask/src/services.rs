@@ -262,6 +262,11 @@ impl KafkaEnv {
     }
 }
 
+/// The broker's `log.dirs`: its partitions' directories are `<this>/<topic>-<partition>`.
+pub(crate) fn kafka_log_dir() -> Result<PathBuf> {
+    Ok(Paths::current()?.data)
+}
+
 /// Starts the broker unless one started here already runs, waits until it answers, writes
 /// `target/services/kafka.env` and returns its contents.
 pub(crate) fn up_kafka() -> Result<KafkaEnv> {
@@ -596,6 +601,12 @@ pub(crate) fn free_port_list(n: usize) -> Result<Vec<u16>> {
     Ok(listeners.iter().map(|l| l.local_addr().map(|a| a.port())).collect::<std::io::Result<Vec<_>>>()?)
 }
 
+/// The broker's `server.properties`: one KRaft node acting as broker and controller, a
+/// plaintext and a SASL/PLAIN listener, replication factors of one. The retention check and
+/// the log cleaner (which deletes the segments of `compact,delete` topics below their start
+/// offset) run every second, and a deleted segment's files go a second later (Kafka's
+/// defaults: 5 min, 15 s and 1 min), so that disk given back by `DeleteRecords` shows within
+/// seconds in tests and the soak.
 fn server_properties(ports: Ports, data: &Path) -> String {
     let Ports { plaintext, sasl, controller } = ports;
     let data = data.display();
@@ -626,7 +637,10 @@ fn server_properties(ports: Ports, data: &Path) -> String {
          transaction.state.log.min.isr=1\n\
          share.coordinator.state.topic.replication.factor=1\n\
          share.coordinator.state.topic.min.isr=1\n\
-         group.initial.rebalance.delay.ms=0\n"
+         group.initial.rebalance.delay.ms=0\n\
+         log.retention.check.interval.ms=1000\n\
+         log.cleaner.backoff.ms=1000\n\
+         log.segment.delete.delay.ms=1000\n"
     )
 }
 

@@ -101,6 +101,11 @@ pub struct FileConfig {
     /// process's memory stays within it however large the file grows; pages outside it are
     /// read through the operating system's cache. Default [`DEFAULT_CACHE_BYTES`].
     pub cache_bytes: usize,
+    /// Opens an existing data directory as it is, for tools that only read (`actionstate
+    /// inspect`): nothing is created, the partition count is the stored one (`partitions` is
+    /// not checked), and [`append`](StateLog::append) and [`reclaim`](StateLog::reclaim) fail
+    /// with [`Error::Unsupported`]. Default `false`.
+    pub read_only: bool,
 }
 
 /// The default page cache of a data directory: 256 MiB (redb's own default is 1 GiB).
@@ -110,7 +115,13 @@ impl FileConfig {
     /// A configuration for `dir` with `partitions` partitions, verification on open and the
     /// default page cache.
     pub fn new(dir: impl Into<PathBuf>, partitions: u32) -> Self {
-        FileConfig { dir: dir.into(), partitions, verify_on_open: true, cache_bytes: DEFAULT_CACHE_BYTES }
+        FileConfig {
+            dir: dir.into(),
+            partitions,
+            verify_on_open: true,
+            cache_bytes: DEFAULT_CACHE_BYTES,
+            read_only: false,
+        }
     }
 }
 
@@ -228,6 +239,8 @@ struct Inner {
     db: redb::Database,
     path: PathBuf,
     partitions: u32,
+    /// Opened by [`FileConfig::read_only`]: appends and reclaims are refused.
+    read_only: bool,
     /// Appends waiting for the next commit.
     queue: Mutex<Queue>,
     /// Held while writing; guards the offsets the next records get.
@@ -256,6 +269,11 @@ struct Pending {
     reply: oneshot::Sender<Result<Position, Arc<FileError>>>,
 }
 
+/// What an append or a reclaim on a read-only log returns.
+fn read_only(operation: &'static str) -> Error {
+    Error::Unsupported { backend: format!("{BACKEND} (opened read-only)"), operation }
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Shared state is only replaced after a commit succeeded, so a panic while a lock was held
     // cannot have left it half-updated.
@@ -269,6 +287,13 @@ impl FileLog {
     /// [`FileError::Corrupt`], [`FileError::PartitionsChanged`], [`FileError::Locked`],
     /// [`FileError::Io`]. This call blocks on disk I/O.
     pub fn open(config: FileConfig) -> Result<FileLog, FileError> {
+        if config.read_only {
+            let mut log = FileLog::open_existing_with(FileConfig { read_only: false, ..config })?;
+            if let Some(inner) = Arc::get_mut(&mut log.inner) {
+                inner.read_only = true;
+            }
+            return Ok(log);
+        }
         let dir = config.dir;
         if config.partitions == 0 {
             return Err(FileError::NoPartitions { path: dir });
@@ -288,6 +313,7 @@ impl FileLog {
             db,
             path,
             partitions: identity.partitions,
+            read_only: false,
             queue: Mutex::new(Queue::default()),
             writer: Mutex::new(offsets.clone()),
             published: Mutex::new(offsets),
@@ -666,6 +692,9 @@ impl StateLog for FileLog {
     }
 
     async fn append(&self, record: WireRecord) -> Result<Position, Error> {
+        if self.inner.read_only {
+            return Err(read_only("append"));
+        }
         let len = record.key.len().saturating_add(record.value.len());
         if len > MAX_RECORD_BYTES {
             return Err(FileError::TooLarge { path: self.inner.path.clone(), len, max: MAX_RECORD_BYTES }.into());
@@ -712,6 +741,9 @@ impl StateLog for FileLog {
     }
 
     async fn reclaim(&self, before: &[u64]) -> Result<Vec<u64>, Error> {
+        if self.inner.read_only {
+            return Err(read_only("reclaim"));
+        }
         let inner = self.inner.clone();
         let before = before.to_vec();
         blocking("reclaim", move || inner.reclaim(&before)).await
@@ -723,16 +755,60 @@ impl FileLog {
     /// that inspect a directory they did not create. A directory without a database is
     /// [`FileError::Io`] (not found) rather than a new, empty log.
     pub fn open_existing(dir: impl Into<PathBuf>) -> Result<FileLog, FileError> {
-        let dir = dir.into();
-        let path = dir.join(DB_FILE_NAME);
+        FileLog::open_existing_with(FileConfig::new(dir, 1))
+    }
+
+    /// [`FileLog::open_existing`] with the other settings of `config`.
+    fn open_existing_with(config: FileConfig) -> Result<FileLog, FileError> {
+        let path = config.dir.join(DB_FILE_NAME);
         if !path.is_file() {
             let source = std::io::Error::new(std::io::ErrorKind::NotFound, "no actionstate database in this directory");
             return Err(FileError::Io { path, source });
         }
         // The stored count is read by `open`, which refuses a different one and names it.
-        match FileLog::open(FileConfig::new(&dir, 1)) {
-            Err(FileError::PartitionsChanged { stored, .. }) => FileLog::open(FileConfig::new(dir, stored)),
+        match FileLog::open(FileConfig { partitions: 1, ..config.clone() }) {
+            Err(FileError::PartitionsChanged { stored, .. }) => {
+                FileLog::open(FileConfig { partitions: stored, ..config })
+            }
             other => other,
         }
+    }
+}
+
+/// Partitions of a data directory created from a URL without `partitions=N`.
+pub const DEFAULT_PARTITIONS: u32 = 8;
+
+impl FileConfig {
+    /// The configuration a log URL names:
+    ///
+    /// `file:DIR[?PARAMETER=VALUE&...]` (or `file:///ABSOLUTE/DIR`)
+    ///
+    /// | parameter | meaning | default |
+    /// |---|---|---|
+    /// | `partitions=N` | partitions of a created directory; an existing one must have `N` | [`DEFAULT_PARTITIONS`] |
+    /// | `cache_mb=N` | the page cache ([`FileConfig::cache_bytes`]), in MiB | 256 |
+    /// | `verify_on_open=false` | skip the checksum pass of [`FileConfig::verify_on_open`] | `true` |
+    ///
+    /// Errors are [`Error::BadUrl`].
+    pub fn from_url(text: &str) -> Result<FileConfig, Error> {
+        let mut url = actionstate_core::url::LogUrl::parse(text)?;
+        if url.scheme() != "file" {
+            return Err(url.error("expected `file:DIR`"));
+        }
+        if url.path().is_empty() {
+            return Err(url.error("`file:` needs a directory, e.g. `file:./actionstate-data`"));
+        }
+        let mut config = FileConfig::new(url.path(), DEFAULT_PARTITIONS);
+        if let Some(n) = url.take_count("partitions")? {
+            config.partitions = n;
+        }
+        if let Some(mb) = url.take_count("cache_mb")? {
+            config.cache_bytes = usize::try_from(mb).unwrap_or(usize::MAX).saturating_mul(1 << 20);
+        }
+        if let Some(verify) = url.take_flag("verify_on_open")? {
+            config.verify_on_open = verify;
+        }
+        url.finish()?;
+        Ok(config)
     }
 }

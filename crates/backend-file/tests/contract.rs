@@ -380,3 +380,39 @@ async fn reopen_right_after_the_last_append_returns() {
         drop(log);
     }
 }
+
+#[test]
+fn a_url_names_the_directory_and_its_settings() {
+    let c = FileConfig::from_url("file:./state?partitions=3&cache_mb=16&verify_on_open=false").unwrap();
+    assert_eq!(c.dir, std::path::PathBuf::from("./state"));
+    assert_eq!((c.partitions, c.cache_bytes, c.verify_on_open, c.read_only), (3, 16 << 20, false, false));
+    assert_eq!(FileConfig::from_url("file:///var/lib/s").unwrap(), FileConfig::new("/var/lib/s", 8));
+    for (url, says) in [
+        ("file:", "needs a directory"),
+        ("kafka://h:1/t", "expected `file:DIR`"),
+        ("file:d?partitions=0", "positive integer"),
+        ("file:d?cache=1", "unknown parameter `cache`"),
+    ] {
+        let text = FileConfig::from_url(url).unwrap_err().to_string();
+        assert!(text.contains(says), "{url}: {text}");
+    }
+}
+
+#[tokio::test]
+async fn a_read_only_log_takes_the_stored_partitions_and_refuses_to_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = FileConfig { read_only: true, ..FileConfig::new(dir.path().join("absent"), 8) };
+    assert!(matches!(FileLog::open(missing), Err(FileError::Io { .. })));
+    assert!(!dir.path().join("absent").exists(), "a read-only open created the directory");
+    let log = FileLog::open(FileConfig::new(dir.path(), 3)).unwrap();
+    log.append(WireRecord { key_id: KeyId::of(b"k"), key: b"k".to_vec(), value: b"v".to_vec() }).await.unwrap();
+    let end = log.end_offsets().await.unwrap();
+    drop(log);
+    let log = FileLog::open(FileConfig { read_only: true, ..FileConfig::new(dir.path(), 8) }).unwrap();
+    assert_eq!(log.identity().partitions, 3);
+    assert_eq!(log.end_offsets().await.unwrap(), end);
+    let err = log.append(WireRecord { key_id: KeyId::of(b"k"), key: b"k".to_vec(), value: b"w".to_vec() }).await;
+    assert!(matches!(err, Err(Error::Unsupported { operation: "append", .. })), "{err:?}");
+    assert!(matches!(log.reclaim(&[1, 0, 0]).await, Err(Error::Unsupported { operation: "reclaim", .. })));
+    assert_eq!(log.end_offsets().await.unwrap(), end);
+}

@@ -118,6 +118,9 @@
 
 pub mod bucket;
 pub mod retention;
+mod url;
+
+pub use url::DEFAULT_BUCKETS;
 
 use actionstate_core::{
     BackendError, Error as CoreError, LogIdentity, Position, ReadBatch, ReadRecord, StateLog, WireRecord,
@@ -213,6 +216,11 @@ pub struct FlussConfig {
     /// than it may no longer be restorable (a rebuild from it fails as data loss); see the
     /// [`retention`] module.
     pub log_ttl: Option<Duration>,
+    /// Opens an existing table as it is, for tools that only read (`actionstate inspect`):
+    /// neither the database nor the table is created, the bucket count is taken as found
+    /// (`buckets` is not checked), the TTL is not checked, and
+    /// [`append`](StateLog::append) fails with [`CoreError::Unsupported`]. Default `false`.
+    pub read_only: bool,
 }
 
 impl FlussConfig {
@@ -237,6 +245,7 @@ impl FlussConfig {
             batch_timeout: Duration::from_millis(1),
             flush_on_append: true,
             log_ttl: None,
+            read_only: false,
         }
     }
 
@@ -279,6 +288,7 @@ impl fmt::Debug for FlussConfig {
             .field("batch_timeout", &self.batch_timeout)
             .field("flush_on_append", &self.flush_on_append)
             .field("log_ttl", &self.log_ttl)
+            .field("read_only", &self.read_only)
             .finish()
     }
 }
@@ -587,6 +597,10 @@ fn check_table(config: &FlussConfig, info: &TableInfo) -> Result<(), FlussError>
     }
     let found = u32::try_from(info.get_num_buckets())
         .map_err(|_| FlussError::Unexpected(format!("bucket count {}", info.get_num_buckets())))?;
+    if config.read_only {
+        // Reads whatever the table keeps, with the buckets it has.
+        return Ok(());
+    }
     if found != config.buckets {
         return Err(FlussError::BucketsChanged { table, configured: config.buckets, found });
     }
@@ -623,7 +637,7 @@ impl FlussLog {
         Box::pin(Self::open_inner(config)).await.map_err(|e| with_operation(e, "open"))
     }
 
-    async fn open_inner(config: FlussConfig) -> Result<FlussLog, FlussError> {
+    async fn open_inner(mut config: FlussConfig) -> Result<FlussLog, FlussError> {
         check_name("database", &config.database)?;
         check_name("table", &config.table)?;
         if config.buckets == 0 || i32::try_from(config.buckets).is_err() {
@@ -657,9 +671,14 @@ impl FlussLog {
             table: config.table_name(),
             source: Box::new(source),
         })?;
-        request(&config, "creating the database", admin.create_database(&config.database, None, true)).await?;
+        if !config.read_only {
+            request(&config, "creating the database", admin.create_database(&config.database, None, true)).await?;
+        }
         let path = TablePath::new(config.database.clone(), config.table.clone());
         let exists = request(&config, "looking up the table", admin.table_exists(&path)).await?;
+        if !exists && config.read_only {
+            return Err(FlussError::TableMissing { table: config.table_name() });
+        }
         // Held from creating a table until its buckets have leaders (the end-offset listing at
         // the end of open): see `CREATE_LOCK`.
         let _creating = if exists { None } else { Some(CREATE_LOCK.lock().await) };
@@ -687,6 +706,9 @@ impl FlussLog {
         let table = request(&config, "fetching the table metadata", connection.get_table(&path)).await?;
         let info = table.get_table_info().clone();
         check_table(&config, &info)?;
+        if config.read_only {
+            config.buckets = identity.partitions;
+        }
         if !identity.id.ends_with(&format!("/{}", info.get_table_id())) {
             // Recreated between the two lookups: let the caller open again.
             return Err(FlussError::Timeout {
@@ -924,6 +946,12 @@ impl StateLog for FlussLog {
     }
 
     async fn append(&self, record: WireRecord) -> Result<Position, CoreError> {
+        if self.inner.config.read_only {
+            return Err(CoreError::Unsupported {
+                backend: format!("{BACKEND} (opened read-only)"),
+                operation: "append",
+            });
+        }
         let inner = &self.inner;
         let fail = |e: FlussError| with_operation(e, "append");
         let buckets = inner.config.buckets;

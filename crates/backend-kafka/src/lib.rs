@@ -109,7 +109,11 @@
 #[allow(unsafe_code, reason = "librdkafka's DescribeTopics has no safe wrapper in rdkafka")]
 mod topic_id;
 
+mod config;
 mod topic_config;
+
+use config::millis;
+pub use config::{DEFAULT_PARTITIONS, KafkaConfig, Security};
 
 use actionstate_core::{
     BackendError, Capabilities, Error as CoreError, LogIdentity, Position, ReadBatch, ReadRecord, RecordKind, StateLog,
@@ -117,7 +121,6 @@ use actionstate_core::{
 };
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::{Client, ClientContext};
-use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::{KafkaError as RdError, RDKafkaErrorCode};
 use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
@@ -139,130 +142,9 @@ const CREATE_RETRY: Duration = Duration::from_millis(500);
 /// Backend name used in [`LogIdentity`] and [`BackendError`].
 pub const BACKEND: &str = "kafka";
 
-/// How clients authenticate: passed to librdkafka as `security.protocol`, `sasl.mechanism`,
-/// `sasl.username` and `sasl.password`. `Debug` prints the password as `***`.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Security {
-    /// `security.protocol`, e.g. `SASL_PLAINTEXT` or `SASL_SSL`.
-    pub protocol: String,
-    /// `sasl.mechanism`, e.g. `PLAIN`.
-    pub mechanism: String,
-    /// `sasl.username`.
-    pub username: String,
-    /// `sasl.password`; never printed.
-    pub password: String,
-}
-
-impl Security {
-    /// SASL/PLAIN over a plaintext connection (`SASL_PLAINTEXT`, `PLAIN`).
-    pub fn sasl_plain(username: impl Into<String>, password: impl Into<String>) -> Self {
-        Security {
-            protocol: "SASL_PLAINTEXT".to_owned(),
-            mechanism: "PLAIN".to_owned(),
-            username: username.into(),
-            password: password.into(),
-        }
-    }
-}
-
-impl fmt::Debug for Security {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Security")
-            .field("protocol", &self.protocol)
-            .field("mechanism", &self.mechanism)
-            .field("username", &self.username)
-            .field("password", &"***")
-            .finish()
-    }
-}
-
-/// Where the log lives and how clients reach it.
-#[derive(Clone)]
-pub struct KafkaConfig {
-    /// `bootstrap.servers`: comma-separated `host:port` list.
-    pub bootstrap: String,
-    /// The topic holding the log.
-    pub topic: String,
-    /// Partition count of the topic; used when creating it and checked when it exists.
-    pub partitions: u32,
-    /// Replication factor used when creating the topic; `None` takes the broker's default.
-    pub replication: Option<i32>,
-    /// Authentication, if the listener needs it.
-    pub security: Option<Security>,
-    /// How long an append may wait for its delivery report (`message.timeout.ms`).
-    pub delivery_timeout: Duration,
-    /// How long a read may go without receiving a record before it fails.
-    pub read_stall_timeout: Duration,
-    /// Timeout of metadata, watermark and admin requests, and of waiting for a created topic.
-    pub request_timeout: Duration,
-    /// Further librdkafka properties set on every client (TLS settings, for example). `Debug`
-    /// prints their names only.
-    pub client_properties: BTreeMap<String, String>,
-    /// Opens an existing topic whose `cleanup.policy` includes `delete` with a finite
-    /// `retention.ms` or `retention.bytes` (default `false`: such a topic is refused with
-    /// [`KafkaError::TopicRetention`]). With it, Kafka deletes records older or further back
-    /// than the topic's retention whether a checkpoint needs them or not, and restoring a
-    /// checkpoint that does then fails with [`actionstate_core::Error::DataLoss`]. See
-    /// [topic configuration](crate#topic-configuration).
-    pub allow_retention: bool,
-}
-
-impl KafkaConfig {
-    /// A configuration with default timeouts (30 s delivery, 30 s read stall, 30 s requests),
-    /// the broker's default replication factor, no authentication, and topics with time or size
-    /// retention refused.
-    pub fn new(bootstrap: impl Into<String>, topic: impl Into<String>, partitions: u32) -> Self {
-        KafkaConfig {
-            bootstrap: bootstrap.into(),
-            topic: topic.into(),
-            partitions,
-            replication: None,
-            security: None,
-            delivery_timeout: Duration::from_secs(30),
-            read_stall_timeout: Duration::from_secs(30),
-            request_timeout: Duration::from_secs(30),
-            client_properties: BTreeMap::new(),
-            allow_retention: false,
-        }
-    }
-
-    /// The librdkafka settings shared by every client of the log.
-    fn client_config(&self) -> ClientConfig {
-        let mut c = ClientConfig::new();
-        c.set("bootstrap.servers", &self.bootstrap);
-        c.set("socket.timeout.ms", millis(self.request_timeout.max(Duration::from_millis(10))));
-        if let Some(s) = &self.security {
-            c.set("security.protocol", &s.protocol);
-            c.set("sasl.mechanism", &s.mechanism);
-            c.set("sasl.username", &s.username);
-            c.set("sasl.password", &s.password);
-        }
-        for (k, v) in &self.client_properties {
-            c.set(k, v);
-        }
-        c
-    }
-}
-
-impl fmt::Debug for KafkaConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("KafkaConfig")
-            .field("bootstrap", &self.bootstrap)
-            .field("topic", &self.topic)
-            .field("partitions", &self.partitions)
-            .field("replication", &self.replication)
-            .field("security", &self.security)
-            .field("delivery_timeout", &self.delivery_timeout)
-            .field("read_stall_timeout", &self.read_stall_timeout)
-            .field("request_timeout", &self.request_timeout)
-            .field("client_properties", &self.client_properties.keys().collect::<Vec<_>>())
-            .field("allow_retention", &self.allow_retention)
-            .finish()
-    }
-}
-
-fn millis(d: Duration) -> String {
-    d.as_millis().max(1).to_string()
+/// What an append or a reclaim on a read-only log returns.
+fn read_only(operation: &'static str) -> CoreError {
+    CoreError::Unsupported { backend: format!("{BACKEND} (opened read-only)"), operation }
 }
 
 /// Failures of the Kafka backend.
@@ -723,6 +605,7 @@ impl KafkaLog {
             };
             let detail = match state {
                 Ok(Some(found)) => break found,
+                Ok(None) if config.read_only => return Err(KafkaError::TopicMissing { topic }),
                 Ok(None) if created.is_none_or(|at| at.elapsed() >= CREATE_RETRY) => {
                     Self::create_topic(&admin, &config).await?;
                     created = Some(Instant::now());
@@ -736,11 +619,14 @@ impl KafkaLog {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         };
-        if partitions != config.partitions {
+        if partitions != config.partitions && !config.read_only {
             return Err(KafkaError::PartitionsChanged { topic, configured: config.partitions, found: partitions });
         }
-        // Also for a topic this open created: another client may have created it first.
-        topic_config::check(&admin, &config).await?;
+        // Also for a topic this open created: another client may have created it first. A
+        // read-only log reads whatever the topic keeps, and changes nothing.
+        if !config.read_only {
+            topic_config::check(&admin, &config).await?;
+        }
         let identity = Self::fetch_identity(&producer, &errors, &topic, timeout).await?;
         let readers = Mutex::new((0..partitions).map(|_| None).collect());
         Ok(KafkaLog { inner: Arc::new(Inner { config, producer, errors, admin, readers }), identity })
@@ -751,7 +637,11 @@ impl KafkaLog {
             .map_err(|_| KafkaError::Unexpected(format!("partition count {}", config.partitions)))?;
         let mut topic =
             NewTopic::new(&config.topic, partitions, TopicReplication::Fixed(config.replication.unwrap_or(-1)));
-        for (key, value) in topic_config::SETTINGS.iter().chain(&topic_config::SEGMENTS) {
+        let mut settings: BTreeMap<&str, &str> = topic_config::SEGMENTS.into_iter().collect();
+        settings.extend(config.topic_settings.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        // Last, so that no topic setting replaces what the crate chooses (from_url refuses them too).
+        settings.extend(topic_config::SETTINGS);
+        for (key, value) in &settings {
             topic = topic.set(key, value);
         }
         let opts = AdminOptions::new()
@@ -1056,6 +946,9 @@ impl StateLog for KafkaLog {
     }
 
     async fn append(&self, record: WireRecord) -> Result<Position, CoreError> {
+        if self.inner.config.read_only {
+            return Err(read_only("append"));
+        }
         let partition = record.key_id.partition(self.identity.partitions);
         let p = i32::try_from(partition)
             .map_err(|_| with_operation(KafkaError::Unexpected(format!("partition {partition}")), "append"))?;
@@ -1089,6 +982,9 @@ impl StateLog for KafkaLog {
     }
 
     async fn reclaim(&self, before: &[u64]) -> Result<Vec<u64>, CoreError> {
+        if self.inner.config.read_only {
+            return Err(read_only("reclaim"));
+        }
         let partitions = self.identity.partitions;
         if before.len() != partitions as usize {
             return Err(CoreError::UnknownPartition {

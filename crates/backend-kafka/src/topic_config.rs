@@ -22,6 +22,9 @@ pub(crate) const UNLIMITED: &str = "-1";
 pub(crate) const SETTINGS: [(&str, &str); 3] =
     [(CLEANUP_POLICY, POLICY), (RETENTION_MS, UNLIMITED), (RETENTION_BYTES, UNLIMITED)];
 
+/// The settings the crate chooses itself, which [`crate::KafkaConfig::topic_settings`] may not set.
+pub(crate) const CRATE_CHOSEN: [&str; 3] = [CLEANUP_POLICY, RETENTION_MS, RETENTION_BYTES];
+
 /// The segment size and age a created topic gets, so that reclaimed records give their disk
 /// back soon (see the crate documentation's "Topic configuration"). Not migrated: an existing
 /// topic keeps its segments, which bound the disk it holds less tightly but still.

@@ -1,64 +1,47 @@
 //! Choosing a backend at run time: [`LogConfig`], [`open`] and [`AnyLog`].
+//!
+//! A log is named by one URL everywhere (the library, the simulator, the CLI, the benchmarks
+//! and the tests). Each backend crate owns its grammar and its defaults
+//! (`FileConfig::from_url`, `KafkaConfig::from_url`, `FlussConfig::from_url`); this module only
+//! picks the backend by the URL's scheme.
 
 use crate::error::{Result, StoreError};
 use actionstate_core::{Error, LogIdentity, Position, ReadBatch, StateLog, WireRecord};
-use std::path::PathBuf;
+use std::fmt;
 use std::str::FromStr;
 
-/// Which backend to open, and where.
+/// Which backend to open, and where: parsed from a log URL (`FromStr`) by the backend's own
+/// grammar.
 ///
-/// Parsed from a string (`FromStr`):
-/// - `file:PATH` or `file:PATH?partitions=N` — the embedded default (feature `file`);
-/// - `memory` or `memory:N` — the in-memory log of the test kit (feature `testkit`);
-/// - `kafka://HOST:PORT/TOPIC` or `kafka://HOST:PORT/TOPIC?partitions=N` — a topic on an
-///   Apache Kafka cluster (feature `kafka`). `HOST:PORT` may be a comma-separated list of
-///   bootstrap brokers (`kafka://b1:9092,b2:9092/agent-state`); the topic name consists of
-///   ASCII letters, digits, `.`, `_` and `-` (at most 249 characters). The topic is created with
-///   `N` partitions (default [`DEFAULT_PARTITIONS`]) when absent; an existing topic must have
-///   exactly `N`. The cluster is reached without authentication, with a 10 s request timeout and
-///   30 s delivery and read-stall timeouts.
-/// - `fluss://HOST:PORT/DATABASE/TABLE` or `fluss://HOST:PORT/DATABASE/TABLE?buckets=N` — a
-///   log table on an Apache Fluss cluster (feature `fluss`). `HOST:PORT` may be a
-///   comma-separated list of bootstrap servers; database and table names consist of ASCII
-///   letters, digits, `_` and `-`. The database and the table are created when absent, the
-///   table with `N` buckets (default [`DEFAULT_PARTITIONS`]); an existing table must have
-///   exactly `N`. The cluster is reached without authentication, with a 10 s request timeout
-///   and 30 s delivery and read-stall timeouts.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// - `file:DIR[?partitions=N&cache_mb=M]` — the embedded default (feature `file`); see
+///   `actionstate_file::FileConfig::from_url`;
+/// - `kafka://HOST:PORT[,HOST:PORT]/TOPIC[?...]` — a topic on an Apache Kafka cluster
+///   (feature `kafka`), with partitions, timeouts, SASL (PLAIN, SCRAM) and a TLS CA file; see
+///   `actionstate_kafka::KafkaConfig::from_url`;
+/// - `fluss://HOST:PORT[,HOST:PORT]/DATABASE/TABLE[?...]` — a log table on an Apache Fluss
+///   cluster (feature `fluss`), with buckets, timeouts, a log TTL and SASL/PLAIN; see
+///   `actionstate_fluss::FlussConfig::from_url`;
+/// - `memory` or `memory:N` — the in-memory log of the test kit (feature `testkit`).
+///
+/// Secrets never appear in the URL: parameters name an environment variable or a file
+/// (`password_env=VAR`, `password_file=PATH`), and `Debug` and `Display` show no secret.
+#[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum LogConfig {
     /// The embedded store in a local data directory.
-    File {
-        /// Data directory.
-        dir: PathBuf,
-        /// Partitions (used when the directory is created).
-        partitions: u32,
-    },
+    #[cfg(feature = "file")]
+    File(actionstate_file::FileConfig),
     /// The in-memory test log.
     Memory {
         /// Partitions.
         partitions: u32,
     },
     /// A topic on an Apache Kafka cluster.
-    Kafka {
-        /// `bootstrap.servers`: comma-separated `host:port` list.
-        bootstrap: String,
-        /// The topic holding the log.
-        topic: String,
-        /// Partitions (used when the topic is created, checked when it exists).
-        partitions: u32,
-    },
+    #[cfg(feature = "kafka")]
+    Kafka(Box<actionstate_kafka::KafkaConfig>),
     /// A log table on an Apache Fluss cluster.
-    Fluss {
-        /// Bootstrap servers: comma-separated `host:port` list.
-        bootstrap: String,
-        /// The database holding the table.
-        database: String,
-        /// The log table.
-        table: String,
-        /// Buckets (used when the table is created, checked when it exists).
-        buckets: u32,
-    },
+    #[cfg(feature = "fluss")]
+    Fluss(Box<actionstate_fluss::FlussConfig>),
 }
 
 /// Partitions of a log created without an explicit count.
@@ -68,108 +51,109 @@ impl FromStr for LogConfig {
     type Err = StoreError;
 
     fn from_str(value: &str) -> Result<Self> {
-        let bad = |detail: &str| StoreError::Config { value: value.to_owned(), detail: detail.to_owned() };
-        let (scheme, rest) = value.split_once(':').unwrap_or((value, ""));
-        let partitions_of = |query: &str| -> Result<u32> {
-            let partitions = match query.strip_prefix("partitions=") {
-                Some(n) => n.parse().map_err(|_| bad("partitions must be a positive integer"))?,
-                None if query.is_empty() => DEFAULT_PARTITIONS,
-                None => return Err(bad("the only option is `partitions=N`")),
-            };
-            if partitions == 0 {
-                return Err(bad("partitions must be a positive integer"));
-            }
-            Ok(partitions)
-        };
-        let check_bootstrap = |bootstrap: &str, scheme: &str| -> Result<()> {
-            if bootstrap.is_empty() {
-                return Err(bad(&format!("`{scheme}://` needs a bootstrap server `HOST:PORT`")));
-            }
-            for server in bootstrap.split(',') {
-                match server.rsplit_once(':') {
-                    Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0) => {}
-                    _ => return Err(bad("every bootstrap server must be `HOST:PORT` with a numeric port")),
-                }
-            }
-            Ok(())
+        let (scheme, rest) = value.trim().split_once(':').unwrap_or((value.trim(), ""));
+        let not_compiled = |feature: &str| StoreError::Config {
+            value: value.to_owned(),
+            detail: format!("the {feature} backend is not compiled in (enable the `{feature}` cargo feature)"),
         };
         match scheme {
-            "file" => {
-                let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
-                if path.is_empty() {
-                    return Err(bad("`file:` needs a directory, e.g. `file:./actionstate-data`"));
-                }
-                Ok(LogConfig::File { dir: PathBuf::from(path), partitions: partitions_of(query)? })
-            }
-            "kafka" => {
-                let example = "expected `kafka://HOST:PORT/TOPIC[?partitions=N]`";
-                let rest = rest.strip_prefix("//").ok_or_else(|| bad(example))?;
-                let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
-                let (bootstrap, topic) = rest.split_once('/').ok_or_else(|| bad(example))?;
-                if bootstrap.is_empty() {
-                    return Err(bad("`kafka://` needs a bootstrap broker `HOST:PORT`"));
-                }
-                for server in bootstrap.split(',') {
-                    match server.rsplit_once(':') {
-                        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0) => {}
-                        _ => return Err(bad("every bootstrap broker must be `HOST:PORT` with a numeric port")),
-                    }
-                }
-                if topic.is_empty() || topic.len() > 249 || topic == "." || topic == ".." {
-                    return Err(bad("`kafka://HOST:PORT/TOPIC` needs a topic name of 1 to 249 characters"));
-                }
-                if !topic.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)) {
-                    return Err(bad("a topic name consists of ASCII letters, digits, `.`, `_` and `-`"));
-                }
-                Ok(LogConfig::Kafka {
-                    bootstrap: bootstrap.to_owned(),
-                    topic: topic.to_owned(),
-                    partitions: partitions_of(query)?,
-                })
-            }
-            "fluss" => {
-                let example = "expected `fluss://HOST:PORT/DATABASE/TABLE[?buckets=N]`";
-                let rest = rest.strip_prefix("//").ok_or_else(|| bad(example))?;
-                let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
-                let (bootstrap, path) = rest.split_once('/').ok_or_else(|| bad(example))?;
-                check_bootstrap(bootstrap, "fluss")?;
-                let (database, table) = path.split_once('/').ok_or_else(|| bad(example))?;
-                let name_ok = |n: &str| {
-                    !n.is_empty()
-                        && n.len() <= 200
-                        && n.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-".contains(&b))
-                };
-                if !name_ok(database) || !name_ok(table) {
-                    return Err(bad(
-                        "database and table names are 1 to 200 ASCII letters, digits, `_` and `-` (`fluss://HOST:PORT/DATABASE/TABLE`)",
-                    ));
-                }
-                let buckets = match query.strip_prefix("buckets=") {
-                    Some(n) => n.parse().map_err(|_| bad("buckets must be a positive integer"))?,
-                    None if query.is_empty() => DEFAULT_PARTITIONS,
-                    None => return Err(bad("the only option is `buckets=N`")),
-                };
-                if buckets == 0 || i32::try_from(buckets).is_err() {
-                    return Err(bad("buckets must be a positive integer"));
-                }
-                Ok(LogConfig::Fluss {
-                    bootstrap: bootstrap.to_owned(),
-                    database: database.to_owned(),
-                    table: table.to_owned(),
-                    buckets,
-                })
-            }
+            #[cfg(feature = "file")]
+            "file" => Ok(LogConfig::File(actionstate_file::FileConfig::from_url(value)?)),
+            #[cfg(feature = "kafka")]
+            "kafka" => Ok(LogConfig::Kafka(Box::new(actionstate_kafka::KafkaConfig::from_url(value)?))),
+            #[cfg(feature = "fluss")]
+            "fluss" => Ok(LogConfig::Fluss(Box::new(actionstate_fluss::FlussConfig::from_url(value)?))),
             "memory" => {
                 let partitions = if rest.is_empty() {
                     DEFAULT_PARTITIONS
                 } else {
-                    rest.parse().map_err(|_| bad("`memory:N` takes a partition count"))?
+                    rest.parse().map_err(|_| StoreError::Config {
+                        value: value.to_owned(),
+                        detail: "`memory:N` takes a partition count".into(),
+                    })?
                 };
                 Ok(LogConfig::Memory { partitions: partitions.max(1) })
             }
-            _ => Err(bad(
-                "unknown backend; expected `file:PATH`, `kafka://HOST:PORT/TOPIC`, `fluss://HOST:PORT/DATABASE/TABLE` or `memory[:N]`",
-            )),
+            #[allow(unreachable_patterns, reason = "reachable when a backend feature is off")]
+            "file" | "kafka" | "fluss" => Err(not_compiled(scheme)),
+            _ => Err(StoreError::Config {
+                value: value.to_owned(),
+                detail: "unknown backend; expected `file:DIR`, `kafka://HOST:PORT/TOPIC`, \
+                         `fluss://HOST:PORT/DATABASE/TABLE` or `memory[:N]`"
+                    .into(),
+            }),
+        }
+    }
+}
+
+impl LogConfig {
+    /// The same log, opened as it is for tools that only read: nothing is created or
+    /// migrated, the partition count is taken as found, and appends and reclaims fail
+    /// ([`Error::Unsupported`]). See each backend's `read_only` setting.
+    pub fn read_only(self) -> Self {
+        match self {
+            #[cfg(feature = "file")]
+            LogConfig::File(c) => LogConfig::File(actionstate_file::FileConfig { read_only: true, ..c }),
+            #[cfg(feature = "kafka")]
+            LogConfig::Kafka(mut c) => {
+                c.read_only = true;
+                LogConfig::Kafka(c)
+            }
+            #[cfg(feature = "fluss")]
+            LogConfig::Fluss(mut c) => {
+                c.read_only = true;
+                LogConfig::Fluss(c)
+            }
+            memory @ LogConfig::Memory { .. } => memory,
+        }
+    }
+
+    /// The same log with `partitions` partitions (buckets on Fluss): for a tool that learnt
+    /// the count of an existing log and opens it for writing.
+    pub fn with_partitions(self, partitions: u32) -> Self {
+        match self {
+            #[cfg(feature = "file")]
+            LogConfig::File(c) => LogConfig::File(actionstate_file::FileConfig { partitions, ..c }),
+            #[cfg(feature = "kafka")]
+            LogConfig::Kafka(mut c) => {
+                c.partitions = partitions;
+                LogConfig::Kafka(c)
+            }
+            #[cfg(feature = "fluss")]
+            LogConfig::Fluss(mut c) => {
+                c.buckets = partitions;
+                LogConfig::Fluss(c)
+            }
+            LogConfig::Memory { .. } => LogConfig::Memory { partitions },
+        }
+    }
+
+    /// The partitions a log created from this configuration gets.
+    pub fn partitions(&self) -> u32 {
+        match self {
+            #[cfg(feature = "file")]
+            LogConfig::File(c) => c.partitions,
+            #[cfg(feature = "kafka")]
+            LogConfig::Kafka(c) => c.partitions,
+            #[cfg(feature = "fluss")]
+            LogConfig::Fluss(c) => c.buckets,
+            LogConfig::Memory { partitions } => *partitions,
+        }
+    }
+}
+
+/// The log's name without its parameters: `file:DIR`, `kafka://SERVERS/TOPIC`,
+/// `fluss://SERVERS/DATABASE/TABLE` or `memory:N`. Never a secret.
+impl fmt::Display for LogConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            #[cfg(feature = "file")]
+            LogConfig::File(c) => write!(f, "file:{}", c.dir.display()),
+            #[cfg(feature = "kafka")]
+            LogConfig::Kafka(c) => write!(f, "kafka://{}/{}", c.bootstrap, c.topic),
+            #[cfg(feature = "fluss")]
+            LogConfig::Fluss(c) => write!(f, "fluss://{}/{}/{}", c.bootstrap, c.database, c.table),
+            LogConfig::Memory { partitions } => write!(f, "memory:{partitions}"),
         }
     }
 }
@@ -192,54 +176,23 @@ pub enum AnyLog {
     Fluss(actionstate_fluss::FlussLog),
 }
 
-/// The client settings [`open`] uses for a [`LogConfig::Kafka`]: no authentication, the
-/// broker's default replication factor, a 10 s request timeout and 30 s delivery and
-/// read-stall timeouts.
-#[cfg(feature = "kafka")]
-pub fn kafka_config(bootstrap: &str, topic: &str, partitions: u32) -> actionstate_kafka::KafkaConfig {
-    let mut config = actionstate_kafka::KafkaConfig::new(bootstrap, topic, partitions);
-    config.request_timeout = std::time::Duration::from_secs(10);
-    config.delivery_timeout = std::time::Duration::from_secs(30);
-    config.read_stall_timeout = std::time::Duration::from_secs(30);
-    config
-}
-
-/// The client settings [`open`] uses for a [`LogConfig::Fluss`]: no authentication, a 10 s
-/// request timeout and 30 s delivery and read-stall timeouts.
-#[cfg(feature = "fluss")]
-pub fn fluss_config(bootstrap: &str, database: &str, table: &str, buckets: u32) -> actionstate_fluss::FlussConfig {
-    let mut config = actionstate_fluss::FlussConfig::new(bootstrap, database, table, buckets);
-    config.request_timeout = std::time::Duration::from_secs(10);
-    config.delivery_timeout = std::time::Duration::from_secs(30);
-    config.read_stall_timeout = std::time::Duration::from_secs(30);
-    config
-}
-
-/// Opens the backend `config` names. A backend whose feature is not compiled in is a
-/// [`StoreError::Config`] error.
+/// Opens the log `config` names.
 pub async fn open(config: &LogConfig) -> Result<AnyLog> {
     match config {
         #[cfg(feature = "file")]
-        LogConfig::File { dir, partitions } => {
-            let config = actionstate_file::FileConfig::new(dir.clone(), *partitions);
-            let log = actionstate_file::FileLog::open(config).map_err(Error::from)?;
+        LogConfig::File(config) => {
+            let log = actionstate_file::FileLog::open(config.clone()).map_err(Error::from)?;
             Ok(AnyLog::File(log))
         }
         #[cfg(feature = "testkit")]
         LogConfig::Memory { partitions } => Ok(AnyLog::Memory(crate::testkit::MemoryLog::new(*partitions))),
         #[cfg(feature = "kafka")]
-        LogConfig::Kafka { bootstrap, topic, partitions } => {
-            let log = actionstate_kafka::KafkaLog::open(kafka_config(bootstrap, topic, *partitions)).await?;
-            Ok(AnyLog::Kafka(log))
-        }
+        LogConfig::Kafka(config) => Ok(AnyLog::Kafka(actionstate_kafka::KafkaLog::open((**config).clone()).await?)),
         #[cfg(feature = "fluss")]
-        LogConfig::Fluss { bootstrap, database, table, buckets } => {
-            let log = actionstate_fluss::FlussLog::open(fluss_config(bootstrap, database, table, *buckets)).await?;
-            Ok(AnyLog::Fluss(log))
-        }
-        #[allow(unreachable_patterns, reason = "reachable when a backend feature is off")]
+        LogConfig::Fluss(config) => Ok(AnyLog::Fluss(actionstate_fluss::FlussLog::open((**config).clone()).await?)),
+        #[allow(unreachable_patterns, reason = "reachable when the testkit feature is off")]
         other => Err(StoreError::Config {
-            value: format!("{other:?}"),
+            value: other.to_string(),
             detail: "this backend is not compiled in (enable its cargo feature)".into(),
         }),
     }
@@ -303,108 +256,44 @@ mod tests {
         value.parse()
     }
 
-    fn kafka(bootstrap: &str, topic: &str, partitions: u32) -> LogConfig {
-        LogConfig::Kafka { bootstrap: bootstrap.into(), topic: topic.into(), partitions }
-    }
-
+    #[cfg(all(feature = "file", feature = "kafka", feature = "fluss"))]
     #[test]
-    fn parses_kafka_urls() {
-        assert_eq!(parse("kafka://127.0.0.1:9092/agent-state").ok(), Some(kafka("127.0.0.1:9092", "agent-state", 8)));
-        assert_eq!(
-            parse("kafka://localhost:9092/agent.state_1?partitions=3").ok(),
-            Some(kafka("localhost:9092", "agent.state_1", 3))
-        );
-        assert_eq!(parse("kafka://b1:9092,b2:9093/t?partitions=16").ok(), Some(kafka("b1:9092,b2:9093", "t", 16)));
-    }
-
-    #[test]
-    fn rejects_malformed_kafka_urls() {
-        for (value, detail) in [
-            ("kafka:", "expected `kafka://"),
-            ("kafka:127.0.0.1:9092/t", "expected `kafka://"),
-            ("kafka://127.0.0.1:9092", "expected `kafka://"),
-            ("kafka:///t", "needs a bootstrap broker"),
-            ("kafka://127.0.0.1/t", "numeric port"),
-            ("kafka://127.0.0.1:x/t", "numeric port"),
-            ("kafka://127.0.0.1:0/t", "numeric port"),
-            ("kafka://:9092/t", "numeric port"),
-            ("kafka://b1:9092,/t", "numeric port"),
-            ("kafka://127.0.0.1:9092/", "needs a topic name"),
-            ("kafka://127.0.0.1:9092/..", "needs a topic name"),
-            ("kafka://127.0.0.1:9092/a/b", "ASCII letters"),
-            ("kafka://127.0.0.1:9092/a b", "ASCII letters"),
-            ("kafka://127.0.0.1:9092/t?partitions=0", "positive integer"),
-            ("kafka://127.0.0.1:9092/t?partitions=-1", "positive integer"),
-            ("kafka://127.0.0.1:9092/t?replication=3", "the only option"),
-        ] {
-            match parse(value) {
-                Err(StoreError::Config { value: v, detail: d }) => {
-                    assert_eq!(v, value);
-                    assert!(d.contains(detail), "{value}: {d}");
-                }
-                other => panic!("{value} parsed as {other:?}"),
-            }
+    fn each_scheme_goes_to_its_backend_grammar() {
+        match parse("file:./d?partitions=2").unwrap() {
+            LogConfig::File(c) => assert_eq!((c.dir.to_str(), c.partitions), (Some("./d"), 2)),
+            other => panic!("{other:?}"),
         }
-        let long = format!("kafka://h:1/{}", "t".repeat(250));
-        assert!(parse(&long).is_err());
-        assert!(parse(&format!("kafka://h:1/{}", "t".repeat(249))).is_ok());
-    }
-
-    fn fluss(bootstrap: &str, database: &str, table: &str, buckets: u32) -> LogConfig {
-        LogConfig::Fluss { bootstrap: bootstrap.into(), database: database.into(), table: table.into(), buckets }
-    }
-
-    #[test]
-    fn parses_fluss_urls() {
-        assert_eq!(
-            parse("fluss://127.0.0.1:9123/agents/state").ok(),
-            Some(fluss("127.0.0.1:9123", "agents", "state", 8))
-        );
-        assert_eq!(parse("fluss://a:1,b:2/db_1/log-2?buckets=3").ok(), Some(fluss("a:1,b:2", "db_1", "log-2", 3)));
-    }
-
-    #[test]
-    fn rejects_malformed_fluss_urls() {
-        for (value, detail) in [
-            ("fluss:h:1/d/t", "expected `fluss://"),
-            ("fluss://h:1/d", "expected `fluss://"),
-            ("fluss:///d/t", "needs a bootstrap server"),
-            ("fluss://h/d/t", "numeric port"),
-            ("fluss://h:1//t", "database and table names"),
-            ("fluss://h:1/d/", "database and table names"),
-            ("fluss://h:1/d/t/x", "database and table names"),
-            ("fluss://h:1/d/a.b", "database and table names"),
-            ("fluss://h:1/d/t?buckets=0", "positive integer"),
-            ("fluss://h:1/d/t?partitions=2", "the only option"),
-        ] {
-            match parse(value) {
-                Err(StoreError::Config { value: v, detail: d }) => {
-                    assert_eq!(v, value);
-                    assert!(d.contains(detail), "{value}: {d}");
-                }
-                other => panic!("{value} parsed as {other:?}"),
+        match parse("kafka://b1:9092,b2:9093/t?partitions=16").unwrap() {
+            LogConfig::Kafka(c) => {
+                assert_eq!((c.bootstrap.as_str(), c.topic.as_str(), c.partitions), ("b1:9092,b2:9093", "t", 16))
             }
+            other => panic!("{other:?}"),
         }
+        match parse("fluss://a:1,b:2/db_1/log-2?buckets=3").unwrap() {
+            LogConfig::Fluss(c) => assert_eq!((c.database.as_str(), c.table.as_str(), c.buckets), ("db_1", "log-2", 3)),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(parse("memory:3").unwrap(), LogConfig::Memory { partitions: 3 });
+        let text = parse("kafka://h:1/t?partitions=0").unwrap_err().to_string();
+        assert!(text.contains("positive integer"), "{text}");
+        let text = parse("redis://h:1/t").unwrap_err().to_string();
+        assert!(text.contains("unknown backend"), "{text}");
+        assert_eq!(parse("kafka://h:1/t?request_timeout=5s").unwrap().to_string(), "kafka://h:1/t");
     }
 
+    #[cfg(all(feature = "file", feature = "kafka", feature = "fluss"))]
     #[test]
-    fn parses_file_and_memory() {
-        assert_eq!(parse("file:./d?partitions=2").ok(), Some(LogConfig::File { dir: "./d".into(), partitions: 2 }));
-        assert_eq!(parse("memory:3").ok(), Some(LogConfig::Memory { partitions: 3 }));
-        assert!(parse("redis://h:1/t").is_err());
-    }
-
-    #[cfg(not(feature = "fluss"))]
-    #[tokio::test]
-    async fn fluss_without_its_feature_is_a_config_error() {
-        let err = open(&fluss("127.0.0.1:9123", "d", "t", 1)).await.unwrap_err();
-        assert!(matches!(err, StoreError::Config { .. }), "{err}");
+    fn read_only_reaches_every_backend() {
+        for url in ["file:d", "kafka://h:1/t", "fluss://h:1/d/t"] {
+            let debug = format!("{:?}", parse(url).unwrap().read_only());
+            assert!(debug.contains("read_only: true"), "{url}: {debug}");
+        }
     }
 
     #[cfg(not(feature = "kafka"))]
-    #[tokio::test]
-    async fn kafka_without_its_feature_is_a_config_error() {
-        let err = open(&kafka("127.0.0.1:9092", "t", 1)).await.unwrap_err();
-        assert!(matches!(err, StoreError::Config { .. }), "{err}");
+    #[test]
+    fn kafka_without_its_feature_is_a_config_error() {
+        let err = parse("kafka://127.0.0.1:9092/t").unwrap_err();
+        assert!(err.to_string().contains("`kafka` cargo feature"), "{err}");
     }
 }

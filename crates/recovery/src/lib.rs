@@ -63,10 +63,6 @@ mod store;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 
-#[cfg(feature = "fluss")]
-pub use config::fluss_config;
-#[cfg(feature = "kafka")]
-pub use config::kafka_config;
 pub use config::{AnyLog, DEFAULT_PARTITIONS, LogConfig, open};
 pub use error::{Result, StoreError};
 pub use rebuild::RebuildReport;

@@ -19,7 +19,7 @@ use std::time::Duration;
 const REPETITIONS: usize = 100;
 
 async fn open(dir: &Path) -> Result<AnyLog, StoreError> {
-    actionstate_recovery::open(&LogConfig::File { dir: dir.to_path_buf(), partitions: PARTITIONS }).await
+    actionstate_recovery::open(&LogConfig::File(actionstate_file::FileConfig::new(dir.to_path_buf(), PARTITIONS))).await
 }
 
 /// A key whose records land in `partition`.

@@ -64,7 +64,7 @@ async fn recreated_file_log_with_other_partitions_is_refused_as_changed() {
         history(&store, "recreated-file").await.0
     };
     std::fs::remove_dir_all(env.data_dir()).unwrap();
-    let config = LogConfig::File { dir: env.data_dir(), partitions: PARTITIONS * 2 };
+    let config = LogConfig::File(actionstate_file::FileConfig::new(env.data_dir(), PARTITIONS * 2));
     let store = ActionStateStore::new(actionstate_recovery::open(&config).await.unwrap(), StoreConfig::default());
     let (_, probes) = history(&store, "recreated-file-new").await;
     let err = refused(&store, &[snap.marker], &probes).await;

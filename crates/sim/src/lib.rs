@@ -25,11 +25,7 @@ pub mod soak;
 pub use crash::{CrashLog, CrashPoint, Crashes, InjectedCrash};
 pub use ledger::{CallKey, Ledger, LedgerEntry, ReplayedJournal};
 pub use run_dir::RunDir;
-#[cfg(feature = "fluss")]
-pub use runtime::FlussSource;
-#[cfg(feature = "kafka")]
-pub use runtime::KafkaSource;
 pub use runtime::{
-    FileSource, InputChange, LogSource, Memory, MemorySource, Outcome, RestoreFrom, RoundResults, RunPlan, Sim,
-    SimConfig, SimError, inputs, key_id,
+    InputChange, LogSource, Memory, MemorySource, Outcome, RestoreFrom, RoundResults, RunPlan, Sim, SimConfig,
+    SimError, inputs, key_id,
 };

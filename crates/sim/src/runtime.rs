@@ -10,7 +10,8 @@ use actionstate_core::{
     StateLog, TaggedBytes, Trigger, Value, codec,
 };
 use actionstate_recovery::{
-    ActionHandle, ActionStateStore, Begin, CallSource, Ownership, Retention, Round, StoreConfig, StoreError,
+    ActionHandle, ActionStateStore, AnyLog, Begin, CallSource, LogConfig, Ownership, Retention, Round, StoreConfig,
+    StoreError,
 };
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -28,23 +29,31 @@ pub trait LogSource: Send + Sync {
     fn open(&self) -> impl Future<Output = Result<Self::Log, StoreError>> + Send;
 }
 
-/// The embedded file backend in a directory.
-#[derive(Clone, Debug)]
-pub struct FileSource {
-    /// Data directory.
-    pub dir: std::path::PathBuf,
-    /// Partitions.
-    pub partitions: u32,
-}
-
-impl LogSource for FileSource {
-    type Log = actionstate_file::FileLog;
+/// The log a URL names ([`LogConfig`]): every open, and every reopen after a crash, opens it
+/// again, creating it on the first open. `memory` is refused: a memory log opened from a URL
+/// would start empty at every reopen (use [`MemorySource`]).
+impl LogSource for LogConfig {
+    type Log = AnyLog;
     fn backend(&self) -> &'static str {
-        "file"
+        match self {
+            #[cfg(feature = "kafka")]
+            LogConfig::Kafka(_) => "kafka",
+            #[cfg(feature = "fluss")]
+            LogConfig::Fluss(_) => "fluss",
+            LogConfig::Memory { .. } => "memory",
+            _ => "file",
+        }
     }
     async fn open(&self) -> Result<Self::Log, StoreError> {
-        let config = actionstate_file::FileConfig::new(self.dir.clone(), self.partitions);
-        Ok(actionstate_file::FileLog::open(config).map_err(actionstate_core::Error::from)?)
+        if let LogConfig::Memory { .. } = self {
+            return Err(StoreError::Config {
+                value: self.to_string(),
+                detail: "a memory log does not survive a reopen; simulate on it through MemorySource".into(),
+            });
+        }
+        // On the heap: the opening futures of every backend would otherwise sit inline in
+        // every attempt's future.
+        Box::pin(actionstate_recovery::open(self)).await
     }
 }
 
@@ -62,46 +71,6 @@ impl LogSource for MemorySource {
     }
     async fn open(&self) -> Result<Self::Log, StoreError> {
         Ok(self.log.reopen())
-    }
-}
-
-/// A topic on an Apache Kafka cluster (feature `kafka`): every open, and every reopen after a
-/// crash, opens the topic the configuration names, creating it on the first open.
-#[cfg(feature = "kafka")]
-#[derive(Clone, Debug)]
-pub struct KafkaSource {
-    /// Brokers, topic, partitions and timeouts.
-    pub config: actionstate_kafka::KafkaConfig,
-}
-
-#[cfg(feature = "kafka")]
-impl LogSource for KafkaSource {
-    type Log = actionstate_kafka::KafkaLog;
-    fn backend(&self) -> &'static str {
-        actionstate_kafka::BACKEND
-    }
-    async fn open(&self) -> Result<Self::Log, StoreError> {
-        Ok(actionstate_kafka::KafkaLog::open(self.config.clone()).await?)
-    }
-}
-
-/// A log table on an Apache Fluss cluster (feature `fluss`): every open, and every reopen
-/// after a crash, opens the table the configuration names, creating it on the first open.
-#[cfg(feature = "fluss")]
-#[derive(Clone, Debug)]
-pub struct FlussSource {
-    /// Cluster, database, table, buckets and timeouts.
-    pub config: actionstate_fluss::FlussConfig,
-}
-
-#[cfg(feature = "fluss")]
-impl LogSource for FlussSource {
-    type Log = actionstate_fluss::FlussLog;
-    fn backend(&self) -> &'static str {
-        actionstate_fluss::BACKEND
-    }
-    async fn open(&self) -> Result<Self::Log, StoreError> {
-        Ok(actionstate_fluss::FlussLog::open(self.config.clone()).await?)
     }
 }
 

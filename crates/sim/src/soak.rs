@@ -48,7 +48,9 @@ pub struct SoakSample {
     pub elapsed_s: f64,
     /// Resident memory of the process (0 where it cannot be read).
     pub rss_bytes: u64,
-    /// Bytes the backend holds, as the caller measures them.
+    /// The most bytes the backend held since the previous sample, as the caller measures
+    /// them (measured every 20 ms: a backend that frees disk in steps, as a Kafka broker does
+    /// a segment at a time, would otherwise be caught at a random point of its sawtooth).
     pub backend_bytes: u64,
     /// Entries of the last snapshot's completion map.
     pub snapshot_entries: usize,
@@ -67,7 +69,7 @@ pub struct SoakReport {
     pub inputs: u64,
     /// Inputs per second over the whole run.
     pub inputs_per_s: f64,
-    /// Bytes held at the end over bytes held at half the run.
+    /// Bytes held at the end over bytes held at half the run (each the most held in its tenth).
     pub disk_growth: f64,
     /// Resident memory at the end over resident memory at half the run.
     pub rss_growth: f64,
@@ -89,17 +91,29 @@ pub fn resident_bytes() -> u64 {
         .map_or(0, |kib| kib * 1024)
 }
 
-/// Bytes of the files under `dir` (a data directory's size on disk, as its files' lengths).
+/// Bytes the files under `dir` take on disk: the blocks allocated to them (`du`), not their
+/// lengths, since a Kafka broker preallocates its segment indexes as sparse files of 10 MiB.
 pub fn directory_bytes(dir: &std::path::Path) -> u64 {
     let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
     entries
         .filter_map(Result::ok)
         .map(|e| match e.metadata() {
             Ok(m) if m.is_dir() => directory_bytes(&e.path()),
-            Ok(m) => m.len(),
+            Ok(m) => allocated(&m),
             Err(_) => 0,
         })
         .sum()
+}
+
+#[cfg(unix)]
+fn allocated(m: &std::fs::Metadata) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    m.blocks() * 512
+}
+
+#[cfg(not(unix))]
+fn allocated(m: &std::fs::Metadata) -> u64 {
+    m.len()
 }
 
 #[derive(Debug, Default)]
@@ -130,13 +144,14 @@ pub async fn soak<L: StateLog>(
     let tenth = (config.inputs / 10).max(1);
     let mut samples = Vec::new();
     let mut mark = tenth;
-    let sample = |store: &ActionStateStore<L>, inputs: u64, progress: &Mutex<Progress>| {
+    let mut peak = 0u64;
+    let sample = |store: &ActionStateStore<L>, inputs: u64, progress: &Mutex<Progress>, peak: u64| {
         let mut p = progress.lock();
         let s = SoakSample {
             inputs,
             elapsed_s: started.elapsed().as_secs_f64(),
             rss_bytes: resident_bytes(),
-            backend_bytes: bytes_held(),
+            backend_bytes: peak.max(bytes_held()),
             snapshot_entries: p.snapshot_entries,
             snapshot_ms: p.snapshot_ms,
             records_reclaimed: store.reclaim_status().records_reclaimed,
@@ -148,11 +163,13 @@ pub async fn soak<L: StateLog>(
     loop {
         let finished = workers.is_empty();
         let now = done.load(Ordering::Relaxed);
+        peak = peak.max(bytes_held());
         while now >= mark && mark <= config.inputs {
-            let s = sample(&store, now, &progress);
+            let s = sample(&store, now, &progress, peak);
             on_sample(&s);
             samples.push(s);
             mark += tenth;
+            peak = 0;
         }
         if finished {
             break;

@@ -182,6 +182,15 @@ pub enum Error {
         /// The operation asked for.
         operation: &'static str,
     },
+    /// A log URL that does not name a log (see [`crate::url`]). Secret-looking values in
+    /// `url` are shown as `***`.
+    #[error("log URL `{url}`: {detail}")]
+    BadUrl {
+        /// The URL, secrets hidden.
+        url: String,
+        /// What is wrong with it.
+        detail: String,
+    },
     /// The backend failed; see [`BackendError::is_retryable`].
     #[error(transparent)]
     Backend(#[from] BackendError),

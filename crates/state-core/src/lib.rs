@@ -7,6 +7,8 @@
 //! against that contract.
 //!
 //! Nothing here performs I/O or depends on an async runtime; backends implement [`StateLog`].
+//! (The one exception: [`url::SecretSource::resolve`] reads the environment variable or file
+//! a log URL names for its secret, once, when a backend's configuration is built.)
 //!
 //! ```
 //! use actionstate_core::*;
@@ -44,6 +46,7 @@ mod log;
 mod range;
 mod record;
 mod state;
+pub mod url;
 mod value;
 mod view;
 

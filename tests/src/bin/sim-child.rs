@@ -3,8 +3,8 @@
 //!
 //! Usage: `sim-child state=DIR attempt=N log=LOG seed=.. keys=.. inputs=.. checkpoint_every=..
 //! abort_every=.. owners=.. reconcile=true|false` (see `actionstate_tests::ChildArgs`), where
-//! `LOG` is `file:DIR?partitions=N`, `kafka://HOST:PORT/TOPIC?partitions=N` or
-//! `fluss://HOST:PORT/DATABASE/TABLE?buckets=N`.
+//! `LOG` is any log URL (`file:DIR?partitions=N`, `kafka://HOST:PORT/TOPIC?...` or
+//! `fluss://HOST:PORT/DATABASE/TABLE?...`).
 //!
 //! The child restores from the newest checkpoint in the state directory (or starts fresh),
 //! replays the input source to its end on the log, and records every side effect in the
@@ -13,38 +13,19 @@
 //! one summary line and exits with success.
 
 use actionstate_recovery::LogConfig;
-use actionstate_sim::{FileSource, FlussSource, KafkaSource, LogSource, Outcome, RunDir, Sim, SimError};
+use actionstate_sim::{Outcome, RunDir, Sim, SimError};
 use actionstate_tests::ChildArgs;
 use std::process::ExitCode;
 
-async fn attempt<S: LogSource>(source: S, args: &ChildArgs, dir: &RunDir) -> Result<Outcome, SimError> {
-    Sim::new(source, args.config.clone()).run_attempt(dir, args.attempt, &|_| {}).await
+async fn attempt(log: LogConfig, args: &ChildArgs, dir: &RunDir) -> Result<Outcome, SimError> {
+    Sim::new(log, args.config.clone()).run_attempt(dir, args.attempt, &|_| {}).await
 }
 
 async fn run() -> Result<(), String> {
     let args = ChildArgs::parse(std::env::args().skip(1))?;
     let dir = RunDir::new(&args.state).map_err(|e| e.to_string())?;
     let log: LogConfig = args.log.parse().map_err(|e| format!("{e}"))?;
-    let outcome = match log {
-        LogConfig::File { dir: data, partitions } => attempt(FileSource { dir: data, partitions }, &args, &dir).await,
-        LogConfig::Kafka { bootstrap, topic, partitions } => {
-            let config = actionstate_tests::kafka_topic_config(&bootstrap, &topic, partitions);
-            attempt(KafkaSource { config }, &args, &dir).await
-        }
-        LogConfig::Fluss { bootstrap, database, table, buckets } => {
-            if database != actionstate_tests::FLUSS_DATABASE || buckets != actionstate_tests::PARTITIONS {
-                return Err(format!(
-                    "sim-child runs on {}.<table> with {} buckets",
-                    actionstate_tests::FLUSS_DATABASE,
-                    actionstate_tests::PARTITIONS
-                ));
-            }
-            let config = actionstate_tests::fluss_table_config(&bootstrap, &table);
-            attempt(FlussSource { config }, &args, &dir).await
-        }
-        other => return Err(format!("sim-child does not run on {other:?}")),
-    }
-    .map_err(|e| e.to_string())?;
+    let outcome = attempt(log, &args, &dir).await.map_err(|e| e.to_string())?;
     println!(
         "attempt={} restored_from={:?} rebuild_records={} reused={} resumed={} executed={} calls_executed={} \
          calls_replayed={} calls_reconciled={}",

@@ -21,7 +21,8 @@
 //! the run configurations and kill delays. The Kafka variant runs on the broker the
 //! environment names (see `actionstate_tests::kafka_bootstrap`).
 
-use actionstate_sim::{FileSource, FlussSource, KafkaSource, Ledger, LogSource, RunDir, Sim, SimConfig};
+use actionstate_recovery::LogConfig;
+use actionstate_sim::{Ledger, LogSource, RunDir, Sim, SimConfig};
 use actionstate_tests::{Backend, ChildArgs, PARTITIONS, Rng, reference};
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
@@ -129,7 +130,8 @@ async fn lost<S: LogSource>(source: S, config: &SimConfig, ledger: &Ledger, dir:
 }
 
 /// One run: children killed at random moments until one finishes, then the checks.
-async fn one_run(target: Target, seed: u64, rng: &mut Rng, log: String, root: &Path, open: Open) -> RunReport {
+/// `open` is where the parent reopens the run's log: the log `log` names.
+async fn one_run(target: Target, seed: u64, rng: &mut Rng, log: String, root: &Path, open: LogConfig) -> RunReport {
     let config = config(target, seed);
     let state = root.join("state");
     let dir = RunDir::new(&state).unwrap();
@@ -191,11 +193,7 @@ async fn one_run(target: Target, seed: u64, rng: &mut Rng, log: String, root: &P
     report.duplicates = ledger.duplicates();
     report.executed = ledger.executed;
     report.reexecuted = ledger.reexecuted.clone();
-    report.lost = match open {
-        Open::File(data) => lost(FileSource { dir: data, partitions: PARTITIONS }, &config, ledger, &dir).await,
-        Open::Kafka(kafka) => lost(KafkaSource { config: *kafka }, &config, ledger, &dir).await,
-        Open::Fluss(fluss) => lost(FlussSource { config: *fluss }, &config, ledger, &dir).await,
-    };
+    report.lost = lost(open, &config, ledger, &dir).await;
     let clean = reference(Backend::Memory, &config, None).await.unwrap();
     let problems = &mut report.problems;
     if ledger.duplicate_actions != 0 {
@@ -225,14 +223,6 @@ async fn one_run(target: Target, seed: u64, rng: &mut Rng, log: String, root: &P
     report
 }
 
-/// Where the parent reopens a run's log.
-#[derive(Clone, Debug)]
-enum Open {
-    File(std::path::PathBuf),
-    Kafka(Box<actionstate_kafka::KafkaConfig>),
-    Fluss(Box<actionstate_fluss::FlussConfig>),
-}
-
 async fn sigkill_campaign(target: Target, kills: u64) {
     let started = Instant::now();
     let seed = env_u64("ACTIONSTATE_SIM_KILL_SEED").unwrap_or(0x51_6b11);
@@ -245,7 +235,7 @@ async fn sigkill_campaign(target: Target, kills: u64) {
     while total_kills < kills {
         let run_seed = seed.wrapping_add(runs);
         let root = tempfile::Builder::new().prefix("sim-sigkill-").tempdir().unwrap();
-        let (log, open) = match target.backend {
+        let log = match target.backend {
             Backend::Kafka => {
                 let bootstrap = actionstate_tests::kafka_bootstrap().unwrap();
                 let topic = format!(
@@ -253,8 +243,7 @@ async fn sigkill_campaign(target: Target, kills: u64) {
                     std::process::id(),
                     &uuid::Uuid::new_v4().simple().to_string()[..8]
                 );
-                let config = actionstate_tests::kafka_topic_config(bootstrap, &topic, PARTITIONS);
-                (format!("kafka://{bootstrap}/{topic}?partitions={PARTITIONS}"), Open::Kafka(Box::new(config)))
+                actionstate_tests::kafka_topic_url(bootstrap, &topic, PARTITIONS)
             }
             Backend::Fluss => {
                 let bootstrap = actionstate_tests::fluss_bootstrap().unwrap();
@@ -263,15 +252,11 @@ async fn sigkill_campaign(target: Target, kills: u64) {
                     std::process::id(),
                     &uuid::Uuid::new_v4().simple().to_string()[..8]
                 );
-                let database = actionstate_tests::FLUSS_DATABASE;
-                let config = actionstate_tests::fluss_table_config(bootstrap, &table);
-                (format!("fluss://{bootstrap}/{database}/{table}?buckets={PARTITIONS}"), Open::Fluss(Box::new(config)))
+                actionstate_tests::fluss_table_url(bootstrap, &table)
             }
-            _ => {
-                let dir = root.path().join("log");
-                (format!("file:{}?partitions={PARTITIONS}", dir.display()), Open::File(dir))
-            }
+            _ => format!("file:{}?partitions={PARTITIONS}", root.path().join("log").display()),
         };
+        let open = actionstate_tests::log_config(&log);
         let report = one_run(target, run_seed, &mut rng, log, root.path(), open).await;
         runs += 1;
         total_kills += report.kills;

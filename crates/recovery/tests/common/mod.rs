@@ -156,7 +156,7 @@ impl Env {
         match self.backend {
             Backend::Memory => AnyLog::Memory(self.memory.reopen()),
             Backend::File => {
-                let config = LogConfig::File { dir: self.data_dir(), partitions: PARTITIONS };
+                let config = LogConfig::File(actionstate_file::FileConfig::new(self.data_dir(), PARTITIONS));
                 actionstate_recovery::open(&config).await.unwrap()
             }
         }
