@@ -1,7 +1,8 @@
 //! The topic's configuration: what a created topic gets, and what open checks (and migrates) on
 //! an existing one. See the crate documentation's "Topic configuration".
 
-use crate::{KafkaConfig, KafkaError, LogContext, code_is_retryable};
+use crate::error::{LogContext, code_is_retryable};
+use crate::{KafkaConfig, KafkaError};
 use rdkafka::admin::{AdminClient, AdminOptions, AlterConfig, ConfigResource, ConfigSource, ResourceSpecifier};
 use rdkafka::error::KafkaError as RdError;
 use std::collections::{BTreeMap, HashMap};
@@ -165,7 +166,7 @@ async fn migrate(
     entries.extend(SETTINGS);
     let alter = AlterConfig { specifier: ResourceSpecifier::Topic(topic), entries };
     let results = admin.alter_configs([&alter], &options(config)).await.map_err(|e| {
-        let retryable = crate::error_code(&e).is_some_and(code_is_retryable);
+        let retryable = crate::error::error_code(&e).is_some_and(code_is_retryable);
         failed(e.to_string(), retryable)
     })?;
     for r in results {

@@ -1,0 +1,356 @@
+//! [`KafkaError`]: what fails, whether a retry may pass, and the client context that keeps the
+//! last connection error librdkafka reported.
+
+use super::*;
+
+/// What an append or a reclaim on a read-only log returns.
+pub(crate) fn read_only(operation: &'static str) -> CoreError {
+    CoreError::Unsupported { backend: format!("{BACKEND} (opened read-only)"), operation }
+}
+
+/// Failures of the Kafka backend.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum KafkaError {
+    /// A librdkafka call failed.
+    #[error("{operation}: {source}{}", context_suffix(.context))]
+    Client {
+        /// What was being done.
+        operation: &'static str,
+        /// The librdkafka error.
+        source: RdError,
+        /// The last error librdkafka reported for the connection (e.g. a refused connection or a
+        /// failed authentication), if any.
+        context: Option<String>,
+    },
+    /// The brokers rejected the SASL credentials.
+    #[error("{operation}: authentication failed: {detail}")]
+    Authentication {
+        /// What was being done.
+        operation: &'static str,
+        /// librdkafka's description.
+        detail: String,
+    },
+    /// The topic does not exist (any more).
+    #[error("topic {topic} does not exist")]
+    TopicMissing {
+        /// The topic.
+        topic: String,
+    },
+    /// The topic exists with another partition count than configured.
+    #[error("topic {topic} has {found} partitions, configured {configured}")]
+    PartitionsChanged {
+        /// The topic.
+        topic: String,
+        /// Partitions configured.
+        configured: u32,
+        /// Partitions the topic has.
+        found: u32,
+    },
+    /// The topic was not ready (created, with leaders for every partition) in time.
+    #[error("topic {topic} not ready after {waited:?}: {detail}")]
+    TopicNotReady {
+        /// The topic.
+        topic: String,
+        /// How long was waited.
+        waited: Duration,
+        /// The last state seen.
+        detail: String,
+    },
+    /// A read received no record for the stall timeout.
+    #[error("read of {topic} partition {partition} stalled at offset {offset} (target {to}) for {waited:?}")]
+    ReadStalled {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: u32,
+        /// The offset the read waited for.
+        offset: u64,
+        /// The end of the requested range.
+        to: u64,
+        /// How long no record arrived.
+        waited: Duration,
+    },
+    /// A read failed at a known position.
+    #[error("read of {topic} partition {partition} at offset {offset}: {source}")]
+    Read {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: u32,
+        /// The offset being read.
+        offset: u64,
+        /// The librdkafka error.
+        source: RdError,
+    },
+    /// An admin request about the topic (describing or altering its configuration) failed.
+    #[error("{operation} of topic {topic}: {}{}", code_text(.source), context_suffix(.context))]
+    Admin {
+        /// What was being done.
+        operation: &'static str,
+        /// The topic.
+        topic: String,
+        /// The librdkafka error.
+        source: Box<RdError>,
+        /// The last error librdkafka reported for the connection, if any.
+        context: Option<String>,
+    },
+    /// `DeleteRecords` failed, for the whole request or for one partition of it.
+    #[error(
+        "reclaiming topic {topic} {}: {}{}{}",
+        targets_text(.targets),
+        code_text(.source),
+        policy_hint(.source),
+        context_suffix(.context)
+    )]
+    Reclaim {
+        /// The topic.
+        topic: String,
+        /// The partitions concerned, each with the offset records were to be deleted below.
+        targets: Vec<(u32, u64)>,
+        /// The librdkafka error.
+        source: Box<RdError>,
+        /// The last error librdkafka reported for the connection, if any.
+        context: Option<String>,
+    },
+    /// The topic's `cleanup.policy` lacks `delete`, so Kafka refuses `DeleteRecords`, and
+    /// changing it failed.
+    #[error(
+        "topic {topic} has cleanup.policy={policy}, under which Kafka refuses DeleteRecords, and \
+         changing it to compact,delete failed: {detail}; make the change with `kafka-configs.sh \
+         --bootstrap-server <broker> --alter --entity-type topics --entity-name {topic} --add-config \
+         'cleanup.policy=[compact,delete],retention.ms=-1,retention.bytes=-1'` and open the log again"
+    )]
+    TopicMigration {
+        /// The topic.
+        topic: String,
+        /// The topic's `cleanup.policy`.
+        policy: String,
+        /// Why the change failed.
+        detail: String,
+        /// Whether trying again may succeed (a timeout, a change not yet visible).
+        retryable: bool,
+    },
+    /// The topic deletes records by age or size, which may remove what a checkpoint needs.
+    #[error(
+        "topic {topic} has cleanup.policy={policy} and {setting}={value}: Kafka deletes records by {} \
+         whether a checkpoint still needs them or not; set retention.ms=-1 and retention.bytes=-1 on the \
+         topic (`kafka-configs.sh --bootstrap-server <broker> --alter --entity-type topics --entity-name \
+         {topic} --add-config retention.ms=-1,retention.bytes=-1`), or set KafkaConfig::allow_retention to \
+         accept that restoring an old checkpoint may fail with data loss",
+        retention_kind(.setting)
+    )]
+    TopicRetention {
+        /// The topic.
+        topic: String,
+        /// The topic's `cleanup.policy`.
+        policy: String,
+        /// The retention setting: `retention.ms` or `retention.bytes`.
+        setting: &'static str,
+        /// Its value.
+        value: String,
+    },
+    /// A partition outside `0..partitions` was asked for.
+    #[error("partition {partition} out of range: topic {topic} has {partitions} partitions")]
+    NoSuchPartition {
+        /// The topic.
+        topic: String,
+        /// Partition asked for.
+        partition: u32,
+        /// Partitions of the topic.
+        partitions: u32,
+    },
+    /// The broker reported a value that cannot be an offset or partition count.
+    #[error("unexpected value from the broker: {0}")]
+    Unexpected(String),
+    /// A blocking task panicked or was cancelled.
+    #[error("blocking task failed: {0}")]
+    Task(String),
+}
+
+pub(crate) fn context_suffix(context: &Option<String>) -> String {
+    context.as_ref().map(|c| format!(" (last client error: {c})")).unwrap_or_default()
+}
+
+/// What a retention setting deletes by.
+pub(crate) fn retention_kind(setting: &str) -> &'static str {
+    if setting == RETENTION_MS { "age" } else { "size" }
+}
+
+/// `partition 0 below offset 5, partition 1 below offset 7`.
+pub(crate) fn targets_text(targets: &[(u32, u64)]) -> String {
+    let parts: Vec<String> = targets.iter().map(|(p, o)| format!("partition {p} below offset {o}")).collect();
+    parts.join(", ")
+}
+
+/// An admin request's error: its code when it has one (rdkafka's own text for a partition's
+/// error of an admin request says "Offset fetch error").
+pub(crate) fn code_text(source: &RdError) -> String {
+    match error_code(source) {
+        Some(code) => code.to_string(),
+        None => source.to_string(),
+    }
+}
+
+/// What a `DeleteRecords` refused by the cleanup policy needs.
+pub(crate) fn policy_hint(source: &RdError) -> &'static str {
+    if error_code(source) == Some(RDKafkaErrorCode::PolicyViolation) {
+        " (the topic's cleanup.policy must include delete: opening the log again migrates it)"
+    } else {
+        ""
+    }
+}
+
+/// The librdkafka error code of `e`, including an admin operation's (which
+/// `rdkafka_error_code` does not report).
+pub(crate) fn error_code(e: &RdError) -> Option<RDKafkaErrorCode> {
+    match e {
+        RdError::AdminOp(code) => Some(*code),
+        e => e.rdkafka_error_code(),
+    }
+}
+
+impl KafkaError {
+    /// Whether retrying the operation may succeed.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            KafkaError::Client { source, .. } | KafkaError::Read { source, .. } => {
+                error_code(source).is_some_and(code_is_retryable)
+            }
+            KafkaError::Admin { source, .. } | KafkaError::Reclaim { source, .. } => {
+                error_code(source).is_some_and(code_is_retryable)
+            }
+            KafkaError::ReadStalled { .. } | KafkaError::TopicNotReady { .. } => true,
+            KafkaError::TopicMigration { retryable, .. } => *retryable,
+            KafkaError::TopicRetention { .. }
+            | KafkaError::Authentication { .. }
+            | KafkaError::TopicMissing { .. }
+            | KafkaError::PartitionsChanged { .. }
+            | KafkaError::NoSuchPartition { .. }
+            | KafkaError::Unexpected(_)
+            | KafkaError::Task(_) => false,
+        }
+    }
+
+    fn operation(&self) -> &'static str {
+        match self {
+            KafkaError::Client { operation, .. } | KafkaError::Authentication { operation, .. } => operation,
+            KafkaError::Admin { .. } | KafkaError::TopicMigration { .. } | KafkaError::TopicRetention { .. } => "open",
+            KafkaError::Reclaim { .. } => "reclaim",
+            KafkaError::ReadStalled { .. } | KafkaError::Read { .. } | KafkaError::NoSuchPartition { .. } => "read",
+            KafkaError::TopicMissing { .. }
+            | KafkaError::PartitionsChanged { .. }
+            | KafkaError::TopicNotReady { .. } => "open",
+            KafkaError::Unexpected(_) | KafkaError::Task(_) => "request",
+        }
+    }
+}
+
+/// Whether a librdkafka error code may clear on retry.
+pub(crate) fn code_is_retryable(code: RDKafkaErrorCode) -> bool {
+    use RDKafkaErrorCode as C;
+    matches!(
+        code,
+        C::BrokerTransportFailure
+            | C::Resolve
+            | C::MessageTimedOut
+            | C::AllBrokersDown
+            | C::OperationTimedOut
+            | C::QueueFull
+            | C::TimedOutQueue
+            | C::ISRInsufficient
+            | C::WaitingForCoordinator
+            | C::Retry
+            | C::Interrupted
+            | C::UnknownTopicOrPartition
+            | C::LeaderNotAvailable
+            | C::NotLeaderForPartition
+            | C::RequestTimedOut
+            | C::BrokerNotAvailable
+            | C::ReplicaNotAvailable
+            | C::NetworkException
+            | C::CoordinatorLoadInProgress
+            | C::CoordinatorNotAvailable
+            | C::NotCoordinator
+            | C::NotEnoughReplicas
+            | C::NotEnoughReplicasAfterAppend
+            | C::NotController
+            | C::KafkaStorageError
+            | C::FencedLeaderEpoch
+            | C::UnknownLeaderEpoch
+            | C::OffsetNotAvailable
+            | C::PreferredLeaderNotAvailable
+            | C::EligibleLeadersNotAvailable
+            | C::ThrottlingQuotaExceeded
+    )
+}
+
+impl From<KafkaError> for CoreError {
+    fn from(e: KafkaError) -> Self {
+        let operation = e.operation();
+        if e.is_retryable() {
+            CoreError::Backend(BackendError::retryable(BACKEND, operation, e))
+        } else {
+            CoreError::Backend(BackendError::terminal(BACKEND, operation, e))
+        }
+    }
+}
+
+pub(crate) fn with_operation(e: KafkaError, operation: &'static str) -> CoreError {
+    if e.is_retryable() {
+        CoreError::Backend(BackendError::retryable(BACKEND, operation, e))
+    } else {
+        CoreError::Backend(BackendError::terminal(BACKEND, operation, e))
+    }
+}
+
+/// Client context remembering the connection-level errors librdkafka reported, so that a
+/// failed or timed-out request can say why (refused connection, failed authentication).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct LogContext {
+    seen: Arc<Mutex<SeenErrors>>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct SeenErrors {
+    /// The last authentication failure; kept, since the client's credentials never change.
+    authentication: Option<String>,
+    /// The last other error, not overwritten by the summary "all brokers are down".
+    last: Option<String>,
+}
+
+impl LogContext {
+    /// The last connection-level error reported, if any.
+    pub(crate) fn last(&self) -> Option<String> {
+        self.seen.lock().ok().and_then(|g| g.authentication.clone().or_else(|| g.last.clone()))
+    }
+
+    /// Turns a failed request into a [`KafkaError`], naming an authentication failure as such.
+    pub(crate) fn fail(&self, operation: &'static str, source: RdError) -> KafkaError {
+        let (authentication, last) = match self.seen.lock() {
+            Ok(g) => (g.authentication.clone(), g.last.clone()),
+            Err(_) => (None, None),
+        };
+        match authentication {
+            Some(detail) => KafkaError::Authentication { operation, detail },
+            None => KafkaError::Client { operation, source, context: last },
+        }
+    }
+}
+
+impl ClientContext for LogContext {
+    fn log(&self, _level: rdkafka::config::RDKafkaLogLevel, _fac: &str, _log_message: &str) {}
+
+    fn error(&self, error: RdError, reason: &str) {
+        let Ok(mut g) = self.seen.lock() else { return };
+        match error.rdkafka_error_code() {
+            Some(RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed) => {
+                g.authentication = Some(reason.to_owned());
+            }
+            Some(RDKafkaErrorCode::AllBrokersDown) if g.last.is_some() => {}
+            _ => g.last = Some(reason.to_owned()),
+        }
+    }
+}
+
+impl ConsumerContext for LogContext {}
