@@ -1,0 +1,211 @@
+//! [`FlussError`]: what fails, and whether a retry may pass.
+
+use super::*;
+
+/// Failures of the Fluss backend.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FlussError {
+    /// The cluster could not be reached or the connection failed.
+    #[error("connecting to the Fluss cluster at {bootstrap}: {source}")]
+    Connect {
+        /// The bootstrap servers.
+        bootstrap: String,
+        /// The client error.
+        source: Box<ClientError>,
+    },
+    /// The cluster rejected the SASL credentials.
+    #[error("{operation} on the Fluss cluster at {bootstrap}: authentication failed: {detail}")]
+    Authentication {
+        /// What was being done.
+        operation: &'static str,
+        /// The bootstrap servers.
+        bootstrap: String,
+        /// The client's description.
+        detail: String,
+    },
+    /// A request did not complete in time.
+    #[error("{operation} on {table} at {bootstrap}: no answer after {waited:?}")]
+    Timeout {
+        /// What was being done.
+        operation: &'static str,
+        /// `database.table`.
+        table: String,
+        /// The bootstrap servers.
+        bootstrap: String,
+        /// How long was waited.
+        waited: Duration,
+    },
+    /// A client request failed.
+    #[error("{operation} on {table}: {source}")]
+    Client {
+        /// What was being done.
+        operation: &'static str,
+        /// `database.table`.
+        table: String,
+        /// The client error.
+        source: Box<ClientError>,
+    },
+    /// An append was not acknowledged within the delivery timeout.
+    #[error("append to {table} bucket {bucket} not acknowledged after {waited:?}")]
+    DeliveryTimeout {
+        /// `database.table`.
+        table: String,
+        /// The bucket.
+        bucket: u32,
+        /// How long was waited.
+        waited: Duration,
+    },
+    /// An append failed.
+    #[error("append to {table} bucket {bucket}: {source}")]
+    Append {
+        /// `database.table`.
+        table: String,
+        /// The bucket.
+        bucket: u32,
+        /// The client error.
+        source: Box<ClientError>,
+    },
+    /// The table does not exist (any more).
+    #[error("table {table} does not exist")]
+    TableMissing {
+        /// `database.table`.
+        table: String,
+    },
+    /// The table's buckets had no leader within the request timeout (right after it was
+    /// created, or while its tablet servers are down).
+    #[error("table {table} not ready after {waited:?}: {detail}")]
+    TableNotReady {
+        /// `database.table`.
+        table: String,
+        /// How long was waited.
+        waited: Duration,
+        /// The last error seen.
+        detail: String,
+    },
+    /// The table exists with another bucket count than configured.
+    #[error("table {table} has {found} buckets, configured {configured}")]
+    BucketsChanged {
+        /// `database.table`.
+        table: String,
+        /// Buckets configured.
+        configured: u32,
+        /// Buckets the table has.
+        found: u32,
+    },
+    /// The table exists but is not a log table of this backend's layout.
+    #[error("table {table} is not an actionstate log table: {detail}")]
+    IncompatibleTable {
+        /// `database.table`.
+        table: String,
+        /// What differs.
+        detail: String,
+    },
+    /// The table deletes records by age sooner than [`FlussConfig::log_ttl`] accepts (Fluss's
+    /// default TTL of 7 days applies to a table created without `table.log.ttl`, as earlier
+    /// versions of this backend created them), or its TTL cannot be read.
+    #[error(
+        "table {table} has {property} = {value}: {problem}. To keep every record, use a new \
+         table (this backend creates it with {property} = '0 ms', no deletion by age; the Fluss \
+         0.9 server cannot alter {property} of an existing table); to accept deletion by age, \
+         set FlussConfig::log_ttl to the table's TTL or less (a checkpoint older than that may \
+         then fail to restore as data loss)"
+    )]
+    LogRetention {
+        /// `database.table`.
+        table: String,
+        /// The table property, [`retention::LOG_TTL_PROPERTY`].
+        property: &'static str,
+        /// Its value as the table holds it (`not set (Fluss's default: 7 d)` when absent).
+        value: String,
+        /// What is wrong with it.
+        problem: RetentionProblem,
+    },
+    /// A read received no record for the stall timeout.
+    #[error("read of {table} bucket {bucket} stalled at offset {offset} (target {to}) for {waited:?}")]
+    ReadStalled {
+        /// `database.table`.
+        table: String,
+        /// The bucket.
+        bucket: u32,
+        /// The offset the read waited for.
+        offset: u64,
+        /// The end of the requested range.
+        to: u64,
+        /// How long no record arrived.
+        waited: Duration,
+    },
+    /// A read failed at a known position.
+    #[error("read of {table} bucket {bucket} at offset {offset}: {source}")]
+    Read {
+        /// `database.table`.
+        table: String,
+        /// The bucket.
+        bucket: u32,
+        /// The offset being read.
+        offset: u64,
+        /// The client error.
+        source: Box<ClientError>,
+    },
+    /// A bucket outside `0..buckets` was asked for.
+    #[error("bucket {bucket} out of range: table {table} has {buckets} buckets")]
+    NoSuchBucket {
+        /// `database.table`.
+        table: String,
+        /// Bucket asked for.
+        bucket: u32,
+        /// Buckets of the table.
+        buckets: u32,
+    },
+    /// The configuration cannot work.
+    #[error("invalid Fluss configuration: {0}")]
+    InvalidConfig(String),
+    /// The cluster reported a value that cannot be an offset or a bucket count.
+    #[error("unexpected value from the Fluss cluster: {0}")]
+    Unexpected(String),
+}
+
+impl FlussError {
+    /// Whether retrying the operation may succeed.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            FlussError::Connect { source, .. }
+            | FlussError::Client { source, .. }
+            | FlussError::Append { source, .. }
+            | FlussError::Read { source, .. } => source.is_retriable(),
+            FlussError::Timeout { .. }
+            | FlussError::TableNotReady { .. }
+            | FlussError::DeliveryTimeout { .. }
+            | FlussError::ReadStalled { .. } => true,
+            FlussError::Authentication { .. }
+            | FlussError::TableMissing { .. }
+            | FlussError::BucketsChanged { .. }
+            | FlussError::IncompatibleTable { .. }
+            | FlussError::LogRetention { .. }
+            | FlussError::NoSuchBucket { .. }
+            | FlussError::InvalidConfig(_)
+            | FlussError::Unexpected(_) => false,
+        }
+    }
+}
+
+pub(crate) fn with_operation(e: FlussError, operation: &'static str) -> CoreError {
+    if e.is_retryable() {
+        CoreError::Backend(BackendError::retryable(BACKEND, operation, e))
+    } else {
+        CoreError::Backend(BackendError::terminal(BACKEND, operation, e))
+    }
+}
+
+pub(crate) fn is_authentication(e: &ClientError) -> bool {
+    matches!(e.api_error(), Some(ApiError::AuthenticateException | ApiError::RetriableAuthenticateException))
+}
+
+/// Whether a failed request hit a bucket without a (known) leader.
+pub(crate) fn leader_moving(e: &ClientError) -> bool {
+    match e.api_error() {
+        Some(ApiError::NotLeaderOrFollower | ApiError::LeaderNotAvailableException) => true,
+        Some(_) => false,
+        None => matches!(e, ClientError::UnexpectedError { message, .. } if message.contains("No leader found")),
+    }
+}
