@@ -51,6 +51,8 @@ pub(crate) struct BenchArgs {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArgs,
 }
 
 /// Sequential put latency of the store against the raw client, in µs, from the sorted
@@ -272,6 +274,7 @@ pub(crate) async fn store_put<L: StateLog>(
 mod kafka;
 
 pub(crate) async fn run(args: BenchArgs) -> Result<ExitCode> {
+    crate::metrics::serve(&args.metrics)?;
     match args.backend.as_str() {
         "file" => {
             if args.bootstrap.is_some() {

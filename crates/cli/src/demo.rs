@@ -40,6 +40,8 @@ pub(crate) struct DemoArgs {
     /// Print the summary as one JSON object.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArgs,
 }
 
 #[derive(Serialize, Debug)]
@@ -220,6 +222,8 @@ pub(crate) async fn run(args: DemoArgs) -> Result<ExitCode> {
         vec![CrashPoint::AfterAppend(crash_append), CrashPoint::BeforeAppend(second.max(crash_append + 1))];
     crashes.extend(journal_crash.map(CrashPoint::AfterAppend));
     let plan = RunPlan::crashing(crashes);
+    // After the rehearsals, so the metrics count the demo's run alone.
+    bar.suspend(|| crate::metrics::serve(&args.metrics))?;
     let progress = |pos: usize| bar.set_position(pos as u64);
     let outcome = match &target {
         Target::File(dir) => Sim::new(FileSource { dir: dir.clone(), partitions: 8 }, config.clone())

@@ -39,6 +39,7 @@ fn keep_freed_memory() {
 mod bench;
 mod demo;
 mod inspect;
+mod metrics;
 mod reset;
 mod soak;
 
@@ -144,7 +145,7 @@ fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(async {
-        match cli.command {
+        let result = match cli.command {
             Command::Demo(args) => demo::run(args).await,
             Command::Inspect { data, key, json } => inspect::inspect(&data, key.as_deref(), json).await,
             Command::Explain { data, key, seq, action, json } => {
@@ -154,7 +155,9 @@ fn main() -> ExitCode {
             Command::Reset(args) => reset::run(args).await,
             Command::Bench(args) => bench::run(args).await,
             Command::Soak(args) => soak::run(args).await,
-        }
+        };
+        metrics::linger().await;
+        result
     });
     match result {
         Ok(code) => code,

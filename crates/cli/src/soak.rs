@@ -35,6 +35,8 @@ pub(crate) struct SoakArgs {
     /// Print only the JSON lines.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArgs,
 }
 
 fn retention(text: &str) -> Result<Retention> {
@@ -48,6 +50,7 @@ fn retention(text: &str) -> Result<Retention> {
 }
 
 pub(crate) async fn run(args: SoakArgs) -> Result<ExitCode> {
+    crate::metrics::serve(&args.metrics)?;
     let first = retention(&args.retention)?;
     let mut runs = vec![first];
     if args.compare && first != Retention::KeepAll {

@@ -16,6 +16,10 @@
 //!   and [`checkpoint_aborted`](ActionStateStore::checkpoint_aborted) follow the runtime's
 //!   checkpoints; [`rebuild`](ActionStateStore::rebuild) restores one.
 //!
+//! A store records its hits, misses, invalidations, durable calls, put latency, rebuilds and
+//! reclaims through the `metrics` facade: [`metrics`] lists their names, types, labels and
+//! units.
+//!
 //! ## The put contract
 //!
 //! Every write is encoded, appended, and acknowledged as durable by the backend **before**
@@ -56,7 +60,7 @@
 mod config;
 mod error;
 mod key_lock;
-mod metrics;
+pub mod metrics;
 mod rebuild;
 mod retention;
 mod store;

@@ -120,7 +120,7 @@ impl<L: StateLog> ActionStateStore<L> {
         }
         self.install(index, ownership, owned_completed, &end, pending);
         report.duration = started.elapsed();
-        crate::metrics::rebuilt(report.records, report.records_per_second());
+        crate::metrics::rebuilt(report.records, report.duration, report.records_per_second());
         if report.tombstones_queued > 0 {
             tracing::warn!(
                 tombstones = report.tombstones_queued,
