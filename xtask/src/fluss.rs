@@ -31,6 +31,28 @@
 //! directory, all under `target/services/fluss/data/`) are wiped on each start, so every run
 //! begins with an empty cluster holding only Fluss's default database `fluss`.
 //!
+//! # Segments and remote storage
+//!
+//! The tablet server rolls a bucket's log segment at 4 MiB (`log.segment.file-size`, Fluss's
+//! default is 1 GiB) and runs its remote-log tasks every second
+//! (`remote.log.task-interval-duration`, default one minute). Those tasks copy rolled segments
+//! to the remote data directory, keep the newest two segments of a bucket on the tablet
+//! server's disk (`table.log.tiered.local-segments`), and delete remote segments whose newest
+//! record is older than the table's `table.log.ttl`. So a table that holds a few segments per
+//! bucket tiers them within seconds, and with a TTL of a second loses its oldest records a
+//! second or two after they were written: the backend's expiry test sees the earliest offset
+//! rise on this cluster. `fluss.env` declares both settings (`FLUSS_LOG_SEGMENT_BYTES`,
+//! `FLUSS_REMOTE_LOG_TASK_INTERVAL_MS`), and that test runs only where they are declared.
+//!
+//! 4 MiB rather than smaller: the other tests' tables stay below two segments per bucket, so
+//! they run as on Fluss's defaults, and so does the `bench fluss` rebuild of 200,000 records
+//! (about 10 MiB per bucket). With 64 KiB segments nearly every table tiered and was read back
+//! from remote storage: the SIGKILL campaign took about a second longer, the benchmark's store
+//! rebuild ran at half its rate, and its raw fluss-rs scanner stalled on the remote segments.
+//!
+//! `up` does not reuse a running cluster whose configuration files differ from the ones it
+//! would write now: it starts the cluster afresh.
+//!
 //! # Readiness
 //!
 //! `up` returns once:
@@ -50,7 +72,8 @@
 //!
 //! Files, all under `<workspace root>/target/services/`:
 //!
-//! - `fluss.env` — the addresses, written once the cluster answers, removed by `down`;
+//! - `fluss.env` — the addresses and the tablet server's segment settings, written once the
+//!   cluster answers, removed by `down`;
 //! - `fluss/pom.xml`, `fluss/lib/` — the resolved jars;
 //! - `fluss/config/` — `zookeeper/zoo.cfg`, `coordinator/server.yaml`, `tablet/server.yaml`,
 //!   `log4j2.properties`;
@@ -69,6 +92,8 @@
 //! FLUSS_ZOOKEEPER_PID=12345
 //! FLUSS_COORDINATOR_PID=12346
 //! FLUSS_TABLET_PID=12347
+//! FLUSS_LOG_SEGMENT_BYTES=4194304
+//! FLUSS_REMOTE_LOG_TASK_INTERVAL_MS=1000
 //! ```
 
 use crate::services::{
@@ -91,6 +116,12 @@ pub(crate) const ZOOKEEPER_VERSION: &str = "3.9.5";
 const DROPWIZARD_METRICS_VERSION: &str = "4.1.12.1";
 
 const TABLET_SERVER_ID: i32 = 0;
+/// The size in MiB at which the tablet server rolls a bucket's log segment
+/// (`log.segment.file-size`; Fluss's default is 1 GiB); see "Segments and remote storage".
+const TABLET_SEGMENT_MIB: u64 = 4;
+/// How often, in seconds, the tablet server copies rolled segments to the remote data directory
+/// and deletes expired ones (`remote.log.task-interval-duration`; Fluss's default is 1 min).
+const REMOTE_LOG_TASK_INTERVAL_SECS: u64 = 1;
 /// The database the readiness probe creates and drops.
 const PROBE_DATABASE: &str = "xtask_readiness_probe";
 
@@ -280,6 +311,10 @@ pub(crate) struct FlussEnv {
     pub(crate) zookeeper_pid: u32,
     pub(crate) coordinator_pid: u32,
     pub(crate) tablet_pid: u32,
+    /// The tablet server's `log.segment.file-size`, in bytes.
+    pub(crate) log_segment_bytes: u64,
+    /// The tablet server's `remote.log.task-interval-duration`, in milliseconds.
+    pub(crate) remote_log_task_interval_ms: u64,
 }
 
 impl FlussEnv {
@@ -293,11 +328,13 @@ impl FlussEnv {
             zookeeper_pid,
             coordinator_pid,
             tablet_pid,
+            log_segment_bytes: TABLET_SEGMENT_MIB << 20,
+            remote_log_task_interval_ms: REMOTE_LOG_TASK_INTERVAL_SECS * 1000,
         }
     }
 
     /// The settings as environment variables, in the order of the env file.
-    pub(crate) fn vars(&self) -> [(&'static str, String); 8] {
+    pub(crate) fn vars(&self) -> [(&'static str, String); 10] {
         [
             ("FLUSS_BOOTSTRAP", self.bootstrap.clone()),
             ("FLUSS_SASL_BOOTSTRAP", self.sasl_bootstrap.clone()),
@@ -307,6 +344,8 @@ impl FlussEnv {
             ("FLUSS_ZOOKEEPER_PID", self.zookeeper_pid.to_string()),
             ("FLUSS_COORDINATOR_PID", self.coordinator_pid.to_string()),
             ("FLUSS_TABLET_PID", self.tablet_pid.to_string()),
+            ("FLUSS_LOG_SEGMENT_BYTES", self.log_segment_bytes.to_string()),
+            ("FLUSS_REMOTE_LOG_TASK_INTERVAL_MS", self.remote_log_task_interval_ms.to_string()),
         ]
     }
 
@@ -323,6 +362,7 @@ impl FlussEnv {
                 .with_context(|| format!("no {key} line"))
         };
         let pid = |key: &str| -> Result<u32> { get(key)?.parse().with_context(|| format!("{key} is not a pid")) };
+        let number = |key: &str| -> Result<u64> { get(key)?.parse().with_context(|| format!("{key} is not a number")) };
         Ok(Self {
             bootstrap: get("FLUSS_BOOTSTRAP")?,
             sasl_bootstrap: get("FLUSS_SASL_BOOTSTRAP")?,
@@ -332,6 +372,8 @@ impl FlussEnv {
             zookeeper_pid: pid("FLUSS_ZOOKEEPER_PID")?,
             coordinator_pid: pid("FLUSS_COORDINATOR_PID")?,
             tablet_pid: pid("FLUSS_TABLET_PID")?,
+            log_segment_bytes: number("FLUSS_LOG_SEGMENT_BYTES")?,
+            remote_log_task_interval_ms: number("FLUSS_REMOTE_LOG_TASK_INTERVAL_MS")?,
         })
     }
 }
@@ -350,22 +392,26 @@ pub(crate) fn up_fluss() -> Result<FlussEnv> {
     if let [Some(zookeeper), Some(coordinator), Some(tablet)] = running {
         let ports = Ports::read(&paths)
             .with_context(|| format!("the cluster runs, but {} lacks its ports", paths.config.display()))?;
-        let env = FlussEnv::new(ports, [zookeeper, coordinator, tablet]);
-        eprintln!("==> fluss: already running (pids {zookeeper}, {coordinator}, {tablet}); checking that it answers");
-        let mut exited = || {
-            Role::ALL
-                .into_iter()
-                .zip([zookeeper, coordinator, tablet])
-                .find(|(role, pid)| !paths.is_ours(*role, *pid))
-                .map(|(role, pid)| (role, format!("the {} (pid {pid}) exited", role.label())))
-        };
-        wait_until_ready(&env, &paths, &mut exited)
-            .context("the running cluster does not answer; `cargo xtask services down fluss` stops it")?;
-        write_atomic(&paths.env, &env.render())?;
-        eprintln!("==> fluss: {} (SASL/PLAIN {})", env.bootstrap, env.sasl_bootstrap);
-        return Ok(env);
-    }
-    if running.iter().any(Option::is_some) {
+        if configs_are_current(&paths, ports) {
+            let env = FlussEnv::new(ports, [zookeeper, coordinator, tablet]);
+            eprintln!(
+                "==> fluss: already running (pids {zookeeper}, {coordinator}, {tablet}); checking that it answers"
+            );
+            let mut exited = || {
+                Role::ALL
+                    .into_iter()
+                    .zip([zookeeper, coordinator, tablet])
+                    .find(|(role, pid)| !paths.is_ours(*role, *pid))
+                    .map(|(role, pid)| (role, format!("the {} (pid {pid}) exited", role.label())))
+            };
+            wait_until_ready(&env, &paths, &mut exited)
+                .context("the running cluster does not answer; `cargo xtask services down fluss` stops it")?;
+            write_atomic(&paths.env, &env.render())?;
+            eprintln!("==> fluss: {} (SASL/PLAIN {})", env.bootstrap, env.sasl_bootstrap);
+            return Ok(env);
+        }
+        eprintln!("==> fluss: the running cluster was started with other server settings; starting it afresh");
+    } else if running.iter().any(Option::is_some) {
         eprintln!("==> fluss: only part of the cluster runs; stopping it to start afresh");
     }
     stop_all(&paths)?;
@@ -718,6 +764,14 @@ fn write_configs(paths: &Paths, ports: Ports) -> Result<()> {
     write_atomic(&paths.tablet_conf.join("server.yaml"), &server_yaml(Role::Tablet, ports, paths))
 }
 
+/// Whether the Fluss servers' configuration files are what [`write_configs`] writes now for
+/// `ports`: a cluster started by an earlier xtask with other settings is not reused.
+fn configs_are_current(paths: &Paths, ports: Ports) -> bool {
+    [(Role::Coordinator, &paths.coordinator_conf), (Role::Tablet, &paths.tablet_conf)].into_iter().all(|(role, dir)| {
+        fs::read_to_string(dir.join("server.yaml")).is_ok_and(|yaml| yaml == server_yaml(role, ports, paths))
+    })
+}
+
 fn zoo_cfg(port: u16, data: &Path) -> String {
     format!(
         "# Generated by `cargo xtask services up fluss`; rewritten on every start.\n\
@@ -754,7 +808,13 @@ fn server_yaml(role: Role, ports: Ports, paths: &Paths) -> String {
         remote = paths.remote_data.display(),
     );
     if role == Role::Tablet {
-        yaml += &format!("tablet-server.id: {TABLET_SERVER_ID}\ndata.dir: {}\n", paths.tablet_data.display());
+        yaml += &format!(
+            "tablet-server.id: {TABLET_SERVER_ID}\n\
+             data.dir: {}\n\
+             log.segment.file-size: {TABLET_SEGMENT_MIB}mb\n\
+             remote.log.task-interval-duration: {REMOTE_LOG_TASK_INTERVAL_SECS}s\n",
+            paths.tablet_data.display()
+        );
     }
     yaml
 }
@@ -1104,7 +1164,10 @@ mod tests {
         assert_eq!(get(&tablet, "bind.listeners"), "INTERNAL://127.0.0.1:40003, CLIENT://127.0.0.1:40004");
         assert_eq!(get(&tablet, "tablet-server.id"), "0");
         assert_eq!(get(&tablet, "data.dir"), "/ws/target/services/fluss/data/tablet");
+        assert_eq!(get(&tablet, "log.segment.file-size"), "4mb");
+        assert_eq!(get(&tablet, "remote.log.task-interval-duration"), "1s");
         assert_eq!(get(&coordinator, "tablet-server.id"), "");
+        assert_eq!(get(&coordinator, "log.segment.file-size"), "");
         for yaml in [&coordinator, &tablet] {
             assert_eq!(get(yaml, "security.protocol.map"), "CLIENT:SASL");
             assert_eq!(get(yaml, "internal.listener.name"), "INTERNAL");
@@ -1125,6 +1188,13 @@ mod tests {
         let paths = Paths::new(&dir);
         write_configs(&paths, sample_ports()).expect("write configs");
         assert_eq!(Ports::read(&paths), Some(sample_ports()));
+        assert!(configs_are_current(&paths, sample_ports()));
+        let other = Ports { tablet: 40005, ..sample_ports() };
+        assert!(!configs_are_current(&paths, other), "another port is another configuration");
+        let tablet_yaml = paths.tablet_conf.join("server.yaml");
+        let yaml = fs::read_to_string(&tablet_yaml).expect("server.yaml");
+        fs::write(&tablet_yaml, yaml.replace("log.segment.file-size: 4mb\n", "")).expect("rewrite");
+        assert!(!configs_are_current(&paths, sample_ports()), "a cluster started with other segments is stale");
         let zoo = fs::read_to_string(&paths.zoo_cfg).expect("zoo.cfg");
         assert!(zoo.contains("admin.enableServer=false\n") && zoo.contains("clientPortAddress=127.0.0.1\n"), "{zoo}");
         fs::remove_dir_all(&dir).expect("clean up");
@@ -1138,7 +1208,8 @@ mod tests {
             text,
             "FLUSS_BOOTSTRAP=127.0.0.1:40001\nFLUSS_SASL_BOOTSTRAP=127.0.0.1:40002\n\
              FLUSS_SASL_USERNAME=actionstate\nFLUSS_SASL_PASSWORD=actionstate-secret\n\
-             FLUSS_ZOOKEEPER=127.0.0.1:40000\nFLUSS_ZOOKEEPER_PID=7\nFLUSS_COORDINATOR_PID=8\nFLUSS_TABLET_PID=9\n"
+             FLUSS_ZOOKEEPER=127.0.0.1:40000\nFLUSS_ZOOKEEPER_PID=7\nFLUSS_COORDINATOR_PID=8\nFLUSS_TABLET_PID=9\n\
+             FLUSS_LOG_SEGMENT_BYTES=4194304\nFLUSS_REMOTE_LOG_TASK_INTERVAL_MS=1000\n"
         );
         assert_eq!(FlussEnv::parse(&text).expect("parse"), env);
         assert!(FlussEnv::parse("FLUSS_BOOTSTRAP=127.0.0.1:1\n").is_err());

@@ -7,7 +7,8 @@
 //! eight days, or an action pending that long, could not be restored. (The 0.9 server checks
 //! segments it has rolled and copied to remote storage, every `remote.log.task-interval-duration`,
 //! one minute by default; segments roll at `log.segment.file-size`, 1 GiB by default. Both are
-//! settings of the tablet server, not of a table.)
+//! settings of the tablet server, not of a table: the local cluster of `cargo xtask services up
+//! fluss` sets 4 MiB and one second, so that its tests see a segment expire.)
 //!
 //! So the backend chooses the table's TTL itself ([`log_ttl_value`]): by default
 //! [`NO_LOG_TTL`] (`0 ms`), which Fluss reads as "no deletion by age" (a TTL of zero or less

@@ -6,11 +6,13 @@
 //! Without either the tests print `ACTIONSTATE-SKIP` and pass, unless
 //! `ACTIONSTATE_REQUIRE_SERVICES` is set, in which case they fail.
 //!
-//! `segments_expire_only_under_an_accepted_ttl_and_older_markers_are_data_loss` needs a cluster
-//! that expires segments within seconds, which the shared one does not: its tablet server must
-//! run with `log.segment.file-size: 64kb` and `remote.log.task-interval-duration: 1s`. It runs
-//! when `FLUSS_TIERING_BOOTSTRAP` names such a cluster's coordinator (plaintext), and passes
-//! with a note otherwise.
+//! `segments_expire_only_under_an_accepted_ttl_and_older_markers_are_data_loss` also needs a
+//! tablet server that tiers and expires segments within seconds, as the one of `cargo xtask
+//! services up fluss` does (`log.segment.file-size: 4mb`, `remote.log.task-interval-duration:
+//! 1s`): the cluster's settings must declare them as `FLUSS_LOG_SEGMENT_BYTES` (at most 4 MiB)
+//! and `FLUSS_REMOTE_LOG_TASK_INTERVAL_MS` (at most 5 s), which xtask writes into `fluss.env`.
+//! Without them the test prints `ACTIONSTATE-SKIP` like the others (a failure under
+//! `ACTIONSTATE_REQUIRE_SERVICES`).
 
 #![allow(clippy::unwrap_used)]
 
@@ -18,7 +20,7 @@ use actionstate_core::{Error, KeyId, Marker, StateLog, WireRecord};
 use actionstate_fluss::retention::{self, RetentionProblem};
 use actionstate_fluss::{FlussConfig, FlussError, FlussLog, Security, bucket};
 use actionstate_recovery::testkit::conformance;
-use actionstate_recovery::testkit::services::Service;
+use actionstate_recovery::testkit::services::{self, Service};
 use fluss::metadata::{
     AlterConfig, AlterConfigOpType, AlterTableChanges, DataTypes, Schema, TableDescriptor, TablePath,
 };
@@ -473,31 +475,82 @@ async fn created_tables_delete_by_age_only_what_the_configuration_accepts() {
     drop_table(&log).await;
 }
 
-/// A cluster whose tablet server rolls small segments and runs its remote-log tasks every
-/// second, from `FLUSS_TIERING_BOOTSTRAP`; `None` (after saying why) without one. The shared
-/// cluster of `cargo xtask services up fluss` keeps Fluss's 1 GiB segments, which never roll in
-/// a test, and runs the tasks once a minute: its tables never tier or expire a segment.
-fn tiering_cluster(test: &str) -> Option<String> {
-    let bootstrap = std::env::var("FLUSS_TIERING_BOOTSTRAP").ok().filter(|b| !b.trim().is_empty());
-    if bootstrap.is_none() {
-        eprintln!(
-            "{test}: not run: FLUSS_TIERING_BOOTSTRAP names no cluster with small segments \
-             (tablet server settings `log.segment.file-size: 64kb` and \
-             `remote.log.task-interval-duration: 1s`)"
-        );
-    }
-    bootstrap
+/// How the cluster's tablet server tiers and expires segments, as the cluster's settings
+/// declare it: `FLUSS_LOG_SEGMENT_BYTES` (its `log.segment.file-size`) and
+/// `FLUSS_REMOTE_LOG_TASK_INTERVAL_MS` (its `remote.log.task-interval-duration`), which
+/// `cargo xtask services up fluss` writes for the shared cluster.
+#[derive(Debug, Clone, Copy)]
+struct Tiering {
+    segment_bytes: u64,
+    task_interval: Duration,
 }
 
-/// On a cluster that tiers and expires segments within seconds: a table the log created with
-/// an accepted TTL of one second loses its oldest segment by age, its earliest offset rises,
-/// a marker below it fails validation as data loss, a read below it fails instead of skipping,
-/// and the records from the earliest offset on are all there; a table created without a TTL,
-/// written alike, keeps every record (its older segments now in remote storage, read from
-/// there) and its marker stays valid.
+/// The largest segment the expiry test writes past: it writes four of them per table, in
+/// values of a 32nd of a segment each.
+const MAX_TIERING_SEGMENT_BYTES: u64 = 4 << 20;
+/// The longest remote-log task interval the expiry test waits for.
+const MAX_TIERING_TASK_INTERVAL: Duration = Duration::from_secs(5);
+
+/// The cluster's tiering settings, or `None` after the skip marker (a failure under
+/// `ACTIONSTATE_REQUIRE_SERVICES`) when they are not declared or are too large for a test.
+fn tiering(cluster: &Cluster, test: &str) -> Option<Tiering> {
+    let number = |key: &str| cluster.get(key).and_then(|v| v.parse::<u64>().ok());
+    let segment_bytes = number("FLUSS_LOG_SEGMENT_BYTES");
+    let task_interval = number("FLUSS_REMOTE_LOG_TASK_INTERVAL_MS").map(Duration::from_millis);
+    match (segment_bytes, task_interval) {
+        (Some(segment_bytes), Some(task_interval))
+            if segment_bytes <= MAX_TIERING_SEGMENT_BYTES && task_interval <= MAX_TIERING_TASK_INTERVAL =>
+        {
+            Some(Tiering { segment_bytes, task_interval })
+        }
+        _ => {
+            let declared = |key: &str| format!("{key}={}", cluster.get(key).unwrap_or_else(|| "(unset)".to_owned()));
+            services::skip_because(
+                "fluss",
+                test,
+                &format!(
+                    "the cluster's settings (from {}) have {} and {}; the test needs the tablet server's \
+                     log.segment.file-size (at most {MAX_TIERING_SEGMENT_BYTES} bytes) and \
+                     remote.log.task-interval-duration (at most {} ms) declared there, as cargo xtask services up \
+                     fluss does",
+                    cluster.0.source,
+                    declared("FLUSS_LOG_SEGMENT_BYTES"),
+                    declared("FLUSS_REMOTE_LOG_TASK_INTERVAL_MS"),
+                    MAX_TIERING_TASK_INTERVAL.as_millis()
+                ),
+            );
+            None
+        }
+    }
+}
+
+/// `n` bytes that do not compress (Fluss compresses record batches), from a xorshift seeded
+/// with `seed`.
+fn incompressible(seed: u32, n: usize) -> Vec<u8> {
+    let mut x = u64::from(seed) ^ 0x9e37_79b9_7f4a_7c15;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// On a cluster that tiers and expires segments within seconds (the shared one: its tablet
+/// server rolls 4 MiB segments and runs its remote-log tasks every second): a table the log
+/// created with an accepted TTL of one second loses its oldest segments by age, its earliest
+/// offset rises, a marker below it fails validation as data loss, a read below it fails
+/// instead of skipping, and the records from the earliest offset on are all there; a table
+/// created without a TTL, written alike, keeps every record (its older segments copied to
+/// remote storage by then, and read from there) and its marker stays valid.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn segments_expire_only_under_an_accepted_ttl_and_older_markers_are_data_loss() {
-    let Some(bootstrap) = tiering_cluster("segment-expiry") else { return };
+    const TEST: &str = "segment-expiry";
+    let Some(cluster) = cluster(TEST) else { return };
+    let Some(tiering) = tiering(&cluster, TEST) else { return };
+    let bootstrap = cluster.bootstrap();
     let mut config = test_config(&bootstrap, &unique_table("ttl_second"), 1);
     config.log_ttl = Some(Duration::from_secs(1));
     let expiring = FlussLog::open(config).await.unwrap();
@@ -506,15 +559,25 @@ async fn segments_expire_only_under_an_accepted_ttl_and_older_markers_are_data_l
         Marker { log: expiring.identity().clone(), offsets: expiring.end_offsets().await.unwrap() },
         Marker { log: kept.identity().clone(), offsets: kept.end_offsets().await.unwrap() },
     ];
-    // About 87 of these records fill a 64 KiB segment: 300 make four segments, of which the
-    // tablet server keeps the last two on its disk once the others are in remote storage.
-    const RECORDS: u32 = 300;
-    for n in 0..RECORDS {
-        for log in [&expiring, &kept] {
-            let record = WireRecord { key_id: KeyId::of(b"age"), key: n.to_be_bytes().to_vec(), value: vec![7; 2000] };
-            log.append(record).await.unwrap();
+    // Values of four segments per table, a 32nd of a segment each, so that each table rolls
+    // at least four segments (the batches' overhead adds more), of which the tablet server keeps
+    // the last two on its own disk once the others are in remote storage. The two tables are
+    // written side by side.
+    let value_bytes = usize::try_from(tiering.segment_bytes / 32).unwrap().max(1024);
+    let records = u32::try_from((4 * tiering.segment_bytes).div_ceil(value_bytes as u64)).unwrap();
+    let writing = Instant::now();
+    async fn write(log: &FlussLog, records: u32, value_bytes: usize) {
+        for n in 0..records {
+            let value = incompressible(n, value_bytes);
+            log.append(WireRecord { key_id: KeyId::of(b"age"), key: n.to_be_bytes().to_vec(), value }).await.unwrap();
         }
     }
+    tokio::join!(write(&expiring, records, value_bytes), write(&kept, records, value_bytes));
+    eprintln!(
+        "{records} records of {value_bytes} bytes in each table, segments of {} bytes, written in {:?}",
+        tiering.segment_bytes,
+        writing.elapsed()
+    );
     let started = Instant::now();
     let earliest = loop {
         let earliest = expiring.earliest_offsets().await.unwrap();
@@ -525,6 +588,20 @@ async fn segments_expire_only_under_an_accepted_ttl_and_older_markers_are_data_l
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     eprintln!("earliest offset {} after {:?}", earliest[0], started.elapsed());
+    // Later segments age past the TTL too, once copied to remote storage (the two the tablet
+    // server keeps on its disk stay): wait until the earliest offset stays put for two rounds
+    // of the remote-log tasks, so that the reads below do not race with an expiry.
+    let mut earliest = earliest;
+    loop {
+        tokio::time::sleep(2 * tiering.task_interval).await;
+        let now = expiring.earliest_offsets().await.unwrap();
+        if now == earliest {
+            break;
+        }
+        earliest = now;
+        assert!(started.elapsed() < Duration::from_secs(60), "expiry did not settle in {:?}", started.elapsed());
+    }
+    eprintln!("earliest offset settled at {} after {:?}", earliest[0], started.elapsed());
     let end = expiring.end_offsets().await.unwrap();
     let current = expiring.current_identity().await.unwrap();
     match markers[0].validate(&current, &earliest, &end) {
@@ -538,14 +615,17 @@ async fn segments_expire_only_under_an_accepted_ttl_and_older_markers_are_data_l
     let offsets: Vec<u64> = rest.iter().map(|r| r.0).collect();
     assert_eq!(offsets, (earliest[0]..end[0]).collect::<Vec<_>>());
 
-    // The same history in a table without a TTL: nothing expired, everything readable.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The same history in a table without a TTL: nothing expired, everything readable (after
+    // a few more rounds of the remote-log tasks).
+    tokio::time::sleep(3 * tiering.task_interval).await;
     let (earliest, end) = (kept.earliest_offsets().await.unwrap(), kept.end_offsets().await.unwrap());
     assert_eq!(earliest, [0]);
     markers[1].validate(&kept.current_identity().await.unwrap(), &earliest, &end).unwrap();
     let all = conformance::read_all(&kept, 0, 0, end[0]).await.unwrap();
-    let keys: Vec<Vec<u8>> = all.into_iter().map(|r| r.1).collect();
-    assert_eq!(keys, (0..RECORDS).map(|n| n.to_be_bytes().to_vec()).collect::<Vec<_>>());
+    let read: Vec<(Vec<u8>, Vec<u8>)> = all.into_iter().map(|r| (r.1, r.2)).collect();
+    let written: Vec<(Vec<u8>, Vec<u8>)> =
+        (0..records).map(|n| (n.to_be_bytes().to_vec(), incompressible(n, value_bytes))).collect();
+    assert!(read == written, "the table without a TTL does not read back its {records} records");
     drop_table(&expiring).await;
     drop_table(&kept).await;
 }

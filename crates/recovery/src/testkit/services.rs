@@ -4,9 +4,10 @@
 //! A service `NAME` with variable prefix `PREFIX` is configured when `PREFIX_BOOTSTRAP` is set
 //! in the environment (then every `PREFIX_*` variable comes from the environment), or else when
 //! `target/services/NAME.env` exists in the workspace this crate was built in (`KEY=VALUE`
-//! lines, as xtask writes them). A test that finds no service prints the `ACTIONSTATE-SKIP`
-//! marker and passes — unless `ACTIONSTATE_REQUIRE_SERVICES` is set, as `cargo xtask ci` sets
-//! it, and then it fails: a skipped backend test is never counted as passed there.
+//! lines, as xtask writes them). A test that finds no service, or one without a setting it
+//! needs ([`skip_because`]), prints the `ACTIONSTATE-SKIP` marker and passes — unless
+//! `ACTIONSTATE_REQUIRE_SERVICES` is set, as `cargo xtask ci` sets it, and then it fails: a
+//! skipped backend test is never counted as passed there.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -82,9 +83,14 @@ fn workspace_root() -> Option<PathBuf> {
 /// Reports that `test` cannot run for lack of the service `name`: prints the skip marker on
 /// stdout and stderr, or panics when `ACTIONSTATE_REQUIRE_SERVICES` is set.
 pub fn skip(name: &str, test: &str) {
-    let msg = format!(
-        "{SKIP_MARKER} {name} tests ({test}): no {name} service configured (run cargo xtask services up {name})"
-    );
+    skip_because(name, test, &format!("no {name} service configured (run cargo xtask services up {name})"));
+}
+
+/// Reports that `test` cannot run on the configured service `name` for the reason `why` (say,
+/// the server lacks a setting the test needs), as [`skip`] does: the skip marker, or a panic
+/// when `ACTIONSTATE_REQUIRE_SERVICES` is set.
+pub fn skip_because(name: &str, test: &str, why: &str) {
+    let msg = format!("{SKIP_MARKER} {name} tests ({test}): {why}");
     if std::env::var_os("ACTIONSTATE_REQUIRE_SERVICES").is_some() {
         panic!("{msg}; ACTIONSTATE_REQUIRE_SERVICES is set");
     }
