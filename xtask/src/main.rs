@@ -152,6 +152,9 @@ fn run_no_skips(step: &str, cmd: &mut Command) -> Result<()> {
 
 /// The feature that builds the test which stops and restarts the broker.
 const BROKER_FAULT_FEATURE: &str = "actionstate-kafka/broker-fault-tests";
+/// The command line's server backends, off by default (see `crates/cli/Cargo.toml`): the tests,
+/// clippy and the docs cover them.
+const CLI_BACKENDS: &str = "actionstate/kafka,actionstate/fluss";
 /// The feature that builds the test which stops and restarts the Fluss tablet server.
 const TABLET_FAULT_FEATURE: &str = "actionstate-fluss/server-fault-tests";
 
@@ -174,7 +177,22 @@ fn ci() -> Result<()> {
             "--all-targets",
             "--locked",
             "--features",
-            &format!("{BROKER_FAULT_FEATURE},{TABLET_FAULT_FEATURE}"),
+            &format!("{BROKER_FAULT_FEATURE},{TABLET_FAULT_FEATURE},{CLI_BACKENDS}"),
+            "--",
+            "-D",
+            "warnings",
+        ]),
+    )?;
+    // The command line as a newcomer builds it: the embedded store alone.
+    run(
+        "clippy (actionstate without server backends)",
+        cargo().args([
+            "clippy",
+            "-p",
+            "actionstate",
+            "--no-default-features",
+            "--all-targets",
+            "--locked",
             "--",
             "-D",
             "warnings",
@@ -192,7 +210,7 @@ fn ci() -> Result<()> {
         }
     };
     let mut test = cargo();
-    test.args(["test", "--workspace", "--locked", "--", "--nocapture"])
+    test.args(["test", "--workspace", "--locked", "--features", CLI_BACKENDS, "--", "--nocapture"])
         .env("ACTIONSTATE_REQUIRE_SERVICES", "1")
         .env("RUST_BACKTRACE", "1")
         .envs(kafka.vars())
@@ -220,14 +238,20 @@ fn ci() -> Result<()> {
     tested?;
     stopped.context("stopping the Kafka broker")?;
     fluss_stopped.context("stopping the Fluss cluster")?;
-    run("doc", cargo().args(["doc", "--workspace", "--no-deps", "--locked"]).env("RUSTDOCFLAGS", "-D warnings"))?;
+    run(
+        "doc",
+        cargo()
+            .args(["doc", "--workspace", "--no-deps", "--locked", "--features", CLI_BACKENDS])
+            .env("RUSTDOCFLAGS", "-D warnings"),
+    )?;
     eprintln!("==> ci: all steps passed in {:.0}s", started.elapsed().as_secs_f64());
     Ok(())
 }
 
 /// `actionstate bench --log URL --json`, in release.
 fn bench_on(backend: &str, url: &str) -> Result<()> {
-    let args = ["run", "--release", "-p", "actionstate", "--", "bench", "--log", url, "--json"];
+    let args =
+        ["run", "--release", "-p", "actionstate", "--features", CLI_BACKENDS, "--", "bench", "--log", url, "--json"];
     run(&format!("bench {backend}"), cargo().args(args))
 }
 
@@ -250,8 +274,20 @@ fn bench(what: Option<&str>, on: Option<&str>) -> Result<()> {
                 std::process::id()
             );
             let log_dir = services::kafka_log_dir()?;
-            let soak =
-                ["run", "--release", "-p", "actionstate", "--", "soak", "--inputs", "200000", "--compare", "--log"];
+            let soak = [
+                "run",
+                "--release",
+                "-p",
+                "actionstate",
+                "--features",
+                "kafka",
+                "--",
+                "soak",
+                "--inputs",
+                "200000",
+                "--compare",
+                "--log",
+            ];
             let measured = run("bench soak kafka", cargo().args(soak).arg(&url).arg("--broker-log-dir").arg(&log_dir));
             let stopped = services::down_kafka();
             measured?;

@@ -509,3 +509,61 @@ async fn a_reclaim_the_broker_refuses_names_topic_partition_and_offset() {
     let log = KafkaLog::open(test_config(&broker.bootstrap(), &topic, 1)).await.unwrap();
     assert_eq!(log.reclaim(&[2]).await.unwrap(), vec![2]);
 }
+
+/// A log URL carries no secret: the password comes from the file `password_file` names. The
+/// right one from a file opens the SASL listener; a wrong one fails as an authentication
+/// error, and neither the error, nor the configuration's `Debug`, nor anything the client
+/// logged through `tracing` shows either password.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_url_takes_the_password_from_a_file_and_never_shows_it() {
+    let Some(broker) = broker("url-secrets") else { return };
+    let (Some(bootstrap), Some(username), Some(password)) =
+        (broker.get("KAFKA_SASL_BOOTSTRAP"), broker.get("KAFKA_SASL_USERNAME"), broker.get("KAFKA_SASL_PASSWORD"))
+    else {
+        panic!("the broker's settings name no SASL listener (KAFKA_SASL_*)");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (good, bad) = (dir.path().join("good"), dir.path().join("bad"));
+    std::fs::write(&good, format!("{password}\n")).unwrap();
+    std::fs::write(&bad, "wrong-Secret-8c1f\n").unwrap();
+    let url = |file: &std::path::Path| {
+        format!(
+            "kafka://{bootstrap}/{}?replication=1&request_timeout=5s&username={username}&password_file={}",
+            unique_topic("url-sasl"),
+            file.display()
+        )
+    };
+    let config = KafkaConfig::from_url(&url(&good)).unwrap();
+    assert!(!format!("{config:?}").contains(&password), "Debug shows the password: {config:?}");
+    let log = KafkaLog::open(config).await.unwrap();
+    log.append(WireRecord { key_id: KeyId::of(b"u"), key: b"k".to_vec(), value: b"v".to_vec() }).await.unwrap();
+
+    let logged = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+    let sink = logged.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_writer(move || Capture(sink.clone()))
+        .finish();
+    let err = {
+        let _guard = tracing::subscriber::set_default(subscriber);
+        KafkaLog::open(KafkaConfig::from_url(&url(&bad)).unwrap()).await.unwrap_err()
+    };
+    let shown = format!("{err} {err:?} {}", String::from_utf8_lossy(&logged.lock().unwrap()));
+    assert!(err.to_string().to_lowercase().contains("authentication"), "{err}");
+    for secret in ["wrong-Secret-8c1f", password.as_str()] {
+        assert!(!shown.contains(secret), "a password was shown: {shown}");
+    }
+}
+
+/// A `tracing` writer into a shared buffer.
+struct Capture(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Capture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

@@ -1,6 +1,6 @@
-//! `actionstate bench --backend file`: end-to-end store paths side by side with the raw
-//! embedded database, in the same run. `--backend kafka` does the same on a Kafka topic against
-//! raw rdkafka clients (see the `kafka` module), `--backend fluss` on an Apache Fluss log table
+//! `actionstate bench` (`--log file:DIR`): end-to-end store paths side by side with the raw
+//! embedded database, in the same run. `--log kafka://...` does the same on a Kafka topic against
+//! raw rdkafka clients (see the `kafka` module), `--log fluss://...` on an Apache Fluss log table
 //! against raw fluss-rs clients (see the `fluss` module).
 //!
 //! - **put**: `ActionStateStore::complete` (encode, durable append, index) against a raw redb
@@ -14,27 +14,25 @@ use actionstate_core::{
     StateLog, TaggedBytes, Trigger, Value, codec,
 };
 use actionstate_file::{FileConfig, FileLog};
-use actionstate_recovery::{ActionStateStore, Begin, Ownership, Round, StoreConfig};
+use actionstate_recovery::{ActionStateStore, Begin, LogConfig, Ownership, Round, StoreConfig};
 use anyhow::{Context, Result, bail};
 use redb::{ReadableDatabase, ReadableTable};
 use serde::Serialize;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct BenchArgs {
-    /// Backend to measure: `file` (the embedded default), `kafka` (fresh topics
-    /// `actionstate-bench-<pid>-<n>` on the cluster `--bootstrap` names; needs the `kafka` feature)
-    /// or `fluss` (fresh tables `actionstate_bench.bench_<pid>_<n>` on the Fluss cluster
-    /// `--bootstrap` names; needs the `fluss` feature).
-    #[arg(long, default_value = "file")]
-    backend: String,
-    /// Bootstrap servers (`HOST:PORT`, comma-separated) for `--backend kafka` or `fluss`.
-    #[arg(long)]
-    bootstrap: Option<String>,
+    /// What to measure, as a log URL: `file:DIR` (the embedded default, in that directory,
+    /// cleared first; without `--log`, a fresh directory under the system temp dir),
+    /// `kafka://HOST:PORT/TOPIC` (fresh topics `TOPIC-<pid>-<n>` on that cluster, with the
+    /// URL's partitions, timeouts and credentials) or `fluss://HOST:PORT/DATABASE/TABLE` (fresh
+    /// tables `DATABASE.TABLE_<pid>_<n>`).
+    #[arg(long, value_name = "URL")]
+    log: Option<String>,
     /// Sequential puts measured (each side).
     #[arg(long, default_value_t = 2000)]
     puts: usize,
@@ -42,12 +40,9 @@ pub(crate) struct BenchArgs {
     /// 200,000 for `fluss`).
     #[arg(long)]
     records: Option<usize>,
-    /// Partitions of the log (buckets of the table for `fluss`).
-    #[arg(long, default_value_t = 8)]
+    /// Partitions of the log, from the URL.
+    #[arg(skip)]
     partitions: u32,
-    /// Directory for the data (default: a fresh directory under the system temp dir).
-    #[arg(long)]
-    dir: Option<PathBuf>,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -119,6 +114,10 @@ pub(crate) struct RebuildFigures {
 #[derive(Serialize, Debug, Clone, Copy)]
 pub(crate) enum RawRead {
     #[serde(rename = "raw_read_records_per_s")]
+    #[cfg_attr(
+        not(any(feature = "kafka", feature = "fluss")),
+        allow(dead_code, reason = "read by the server backends")
+    )]
     Read(f64),
     #[serde(rename = "raw_scan_records_per_s")]
     Scan(f64),
@@ -275,26 +274,23 @@ mod kafka;
 
 pub(crate) async fn run(args: BenchArgs) -> Result<ExitCode> {
     crate::metrics::serve(&args.metrics)?;
-    match args.backend.as_str() {
-        "file" => {
-            if args.bootstrap.is_some() {
-                bail!("--bootstrap applies to --backend kafka or fluss only");
-            }
+    let mut args = args;
+    let log = match &args.log {
+        Some(url) => url.parse().context("--log")?,
+        None => {
+            let dir = std::env::temp_dir().join(format!("actionstate-bench-{}", std::process::id()));
+            LogConfig::File(FileConfig::new(dir, 8))
         }
+    };
+    args.partitions = log.partitions();
+    let dir = match log {
+        LogConfig::File(c) => c.dir,
         #[cfg(feature = "kafka")]
-        "kafka" => return kafka::run(args).await,
-        #[cfg(not(feature = "kafka"))]
-        "kafka" => bail!("backend `kafka` is not available in this build (built without the `kafka` feature)"),
+        LogConfig::Kafka(c) => return kafka::run(args, *c).await,
         #[cfg(feature = "fluss")]
-        "fluss" => return fluss::run(args).await,
-        #[cfg(not(feature = "fluss"))]
-        "fluss" => bail!("backend `fluss` is not available in this build (built without the `fluss` feature)"),
-        other => bail!("unknown backend `{other}`; use `file`, `kafka` or `fluss`"),
-    }
-    let dir = args
-        .dir
-        .clone()
-        .unwrap_or_else(|| std::env::temp_dir().join(format!("actionstate-bench-{}", std::process::id())));
+        LogConfig::Fluss(c) => return fluss::run(args, *c).await,
+        other => bail!("the benchmark runs on file, kafka or fluss logs, not {other}"),
+    };
     if dir.exists() {
         std::fs::remove_dir_all(&dir).with_context(|| format!("clearing {}", dir.display()))?;
     }

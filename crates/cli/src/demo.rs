@@ -1,30 +1,24 @@
-//! `actionstate demo`: the simulator on the embedded store (or a Kafka topic, or a Fluss
-//! table), crashed partway and restored.
+//! `actionstate demo`: the simulator on the embedded store (or any log a URL names: a Kafka
+//! topic, a Fluss table), crashed partway and restored.
 
+use actionstate_core::StateLog;
+use actionstate_recovery::LogConfig;
 use actionstate_recovery::testkit::MemoryLog;
-use actionstate_sim::{CrashPoint, FileSource, MemorySource, RunPlan, Sim, SimConfig};
+use actionstate_sim::{CrashPoint, MemorySource, RunPlan, Sim, SimConfig};
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct DemoArgs {
-    /// Data directory of the file backend (default: a fresh directory under the system temp dir).
-    #[arg(long)]
-    data: Option<PathBuf>,
-    /// Backend: `file` (the embedded default), `kafka` (a fresh topic `actionstate-demo-<pid>`
-    /// on the cluster `--bootstrap` names; needs the `kafka` feature) or `fluss` (a fresh table
-    /// `actionstate_demo.demo_<pid>` on the Fluss cluster `--bootstrap` names; needs the `fluss`
-    /// feature).
-    #[arg(long, default_value = "file")]
-    backend: String,
-    /// Bootstrap servers (`HOST:PORT`, comma-separated) for `--backend kafka` or `fluss`.
-    #[arg(long)]
-    bootstrap: Option<String>,
+    /// The log to run on, which must be empty: `file:DIR` (the embedded default; without
+    /// `--log`, a fresh directory under the system temp dir), `kafka://HOST:PORT/TOPIC` or
+    /// `fluss://HOST:PORT/DATABASE/TABLE` (see README, "Naming a log").
+    #[arg(long, value_name = "URL")]
+    log: Option<String>,
     /// Inputs to process.
     #[arg(long, default_value_t = 200)]
     inputs: usize,
@@ -67,80 +61,19 @@ struct Summary {
     elapsed_ms: f64,
 }
 
-/// Where the demo runs.
-enum Target {
-    File(PathBuf),
-    #[cfg(feature = "kafka")]
-    Kafka(Box<actionstate_kafka::KafkaConfig>),
-    #[cfg(feature = "fluss")]
-    Fluss(Box<actionstate_fluss::FlussConfig>),
-}
-
-impl Target {
-    fn of(args: &DemoArgs) -> Result<Target> {
-        match args.backend.as_str() {
-            "file" => {
-                if args.bootstrap.is_some() {
-                    bail!("--bootstrap applies to --backend kafka or fluss only");
-                }
-                let dir = match &args.data {
-                    Some(d) => d.clone(),
-                    None => std::env::temp_dir().join(format!("actionstate-demo-{}-{}", std::process::id(), args.seed)),
-                };
-                if dir.exists() && std::fs::read_dir(&dir).map(|mut d| d.next().is_some()).unwrap_or(false) {
-                    bail!("data directory {} is not empty; pass an empty or new --data", dir.display());
-                }
-                Ok(Target::File(dir))
-            }
-            #[cfg(feature = "kafka")]
-            "kafka" => {
-                if args.data.is_some() {
-                    bail!("--data applies to --backend file only; the kafka backend uses a fresh topic");
-                }
-                let Some(bootstrap) = args.bootstrap.as_deref().filter(|b| !b.trim().is_empty()) else {
-                    bail!("--backend kafka needs --bootstrap HOST:PORT");
-                };
-                let topic = format!("actionstate-demo-{}", std::process::id());
-                Ok(Target::Kafka(Box::new(actionstate_recovery::kafka_config(bootstrap.trim(), &topic, 8))))
-            }
-            #[cfg(not(feature = "kafka"))]
-            "kafka" => bail!("backend `kafka` is not available in this build (built without the `kafka` feature)"),
-            #[cfg(feature = "fluss")]
-            "fluss" => {
-                if args.data.is_some() {
-                    bail!("--data applies to --backend file only; the fluss backend uses a fresh table");
-                }
-                let Some(bootstrap) = args.bootstrap.as_deref().filter(|b| !b.trim().is_empty()) else {
-                    bail!("--backend fluss needs --bootstrap HOST:PORT");
-                };
-                let table = format!("demo_{}", std::process::id());
-                Ok(Target::Fluss(Box::new(actionstate_recovery::fluss_config(
-                    bootstrap.trim(),
-                    "actionstate_demo",
-                    &table,
-                    8,
-                ))))
-            }
-            #[cfg(not(feature = "fluss"))]
-            "fluss" => bail!("backend `fluss` is not available in this build (built without the `fluss` feature)"),
-            other => bail!("unknown backend `{other}`; use `file`, `kafka` or `fluss`"),
-        }
-    }
-
-    /// Where the records live, for the summary.
-    fn location(&self) -> String {
-        match self {
-            Target::File(dir) => dir.display().to_string(),
-            #[cfg(feature = "kafka")]
-            Target::Kafka(c) => format!("kafka://{}/{}", c.bootstrap, c.topic),
-            #[cfg(feature = "fluss")]
-            Target::Fluss(c) => format!("fluss://{}/{}/{}", c.bootstrap, c.database, c.table),
+/// The log `--log` names, or a fresh data directory.
+fn log_of(args: &DemoArgs) -> Result<LogConfig> {
+    match &args.log {
+        Some(url) => url.parse().context("--log"),
+        None => {
+            let dir = std::env::temp_dir().join(format!("actionstate-demo-{}-{}", std::process::id(), args.seed));
+            Ok(LogConfig::File(actionstate_file::FileConfig::new(dir, 8)))
         }
     }
 }
 
 pub(crate) async fn run(args: DemoArgs) -> Result<ExitCode> {
-    let target = Target::of(&args)?;
+    let target = log_of(&args)?;
     let started = Instant::now();
     let config = SimConfig {
         seed: args.seed,
@@ -160,34 +93,16 @@ pub(crate) async fn run(args: DemoArgs) -> Result<ExitCode> {
         .context("crash-free reference run")?;
     let crash_append = ((reference_log.appends() as f64) * args.crash_at.clamp(0.0, 1.0)).max(1.0) as u64;
 
-    #[cfg(feature = "kafka")]
-    if let Target::Kafka(c) = &target {
-        // The topic is new unless a process of the same pid ran the demo before: refuse to mix.
-        use actionstate_core::StateLog;
-        let log = actionstate_kafka::KafkaLog::open(c.as_ref().clone()).await.with_context(|| {
+    // Refuse to mix the demo's history with what the log already holds.
+    {
+        let log = actionstate_recovery::open(&target).await.with_context(|| {
             format!(
-                "cannot use {} (is a broker running there? `cargo xtask services up kafka` starts one and \
-                     writes its address to target/services/kafka.env)",
-                target.location()
+                "cannot use {target} (for a broker or cluster on this machine, `cargo xtask services up kafka` or \
+                 `fluss` starts one and writes its address to target/services/)"
             )
         })?;
         if log.end_offsets().await?.iter().any(|&e| e > 0) {
-            bail!("topic {} already holds records; run the demo again", c.topic);
-        }
-    }
-    #[cfg(feature = "fluss")]
-    if let Target::Fluss(c) = &target {
-        // The table is new unless a process of the same pid ran the demo before: refuse to mix.
-        use actionstate_core::StateLog;
-        let log = actionstate_fluss::FlussLog::open(c.as_ref().clone()).await.with_context(|| {
-            format!(
-                "cannot use {} (is a Fluss cluster running there? `cargo xtask services up fluss` starts one \
-                     and writes its address to target/services/fluss.env)",
-                target.location()
-            )
-        })?;
-        if log.end_offsets().await?.iter().any(|&e| e > 0) {
-            bail!("table {} already holds records; run the demo again", c.table_name());
+            bail!("{target} already holds records; the demo needs an empty log (a new directory, topic or table)");
         }
     }
     let bar = if args.json {
@@ -225,27 +140,12 @@ pub(crate) async fn run(args: DemoArgs) -> Result<ExitCode> {
     // After the rehearsals, so the metrics count the demo's run alone.
     bar.suspend(|| crate::metrics::serve(&args.metrics))?;
     let progress = |pos: usize| bar.set_position(pos as u64);
-    let outcome = match &target {
-        Target::File(dir) => Sim::new(FileSource { dir: dir.clone(), partitions: 8 }, config.clone())
-            .run(&plan, &progress)
-            .await
-            .context("demo run")?,
-        #[cfg(feature = "kafka")]
-        Target::Kafka(c) => Sim::new(actionstate_sim::KafkaSource { config: c.as_ref().clone() }, config.clone())
-            .run(&plan, &progress)
-            .await
-            .context("demo run")?,
-        #[cfg(feature = "fluss")]
-        Target::Fluss(c) => Sim::new(actionstate_sim::FlussSource { config: c.as_ref().clone() }, config.clone())
-            .run(&plan, &progress)
-            .await
-            .context("demo run")?,
-    };
+    let outcome = Sim::new(target.clone(), config.clone()).run(&plan, &progress).await.context("demo run")?;
     bar.finish_and_clear();
 
     let summary = Summary {
         backend: outcome.backend,
-        data: target.location(),
+        data: target.to_string(),
         inputs: outcome.inputs,
         actions: outcome.ledger.executed + outcome.reused,
         executed: outcome.ledger.executed,
@@ -296,8 +196,6 @@ fn print_summary(s: &Summary) {
     outln!("  duplicate side effects      {}", s.duplicate_side_effects);
     outln!("  acknowledged states lost    {}", s.lost_acknowledged);
     outln!("  matches a crash-free run    {}", if s.matches_crash_free_run { "yes" } else { "NO" });
-    if s.backend == "file" {
-        outln!();
-        outln!("  inspect it: actionstate inspect --data {}", s.data);
-    }
+    outln!();
+    outln!("  inspect it: actionstate inspect --log {}", s.data);
 }

@@ -1,15 +1,20 @@
-//! `inspect`, `explain` and `verify`: read a data directory of the embedded store.
+//! `inspect`, `explain` and `verify`: read any log a URL names (a data directory of the
+//! embedded store, a Kafka topic, a Fluss table).
+//!
+//! They are safe beside a live writer: the log is opened read-only (nothing is created,
+//! migrated or written; see `LogConfig::read_only`), and each reads only up to the end offsets
+//! it captured when it started. (The embedded store admits one process per directory, so on
+//! `file:` the writer must be stopped first; the error says so.)
 
 use actionstate_core::{
     ActionState, Audit, AuditDetail, CallStatus, EventId, InvalidationReason, KeyId, LogRecord, Position, Progress,
     RangeRead, StateLog, Trigger, codec,
 };
-use actionstate_file::FileLog;
 use actionstate_index::{Decision, Index, Probe, allow_scans};
+use actionstate_recovery::{AnyLog, LogConfig};
 use anyhow::{Context, Result};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -22,20 +27,43 @@ struct Loaded {
     partitions: u32,
 }
 
-pub(crate) fn open(data: &Path) -> Result<FileLog> {
-    FileLog::open_existing(data).with_context(|| {
+/// The log `url` names, parsed (errors say what is wrong with the URL).
+pub(crate) fn config(url: &str) -> Result<LogConfig> {
+    url.parse().with_context(|| format!("--log {url}"))
+}
+
+/// Opens the log `url` names as it is, for reading only.
+pub(crate) async fn open(url: &str) -> Result<AnyLog> {
+    let config = config(url)?.read_only();
+    actionstate_recovery::open(&config).await.with_context(|| {
         format!(
-            "cannot open the store in {} (pass --data with a directory an actionstate store wrote, e.g. by \
-             `actionstate demo --data DIR`)",
-            data.display()
+            "cannot open {config} (pass --log with a log an actionstate store wrote, e.g. `file:DIR` after \
+             `actionstate demo --log file:DIR`; a data directory another process has open must be closed first)"
         )
     })
 }
 
-/// Replays every retained record of every partition, in order, into a fresh index.
-async fn load(log: &FileLog) -> Result<Loaded> {
+/// Records above which `inspect` and `verify` show a progress bar (on a terminal).
+const PROGRESS_ABOVE: u64 = 5_000;
+
+/// Replays every retained record of every partition, in order, into a fresh index, up to the
+/// end offsets captured first. With `progress`, a bar on standard error counts the records
+/// when there are more than a few thousand.
+async fn load<L: StateLog>(log: &L, progress: bool) -> Result<Loaded> {
     let earliest = log.earliest_offsets().await?;
     let end = log.end_offsets().await?;
+    let total: u64 = earliest.iter().zip(&end).map(|(e, n)| n.saturating_sub(*e)).sum();
+    let bar = if progress && total > PROGRESS_ABOVE {
+        let bar = indicatif::ProgressBar::new(total);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} reading [{bar:40}] {pos}/{len} records ({per_sec})")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+        bar
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
     let mut loaded = Loaded {
         index: Index::new(),
         audits: Vec::new(),
@@ -46,6 +74,7 @@ async fn load(log: &FileLog) -> Result<Loaded> {
     for (p, (&from, &to)) in (0u32..).zip(earliest.iter().zip(&end)) {
         let mut range = RangeRead::new(p, from, to, 4096);
         while let Some(records) = range.next_batch(log).await? {
+            bar.inc(records.len() as u64);
             for r in records {
                 loaded.records += 1;
                 let position = Position { partition: p, offset: r.offset, exact: true };
@@ -199,9 +228,9 @@ fn audit_view(position: &Position, a: &Audit) -> AuditView {
     }
 }
 
-pub(crate) async fn inspect(data: &Path, key: Option<&str>, json: bool) -> Result<ExitCode> {
-    let log = open(data)?;
-    let loaded = load(&log).await?;
+pub(crate) async fn inspect(url: &str, key: Option<&str>, json: bool) -> Result<ExitCode> {
+    let log = open(url).await?;
+    let loaded = load(&log, true).await?;
     let filter = key.map(|k| KeyId::of(k.as_bytes()));
     let dump = {
         let _scan = allow_scans();
@@ -293,9 +322,9 @@ pub(crate) async fn inspect(data: &Path, key: Option<&str>, json: bool) -> Resul
     Ok(ExitCode::SUCCESS)
 }
 
-pub(crate) async fn explain(data: &Path, key: &str, seq: u64, action: &str, json: bool) -> Result<ExitCode> {
-    let log = open(data)?;
-    let loaded = load(&log).await?;
+pub(crate) async fn explain(url: &str, key: &str, seq: u64, action: &str, json: bool) -> Result<ExitCode> {
+    let log = open(url).await?;
+    let loaded = load(&log, false).await?;
     let key_id = KeyId::of(key.as_bytes());
     let rounds = loaded.index.rounds_of(&key_id);
     let later: usize = rounds.iter().filter(|(s, _)| *s > seq).map(|(_, st)| st.len()).sum();
@@ -373,13 +402,30 @@ pub(crate) async fn explain(data: &Path, key: &str, seq: u64, action: &str, json
     Ok(ExitCode::SUCCESS)
 }
 
-pub(crate) async fn verify(data: &Path) -> Result<ExitCode> {
-    let log = open(data)?;
-    let loaded = load(&log).await?;
+pub(crate) async fn verify(url: &str, json: bool) -> Result<ExitCode> {
+    let log = open(url).await?;
+    let loaded = load(&log, true).await?;
     let invariants = {
         let _scan = allow_scans();
         loaded.index.check_invariants()
     };
+    if json {
+        let corrupt: Vec<_> = loaded
+            .corrupt
+            .iter()
+            .map(|(p, o, e)| serde_json::json!({"partition": p, "offset": o, "error": e}))
+            .collect();
+        let line = serde_json::json!({
+            "log": config(url)?.to_string(),
+            "records": loaded.records,
+            "partitions": loaded.partitions,
+            "corrupt": corrupt,
+            "invariants": invariants.as_ref().err(),
+            "ok": loaded.corrupt.is_empty() && invariants.is_ok(),
+        });
+        outln!("{line}");
+        return Ok(if loaded.corrupt.is_empty() && invariants.is_ok() { ExitCode::SUCCESS } else { ExitCode::FAILURE });
+    }
     for (p, o, e) in &loaded.corrupt {
         outln!("corrupt record at partition {p} offset {o}: {e}");
     }

@@ -1,4 +1,4 @@
-//! `actionstate`: run the demo, and inspect, explain, verify and reset a data directory.
+//! `actionstate`: run the demo, and inspect, explain, verify and reset any log a URL names.
 
 /// Prints a line to standard output; a closed pipe (`actionstate inspect | head`) ends the
 /// program quietly instead of panicking.
@@ -44,7 +44,6 @@ mod reset;
 mod soak;
 
 use clap::{Parser, Subcommand};
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser, Debug)]
@@ -54,16 +53,19 @@ struct Cli {
     command: Command,
 }
 
+/// The log of the offline commands without `--log`: the embedded store in `./actionstate-data`.
+pub(crate) const DEFAULT_LOG: &str = "file:./actionstate-data";
+
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Run a simulated agent on the embedded store (or a Kafka topic), crash it partway,
-    /// restore, replay, and report what was reused, resumed and re-executed.
+    /// Run a simulated agent on the embedded store (or any log `--log` names), crash it
+    /// partway, restore, replay, and report what was reused, resumed and re-executed.
     Demo(demo::DemoArgs),
-    /// Show keys, rounds, states and the audit of divergences in a data directory.
+    /// Show keys, rounds, states and the audit of divergences of a log.
     Inspect {
-        /// Data directory of the embedded store.
-        #[arg(long)]
-        data: PathBuf,
+        /// The log (`file:DIR`, `kafka://HOST:PORT/TOPIC`, `fluss://HOST:PORT/DATABASE/TABLE`).
+        #[arg(long, value_name = "URL", default_value = DEFAULT_LOG)]
+        log: String,
         /// Only this business key (the runtime's key bytes as text, e.g. `sim-key-0`).
         #[arg(long)]
         key: Option<String>,
@@ -73,9 +75,9 @@ enum Command {
     },
     /// Explain what a lookup of an action in a round would return, and why.
     Explain {
-        /// Data directory of the embedded store.
-        #[arg(long)]
-        data: PathBuf,
+        /// The log.
+        #[arg(long, value_name = "URL", default_value = DEFAULT_LOG)]
+        log: String,
         /// The business key (as text).
         #[arg(long)]
         key: String,
@@ -99,9 +101,12 @@ enum Command {
     Reset(reset::ResetArgs),
     /// Decode every record and check the index invariants; exits non-zero on any problem.
     Verify {
-        /// Data directory of the embedded store.
+        /// The log.
+        #[arg(long, value_name = "URL", default_value = DEFAULT_LOG)]
+        log: String,
+        /// Print one JSON object.
         #[arg(long)]
-        data: PathBuf,
+        json: bool,
     },
 }
 
@@ -147,16 +152,16 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         let result = match cli.command {
             Command::Demo(args) => demo::run(args).await,
-            Command::Inspect { data, key, json } => inspect::inspect(&data, key.as_deref(), json).await,
-            Command::Explain { data, key, seq, action, json } => {
-                inspect::explain(&data, &key, seq, &action, json).await
-            }
-            Command::Verify { data } => inspect::verify(&data).await,
+            Command::Inspect { log, key, json } => inspect::inspect(&log, key.as_deref(), json).await,
+            Command::Explain { log, key, seq, action, json } => inspect::explain(&log, &key, seq, &action, json).await,
+            Command::Verify { log, json } => inspect::verify(&log, json).await,
             Command::Reset(args) => reset::run(args).await,
             Command::Bench(args) => bench::run(args).await,
             Command::Soak(args) => soak::run(args).await,
         };
-        metrics::linger().await;
+        if result.is_ok() {
+            metrics::linger().await;
+        }
         result
     });
     match result {

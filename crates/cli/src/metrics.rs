@@ -18,7 +18,7 @@ pub(crate) struct MetricsArgs {
     #[arg(long, value_name = "ADDR")]
     metrics: Option<SocketAddr>,
     /// With `--metrics`: keep serving this many seconds after the command finished, so the
-    /// final values can still be scraped.
+    /// final values can still be scraped (not after an error, which is printed at once).
     #[arg(long, value_name = "SECS", requires = "metrics")]
     linger: Option<u64>,
 }
@@ -45,8 +45,8 @@ pub(crate) fn serve(args: &MetricsArgs) -> Result<()> {
     Ok(())
 }
 
-/// Keeps the process (and so the listener) up for `--linger` seconds once the command is over;
-/// returns at once without `--linger`.
+/// Keeps the process (and so the listener) up for `--linger` seconds once the command has
+/// finished without an error; returns at once without `--linger`.
 pub(crate) async fn linger() {
     if let Some(&d) = LINGER.get() {
         eprintln!("metrics: the command finished; serving the final values for {} s", d.as_secs());

@@ -13,15 +13,15 @@ use actionstate_recovery::{ActionStateStore, Ownership, Retention, StoreConfig};
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct ResetArgs {
-    /// Data directory of the embedded store. The store must not be open elsewhere: stop the
-    /// runtime that writes it first.
-    #[arg(long)]
-    data: PathBuf,
+    /// The log to repair (see README, "Naming a log"); it must exist. Stop the runtime that
+    /// writes it first: a repair is an offline operation (and a data directory admits one
+    /// process at a time).
+    #[arg(long, value_name = "URL", default_value = crate::DEFAULT_LOG)]
+    log: String,
     /// The business key (the runtime's key bytes as text, e.g. `sim-key-0`).
     #[arg(long)]
     key: String,
@@ -45,10 +45,12 @@ pub(crate) struct ResetArgs {
     json: bool,
 }
 
-/// Opens the log `reset` repairs, as the other offline commands open theirs. Anything that
-/// opens a [`StateLog`] can take its place: the rest of the command is generic over it.
-fn open_log(args: &ResetArgs) -> Result<impl StateLog + 'static> {
-    crate::inspect::open(&args.data)
+/// Opens the log `reset` repairs: an existing one only (it is first opened read-only, which
+/// creates nothing), then for writing with the partition count it has.
+async fn open_log(args: &ResetArgs) -> Result<impl StateLog + 'static> {
+    let partitions = crate::inspect::open(&args.log).await?.identity().partitions;
+    let config = crate::inspect::config(&args.log)?.with_partitions(partitions);
+    actionstate_recovery::open(&config).await.with_context(|| format!("opening {config} for writing"))
 }
 
 /// One state the reset removes (or removed).
@@ -64,7 +66,7 @@ struct Planned {
 pub(crate) async fn run(args: ResetArgs) -> Result<ExitCode> {
     // A reason the log cannot hold is refused before anything is opened.
     InvalidationReason::operator(args.reason.as_str()).context("--reason")?;
-    let log = open_log(&args)?;
+    let log = open_log(&args).await?;
     reset(log, &args).await
 }
 

@@ -1,11 +1,17 @@
-//! `actionstate soak`: conversations that live for a few inputs and go idle for good, on the
-//! embedded store, with a checkpoint every so many inputs; prints resident memory, the data
-//! directory's size and what each snapshot carries every tenth of the run, then one JSON line.
+//! `actionstate soak`: conversations that live for a few inputs and go idle for good, on any
+//! log (the embedded store by default), with a checkpoint every so many inputs; prints
+//! resident memory, the bytes the backend holds and what each snapshot carries every tenth of
+//! the run, then one JSON line.
+//!
+//! Bytes held: on `file:`, the data directory's files; on `kafka://`, the topic's partition
+//! directories (`<DIR>/<topic>-<partition>`) under the broker's `log.dirs` on this machine,
+//! given with `--broker-log-dir` (Kafka's own size on disk, segments and indexes, as
+//! `DescribeLogDirs` would report it summed over the partitions); elsewhere not measured (0).
 
-use actionstate_recovery::{ActionStateStore, Retention, StoreConfig};
+use actionstate_recovery::{ActionStateStore, LogConfig, Retention, StoreConfig};
 use actionstate_sim::soak::{SoakConfig, SoakReport, directory_bytes, soak};
 use anyhow::{Context, Result, bail};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -29,9 +35,13 @@ pub(crate) struct SoakArgs {
     /// Run once with `--retention` and once keeping everything, and report both.
     #[arg(long)]
     compare: bool,
-    /// Data directory (default: a fresh directory under the system temp dir, removed after).
-    #[arg(long)]
-    data: Option<PathBuf>,
+    /// The log (default: `file:` on a fresh directory under the system temp dir, removed
+    /// after). With `--compare`, the second run uses `DIR/all` (file) or `TOPIC-all` (Kafka).
+    #[arg(long, value_name = "URL")]
+    log: Option<String>,
+    /// The broker's `log.dirs` on this machine, to measure a Kafka topic's bytes on disk.
+    #[arg(long, value_name = "DIR")]
+    broker_log_dir: Option<PathBuf>,
     /// Print only the JSON lines.
     #[arg(long)]
     json: bool,
@@ -84,28 +94,65 @@ pub(crate) async fn run(args: SoakArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn once(args: &SoakArgs, config: &SoakConfig, retention: Retention) -> Result<SoakReport> {
-    let temp;
-    let data = match &args.data {
-        Some(d) if args.compare => d.join(format!("{retention:?}").to_lowercase().replace(['(', ')'], "")),
-        Some(d) => d.clone(),
-        None => {
-            temp = tempfile::tempdir().context("creating a temporary data directory")?;
-            temp.path().join("data")
-        }
+/// The log of one run: `--log` as given for the first, a sibling for the keep-everything run
+/// of `--compare`.
+fn log_of(args: &SoakArgs, second: bool, temp: &Path) -> Result<LogConfig> {
+    let Some(text) = &args.log else {
+        let dir = temp.join(if second { "all" } else { "data" });
+        return Ok(LogConfig::File(actionstate_file::FileConfig::new(dir, 8)));
     };
-    let log = actionstate_file::FileLog::open(actionstate_file::FileConfig::new(&data, 8))
-        .with_context(|| format!("opening the data directory {}", data.display()))?;
+    let mut config: LogConfig = text.parse().context("--log")?;
+    if second {
+        match &mut config {
+            LogConfig::File(c) => c.dir = c.dir.join("all"),
+            #[cfg(feature = "kafka")]
+            LogConfig::Kafka(c) => c.topic = format!("{}-all", c.topic),
+            #[cfg(feature = "fluss")]
+            LogConfig::Fluss(c) => c.table = format!("{}_all", c.table),
+            other => bail!("--compare needs a second log beside {other}"),
+        }
+    }
+    Ok(config)
+}
+
+/// What the backend of `config` holds on disk, as far as this machine can see it.
+fn bytes_held(config: &LogConfig, broker_log_dir: Option<&Path>) -> Result<Box<dyn Fn() -> u64 + Sync>> {
+    match config {
+        LogConfig::File(c) => {
+            let dir = c.dir.clone();
+            Ok(Box::new(move || directory_bytes(&dir)))
+        }
+        #[cfg(feature = "kafka")]
+        LogConfig::Kafka(c) => {
+            let Some(root) = broker_log_dir else {
+                bail!("a Kafka soak measures the topic on disk: pass --broker-log-dir with the broker's log.dirs")
+            };
+            let dirs: Vec<PathBuf> = (0..c.partitions).map(|p| root.join(format!("{}-{p}", c.topic))).collect();
+            Ok(Box::new(move || dirs.iter().map(|d| directory_bytes(d)).sum()))
+        }
+        _ => {
+            // Measured only where this machine sees the backend's files.
+            let _ = broker_log_dir;
+            Ok(Box::new(|| 0))
+        }
+    }
+}
+
+async fn once(args: &SoakArgs, config: &SoakConfig, retention: Retention) -> Result<SoakReport> {
+    let temp = tempfile::tempdir().context("creating a temporary data directory")?;
+    let log_config = log_of(args, retention == Retention::KeepAll && args.compare, temp.path())?;
+    let held = bytes_held(&log_config, args.broker_log_dir.as_deref())?;
+    let log = actionstate_recovery::open(&log_config).await.with_context(|| format!("opening {log_config}"))?;
     let store = Arc::new(ActionStateStore::new(log, StoreConfig { retention, ..StoreConfig::default() }));
     let name = match retention {
         Retention::KeepAll => "all".to_owned(),
         Retention::LastCheckpoints(n) => n.to_string(),
     };
     let json = args.json;
-    let report = soak(Arc::clone(&store), config, &|| directory_bytes(&data), &mut |s| {
+    let report = soak(Arc::clone(&store), config, &*held, &mut |s| {
         if !json {
             outln!(
-                "retention={name} inputs={} elapsed={:.1}s rss={:.1}MB data_dir={:.1}MB snapshot_entries={} snapshot_ms={:.1} reclaimed={} indexed={}",
+                "retention={name} inputs={} elapsed={:.1}s rss={:.1}MB held={:.1}MB snapshot_entries={} snapshot_ms={:.1} reclaimed={} indexed={}",
                 s.inputs,
                 s.elapsed_s,
                 s.rss_bytes as f64 / 1e6,
@@ -120,6 +167,7 @@ async fn once(args: &SoakArgs, config: &SoakConfig, retention: Retention) -> Res
     .await?;
     store.wait_for_reclaim().await;
     let line = serde_json::json!({
+        "log": log_config.to_string(),
         "retention": name,
         "inputs": report.inputs,
         "inputs_per_s": (report.inputs_per_s * 10.0).round() / 10.0,

@@ -32,7 +32,8 @@ fn demo_reports_no_duplicates_and_no_lost_states_and_the_directory_verifies() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let data = data.to_str().unwrap();
-    let out = actionstate(&["demo", "--json", "--inputs", "40", "--keys", "4", "--data", data]);
+    let url = format!("file:{data}");
+    let out = actionstate(&["demo", "--json", "--inputs", "40", "--keys", "4", "--log", &url]);
     assert!(out.status.success(), "demo failed: {}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
     let summary: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
     for key in [
@@ -48,19 +49,29 @@ fn demo_reports_no_duplicates_and_no_lost_states_and_the_directory_verifies() {
         assert!(summary.get(key).is_some(), "summary lacks `{key}`: {summary}");
     }
     assert_demo_summary(&summary, "file", 40);
+    assert_offline_tools_read(&url, 4);
+}
 
-    let verify = actionstate(&["verify", "--data", data]);
-    assert!(verify.status.success(), "verify failed: {}", stdout(&verify));
+/// `verify`, `inspect` and `explain` on the log a 40-input demo over `keys` keys wrote: every
+/// record decodes, the index invariants hold, every key is there, and a completed action is
+/// explained as reused. On any backend.
+fn assert_offline_tools_read(url: &str, keys: u64) {
+    let verify = actionstate(&["verify", "--log", url]);
+    assert!(verify.status.success(), "verify failed: {}{}", stdout(&verify), String::from_utf8_lossy(&verify.stderr));
     assert!(stdout(&verify).contains("0 corrupt, index invariants hold"), "{}", stdout(&verify));
+    let verify = actionstate(&["verify", "--log", url, "--json"]);
+    let report: serde_json::Value = serde_json::from_str(stdout(&verify).trim()).unwrap();
+    assert_eq!(report["ok"], true, "{report}");
+    assert!(report["records"].as_u64().unwrap() > 40, "{report}");
 
-    let inspect = actionstate(&["inspect", "--data", data, "--json"]);
-    assert!(inspect.status.success());
+    let inspect = actionstate(&["inspect", "--log", url, "--json"]);
+    assert!(inspect.status.success(), "{}", String::from_utf8_lossy(&inspect.stderr));
     let view: serde_json::Value = serde_json::from_str(&stdout(&inspect)).unwrap();
-    assert_eq!(view["keys"], 4, "{view}");
+    assert_eq!(view["keys"], keys, "{view}");
     assert_eq!(view["corrupt_records"], 0);
 
-    let explain = actionstate(&["explain", "--data", data, "--key", "sim-key-0", "--seq", "0", "--action", "plan"]);
-    assert!(explain.status.success());
+    let explain = actionstate(&["explain", "--log", url, "--key", "sim-key-0", "--seq", "0", "--action", "plan"]);
+    assert!(explain.status.success(), "{}", String::from_utf8_lossy(&explain.stderr));
     assert!(stdout(&explain).contains("reuse: completed"), "{}", stdout(&explain));
 }
 
@@ -76,17 +87,22 @@ fn verify_names_the_position_of_a_corrupt_record_and_fails() {
         key.extend_from_slice(&key_id.0);
         rt.block_on(log.append(WireRecord { key_id, key, value: b"not an envelope".to_vec() })).unwrap();
     }
-    let out = actionstate(&["verify", "--data", data.to_str().unwrap()]);
+    let url = format!("file:{}", data.display());
+    let out = actionstate(&["verify", "--log", &url]);
     assert!(!out.status.success(), "verify must fail on a corrupt record");
     let text = stdout(&out);
     assert!(text.contains("corrupt record at partition") && text.contains("offset 0"), "{text}");
     assert!(text.contains("bad magic"), "{text}");
+    let out = actionstate(&["verify", "--log", &url, "--json"]);
+    assert!(!out.status.success());
+    let report: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!((report["ok"].as_bool(), report["corrupt"][0]["offset"].as_u64()), (Some(false), Some(0)), "{report}");
 }
 
 #[test]
 fn inspecting_a_directory_without_a_store_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
-    let out = actionstate(&["inspect", "--data", dir.path().to_str().unwrap()]);
+    let out = actionstate(&["inspect", "--log", &format!("file:{}", dir.path().display())]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no actionstate database"), "{err}");
@@ -103,21 +119,49 @@ fn demo_on_server(backend: &str, prefix: &str, test: &str) {
     use actionstate_recovery::testkit::services::Service;
     let Some(server) = Service::require(backend, prefix, test) else { return };
     let bootstrap = server.get(&format!("{prefix}_BOOTSTRAP")).unwrap().to_owned();
-    let out = actionstate(&[
-        "demo",
-        "--json",
-        "--inputs",
-        "40",
-        "--keys",
-        "4",
-        "--backend",
-        backend,
-        "--bootstrap",
-        &bootstrap,
-    ]);
+    let name = format!("demo_{}_{}", std::process::id(), backend);
+    let url = match backend {
+        "kafka" => format!("kafka://{bootstrap}/{name}?replication=1"),
+        _ => format!("fluss://{bootstrap}/actionstate_demo/{name}"),
+    };
+    let out = actionstate(&["demo", "--json", "--inputs", "40", "--keys", "4", "--log", &url]);
     assert!(out.status.success(), "demo on {backend} failed: {}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
     let summary: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
     assert_demo_summary(&summary, backend, 40);
+    assert_offline_tools_read(&url, 4);
+    // A log that does not exist is an error, and reading it creates nothing.
+    let absent = url.replace(&name, &format!("{name}_absent"));
+    for _ in 0..2 {
+        let out = actionstate(&["inspect", "--log", &absent]);
+        assert!(!out.status.success(), "inspect of a missing log succeeded");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("does not exist"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // The same log again holds the first run's records: refused, not mixed.
+    let again = actionstate(&["demo", "--json", "--inputs", "40", "--keys", "4", "--log", &url]);
+    assert!(!again.status.success());
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("already holds records"),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+}
+
+/// The server tests below exist only with the `kafka` and `fluss` features, which the binary
+/// leaves off by default. Where the servers are required (`cargo xtask ci`), a build without
+/// them would pass by testing nothing: it fails here instead.
+#[test]
+fn server_backends_are_compiled_in_where_servers_are_required() {
+    let compiled_in = cfg!(feature = "kafka") && cfg!(feature = "fluss");
+    if std::env::var_os("ACTIONSTATE_REQUIRE_SERVICES").is_some() && !compiled_in {
+        panic!(
+            "ACTIONSTATE_REQUIRE_SERVICES is set, but the tests were built without the kafka and fluss \
+             features (cargo test -p actionstate --features kafka,fluss)"
+        );
+    }
 }
 
 #[test]
@@ -132,51 +176,27 @@ fn demo_on_fluss_reports_no_duplicates_and_no_lost_states() {
     demo_on_server("fluss", "FLUSS", "demo_on_fluss_reports_no_duplicates_and_no_lost_states");
 }
 
+/// Every command that takes `--log` refuses a URL that names no log, saying why, before it
+/// touches anything.
 #[test]
-fn demo_on_kafka_needs_a_bootstrap_address() {
-    let out = actionstate(&["demo", "--backend", "kafka", "--json"]);
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    if cfg!(feature = "kafka") {
-        assert!(err.contains("--backend kafka needs --bootstrap"), "{err}");
-    } else {
-        assert!(err.contains("not available in this build"), "{err}");
-    }
-    let out = actionstate(&["demo", "--backend", "nope"]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown backend `nope`"));
-}
-
-#[test]
-fn bench_on_kafka_needs_a_bootstrap_address() {
-    let out = actionstate(&["bench", "--backend", "kafka", "--json"]);
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    if cfg!(feature = "kafka") {
-        assert!(err.contains("--backend kafka needs --bootstrap"), "{err}");
-    } else {
-        assert!(err.contains("not available in this build"), "{err}");
-    }
-    let out = actionstate(&["bench", "--backend", "file", "--bootstrap", "127.0.0.1:9092"]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--bootstrap applies to --backend kafka or fluss only"));
-    let out = actionstate(&["bench", "--backend", "nope"]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown backend `nope`"));
-}
-
-#[test]
-fn bench_on_fluss_needs_a_bootstrap_address() {
-    let out = actionstate(&["bench", "--backend", "fluss", "--json"]);
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    if cfg!(feature = "fluss") {
-        assert!(err.contains("--backend fluss needs --bootstrap"), "{err}");
-    } else {
-        assert!(err.contains("not available in this build"), "{err}");
-    }
-    let out = actionstate(&["bench", "--backend", "fluss", "--bootstrap", "127.0.0.1:9123", "--dir", "/tmp/x"]);
-    assert!(!out.status.success());
-    if cfg!(feature = "fluss") {
-        assert!(String::from_utf8_lossy(&out.stderr).contains("--dir applies to --backend file only"));
+fn a_bad_log_url_is_refused_with_what_is_wrong() {
+    for command in ["demo", "bench", "soak"] {
+        for (url, says) in [
+            ("redis://h:1/t", "unknown backend"),
+            ("kafka://h:1/t?partitions=0", "positive integer"),
+            ("kafka://h:1/t?username=u&password=hunter2", "password_env"),
+            ("file:", "needs a directory"),
+        ] {
+            let out = actionstate(&[command, "--log", url]);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{command} --log {url} succeeded");
+            if url.starts_with("kafka") && !cfg!(feature = "kafka") {
+                assert!(err.contains("`kafka` cargo feature"), "{command} {url}: {err}");
+                continue;
+            }
+            assert!(err.contains(says), "{command} --log {url}: {err}");
+            assert!(!err.contains("hunter2"), "{command} printed a secret: {err}");
+        }
     }
 }
 

@@ -94,9 +94,10 @@ fn reset_refuses_to_write_without_yes_and_a_dry_run_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     written(&data);
-    let d = data.to_str().unwrap();
+    let url = format!("file:{}", data.display());
+    let d = url.as_str();
     let before = ends(&data);
-    let args = ["reset", "--data", d, "--key", KEY, "--from-seq", "2", "--reason", WHY];
+    let args = ["reset", "--log", d, "--key", KEY, "--from-seq", "2", "--reason", WHY];
 
     let refused = actionstate(&args);
     assert!(!refused.status.success(), "reset without --yes must fail: {}", stdout(&refused));
@@ -132,7 +133,7 @@ fn reset_refuses_to_write_without_yes_and_a_dry_run_writes_nothing() {
     let both = actionstate(&[&args[..], &["--dry-run", "--yes"]].concat());
     assert!(!both.status.success(), "--dry-run and --yes exclude each other");
     let long = "x".repeat(1025);
-    let too_long = actionstate(&["reset", "--data", d, "--key", KEY, "--from-seq", "2", "--reason", &long, "--yes"]);
+    let too_long = actionstate(&["reset", "--log", d, "--key", KEY, "--from-seq", "2", "--reason", &long, "--yes"]);
     assert!(!too_long.status.success());
     assert!(stderr(&too_long).contains("exceeds the limit of 1024 bytes"), "{}", stderr(&too_long));
     assert_eq!(ends(&data), before, "a refused reason wrote nothing");
@@ -143,14 +144,15 @@ fn reset_then_inspect_shows_the_operator_audit_and_a_restore_reruns_exactly_thos
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     written(&data);
-    let d = data.to_str().unwrap();
+    let url = format!("file:{}", data.display());
+    let d = url.as_str();
 
-    let reset = actionstate(&["reset", "--data", d, "--key", KEY, "--from-seq", "2", "--reason", WHY, "--yes"]);
+    let reset = actionstate(&["reset", "--log", d, "--key", KEY, "--from-seq", "2", "--reason", WHY, "--yes"]);
     assert!(reset.status.success(), "{}{}", stdout(&reset), stderr(&reset));
     assert!(stdout(&reset).contains("removes 4 states in 2 rounds"), "{}", stdout(&reset));
     assert!(stdout(&reset).contains("wrote an audit record"), "{}", stdout(&reset));
 
-    let inspect = actionstate(&["inspect", "--data", d, "--key", KEY, "--json"]);
+    let inspect = actionstate(&["inspect", "--log", d, "--key", KEY, "--json"]);
     assert!(inspect.status.success(), "{}", stderr(&inspect));
     let view: serde_json::Value = serde_json::from_str(&stdout(&inspect)).unwrap();
     let audits = view["audit"].as_array().unwrap();
@@ -163,15 +165,15 @@ fn reset_then_inspect_shows_the_operator_audit_and_a_restore_reruns_exactly_thos
         view["index"][0]["rounds"].as_array().unwrap().iter().map(|r| r["seq"].as_u64().unwrap()).collect();
     assert_eq!(rounds, [0, 1], "only the rounds before the repair remain: {view}");
 
-    let table = stdout(&actionstate(&["inspect", "--data", d, "--key", KEY]));
+    let table = stdout(&actionstate(&["inspect", "--log", d, "--key", KEY]));
     assert!(table.contains(&format!("operator {WHY:?}")), "{table}");
-    let explain = actionstate(&["explain", "--data", d, "--key", KEY, "--seq", "3", "--action", "answer"]);
+    let explain = actionstate(&["explain", "--log", d, "--key", KEY, "--seq", "3", "--action", "answer"]);
     assert!(explain.status.success());
     assert!(stdout(&explain).contains(&format!("audit: operator {WHY:?} removed 4")), "{}", stdout(&explain));
-    let explain = actionstate(&["explain", "--data", d, "--key", KEY, "--seq", "3", "--action", "answer", "--json"]);
+    let explain = actionstate(&["explain", "--log", d, "--key", KEY, "--seq", "3", "--action", "answer", "--json"]);
     let explained: serde_json::Value = serde_json::from_str(&stdout(&explain)).unwrap();
     assert_eq!(explained["audit"][0]["text"], WHY, "{explained}");
-    let verify = actionstate(&["verify", "--data", d]);
+    let verify = actionstate(&["verify", "--log", d]);
     assert!(verify.status.success(), "{}", stdout(&verify));
 
     // A restore from the start of the log replays the repair: the runtime re-executes exactly

@@ -1,4 +1,4 @@
-//! `actionstate bench --backend fluss`: store paths on an Apache Fluss log table side by side
+//! `actionstate bench --log fluss://...`: store paths on an Apache Fluss log table side by side
 //! with raw fluss-rs clients, in the same run.
 //!
 //! - **put**: `ActionStateStore::complete` on a `FlussLog` against a raw fluss-rs append of the
@@ -19,7 +19,7 @@
 use super::{BenchArgs, PutFigures, RawRead, RebuildFigures, RebuildRound, log_read};
 use actionstate_core::{KeyId, LogRecord, Marker, StateLog, WireRecord, codec};
 use actionstate_fluss::{COLUMNS, FlussConfig, FlussLog, bucket};
-use actionstate_recovery::{ActionStateStore, Ownership, StoreConfig, fluss_config};
+use actionstate_recovery::{ActionStateStore, Ownership, StoreConfig};
 use anyhow::{Context, Result, anyhow, bail};
 use fluss::client::{AppendWriter, FlussConnection};
 use fluss::config::Config;
@@ -34,7 +34,6 @@ use std::time::{Duration, Instant};
 /// Records written and rebuilt unless `--records` says otherwise.
 const DEFAULT_RECORDS: usize = 200_000;
 /// The database of the benchmark tables.
-const DATABASE: &str = "actionstate_bench";
 /// Longest single poll of the raw scanner.
 const POLL: Duration = Duration::from_millis(100);
 /// How long closing a raw connection and dropping the tables may take.
@@ -51,16 +50,12 @@ struct Report {
     rebuild: RebuildFigures,
 }
 
-pub(super) async fn run(args: BenchArgs) -> Result<ExitCode> {
-    if args.dir.is_some() {
-        bail!("--dir applies to --backend file only; the fluss backend uses fresh tables");
-    }
-    let Some(bootstrap) = args.bootstrap.as_deref().map(str::trim).filter(|b| !b.is_empty()) else {
-        bail!("--backend fluss needs --bootstrap HOST:PORT");
-    };
+/// Measures on fresh tables `<DATABASE>.<TABLE>_<pid>_<n>`, with every other setting of
+/// `base` (the `--log` URL's).
+pub(super) async fn run(args: BenchArgs, base: FlussConfig) -> Result<ExitCode> {
     let mut tables = Vec::new();
-    let result = measure(bootstrap, &args, &mut tables).await;
-    drop_tables(bootstrap, &tables).await;
+    let result = measure(&base, &args, &mut tables).await;
+    drop_tables(&base, &tables).await;
     let report = result?;
     if args.json {
         outln!("{}", serde_json::to_string(&report)?);
@@ -77,13 +72,13 @@ pub(super) async fn run(args: BenchArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn measure(bootstrap: &str, args: &BenchArgs, tables: &mut Vec<String>) -> Result<Report> {
-    let (ours, raw) = put_latency(bootstrap, args, tables).await?;
-    let (records, bytes, rounds) = rebuild_throughput(bootstrap, args, tables).await?;
+async fn measure(base: &FlussConfig, args: &BenchArgs, tables: &mut Vec<String>) -> Result<Report> {
+    let (ours, raw) = put_latency(base, args, tables).await?;
+    let (records, bytes, rounds) = rebuild_throughput(base, args, tables).await?;
     Ok(Report {
         backend: "fluss",
-        bootstrap: bootstrap.to_owned(),
-        buckets: args.partitions,
+        bootstrap: base.bootstrap.clone(),
+        buckets: base.buckets,
         put: PutFigures::of(args.puts, &ours, &raw),
         rebuild: RebuildFigures::of(records, bytes, RawRead::Read, &rounds),
     })
@@ -91,14 +86,16 @@ async fn measure(bootstrap: &str, args: &BenchArgs, tables: &mut Vec<String>) ->
 
 /// Opens the log on a new, empty table `actionstate_bench.bench_<pid>_<n>`, skipping names a
 /// former process of the same pid left with records, and remembers the table for dropping.
-async fn fresh_log(bootstrap: &str, buckets: u32, tables: &mut Vec<String>) -> Result<FlussLog> {
+async fn fresh_log(base: &FlussConfig, tables: &mut Vec<String>) -> Result<FlussLog> {
     let pid = std::process::id();
     for n in tables.len()..tables.len() + 100 {
-        let table = format!("bench_{pid}_{n}");
-        let log = FlussLog::open(fluss_config(bootstrap, DATABASE, &table, buckets)).await.with_context(|| {
+        let table = format!("{}_{pid}_{n}", base.table);
+        let config = FlussConfig { table: table.clone(), ..base.clone() };
+        let log = FlussLog::open(config).await.with_context(|| {
             format!(
-                "cannot use fluss://{bootstrap}/{DATABASE}/{table} (is a Fluss cluster running there? `cargo xtask \
-                 services up fluss` starts one and writes its address to target/services/fluss.env)"
+                "cannot use fluss://{}/{}/{table} (is a Fluss cluster running there? `cargo xtask \
+                 services up fluss` starts one and writes its address to target/services/fluss.env)",
+                base.bootstrap, base.database
             )
         })?;
         if log.end_offsets().await?.iter().all(|&e| e == 0) {
@@ -106,7 +103,7 @@ async fn fresh_log(bootstrap: &str, buckets: u32, tables: &mut Vec<String>) -> R
             return Ok(log);
         }
     }
-    bail!("no empty table {DATABASE}.bench_{pid}_<n> found; drop the old ones")
+    bail!("no empty table {}.{}_{pid}_<n> found; drop the old ones", base.database, base.table)
 }
 
 /// A connection of its own with the log's client settings: the writer's acks, idempotence and
@@ -167,8 +164,8 @@ async fn raw_append(writer: &AppendWriter, row: &GenericRow<'_>, config: &FlussC
 }
 
 /// Alternates store puts and raw appends so both see the same server load.
-async fn put_latency(bootstrap: &str, args: &BenchArgs, tables: &mut Vec<String>) -> Result<(Vec<f64>, Vec<f64>)> {
-    let log = fresh_log(bootstrap, args.partitions, tables).await?;
+async fn put_latency(base: &FlussConfig, args: &BenchArgs, tables: &mut Vec<String>) -> Result<(Vec<f64>, Vec<f64>)> {
+    let log = fresh_log(base, tables).await?;
     let config = log.config().clone();
     let path = log.table_path().clone();
     let buckets = log.identity().partitions;
@@ -211,11 +208,11 @@ async fn put_latency(bootstrap: &str, args: &BenchArgs, tables: &mut Vec<String>
 /// from offset 0, a raw scanner read of the same range and a plain `StateLog::read` of every
 /// bucket, in [`ROUNDS`](super::ROUNDS) rounds, the three back to back in each.
 async fn rebuild_throughput(
-    bootstrap: &str,
+    base: &FlussConfig,
     args: &BenchArgs,
     tables: &mut Vec<String>,
 ) -> Result<(u64, u64, Vec<RebuildRound>)> {
-    let log = Arc::new(fresh_log(bootstrap, args.partitions, tables).await?);
+    let log = Arc::new(fresh_log(base, tables).await?);
     let config = log.config().clone();
     let path = log.table_path().clone();
     let total = args.records.unwrap_or(DEFAULT_RECORDS);
@@ -313,7 +310,8 @@ async fn raw_read(config: &FlussConfig, path: &TablePath, end: &[u64]) -> Result
 }
 
 /// Drops the benchmark's tables; failures only leave them behind.
-async fn drop_tables(bootstrap: &str, tables: &[String]) {
+async fn drop_tables(base: &FlussConfig, tables: &[String]) {
+    let bootstrap = &base.bootstrap;
     if tables.is_empty() {
         return;
     }
@@ -326,8 +324,8 @@ async fn drop_tables(bootstrap: &str, tables: &[String]) {
         .await?;
         let admin = connection.get_admin()?;
         for table in tables {
-            if let Err(e) = admin.drop_table(&TablePath::new(DATABASE, table.as_str()), true).await {
-                eprintln!("warning: dropping the benchmark table {DATABASE}.{table}: {e}");
+            if let Err(e) = admin.drop_table(&TablePath::new(base.database.as_str(), table.as_str()), true).await {
+                eprintln!("warning: dropping the benchmark table {}.{table}: {e}", base.database);
             }
         }
         Ok::<_, fluss::error::Error>(())

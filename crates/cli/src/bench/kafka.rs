@@ -1,4 +1,4 @@
-//! `actionstate bench --backend kafka`: store paths on a Kafka topic side by side with raw
+//! `actionstate bench --log kafka://...`: store paths on a Kafka topic side by side with raw
 //! rdkafka clients, in the same run.
 //!
 //! - **put**: `ActionStateStore::complete` on a `KafkaLog` against a raw `FutureProducer` send
@@ -22,7 +22,7 @@ use super::{
 use actionstate_core::{KeyId, LogRecord, Marker, StateLog, codec};
 use actionstate_kafka::{KafkaConfig, KafkaLog};
 use actionstate_recovery::testkit::MemoryLog;
-use actionstate_recovery::{ActionStateStore, Ownership, StoreConfig, kafka_config};
+use actionstate_recovery::{ActionStateStore, Ownership, StoreConfig};
 use anyhow::{Context, Result, anyhow, bail};
 use rdkafka::admin::{AdminClient, AdminOptions};
 use rdkafka::client::DefaultClientContext;
@@ -70,16 +70,12 @@ struct Report {
     rebuild: RebuildFigures,
 }
 
-pub(super) async fn run(args: BenchArgs) -> Result<ExitCode> {
-    if args.dir.is_some() {
-        bail!("--dir applies to --backend file only; the kafka backend uses fresh topics");
-    }
-    let Some(bootstrap) = args.bootstrap.as_deref().map(str::trim).filter(|b| !b.is_empty()) else {
-        bail!("--backend kafka needs --bootstrap HOST:PORT");
-    };
+/// Measures on fresh topics `<TOPIC>-<pid>-<n>`, with every other setting of `base` (the
+/// `--log` URL's).
+pub(super) async fn run(args: BenchArgs, base: KafkaConfig) -> Result<ExitCode> {
     let mut topics = Vec::new();
-    let result = measure(bootstrap, &args, &mut topics).await;
-    delete_topics(bootstrap, &topics).await;
+    let result = measure(&base, &args, &mut topics).await;
+    delete_topics(&base.bootstrap, &topics).await;
     let report = result?;
     if args.json {
         outln!("{}", serde_json::to_string(&report)?);
@@ -115,16 +111,16 @@ pub(super) async fn run(args: BenchArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn measure(bootstrap: &str, args: &BenchArgs, topics: &mut Vec<String>) -> Result<Report> {
-    let (ours, raw) = put_latency(bootstrap, args, topics).await?;
-    let (linger_wait, send_flush) = linger_latency(bootstrap, args, topics).await?;
-    let concurrent = concurrent_throughput(bootstrap, args, topics).await?;
+async fn measure(base: &KafkaConfig, args: &BenchArgs, topics: &mut Vec<String>) -> Result<Report> {
+    let (ours, raw) = put_latency(base, args, topics).await?;
+    let (linger_wait, send_flush) = linger_latency(base, args, topics).await?;
+    let concurrent = concurrent_throughput(base, topics).await?;
     let concurrent_round_ratios: Vec<f64> = concurrent.iter().map(|[store, _, raw]| store / raw.max(1e-9)).collect();
-    let (records, bytes, rounds) = rebuild_throughput(bootstrap, args, topics).await?;
+    let (records, bytes, rounds) = rebuild_throughput(base, args, topics).await?;
     Ok(Report {
         backend: "kafka",
-        bootstrap: bootstrap.to_owned(),
-        partitions: args.partitions,
+        bootstrap: base.bootstrap.clone(),
+        partitions: base.partitions,
         put: PutFigures::of(args.puts, &ours, &raw),
         linger_wait_median_us: percentile(&linger_wait, 0.5),
         send_flush_median_us: percentile(&send_flush, 0.5),
@@ -141,14 +137,16 @@ async fn measure(bootstrap: &str, args: &BenchArgs, topics: &mut Vec<String>) ->
 
 /// Opens the log on a new, empty topic `actionstate-bench-<pid>-<n>`, skipping names a former
 /// process of the same pid left with records, and remembers the topic for deletion.
-async fn fresh_log(bootstrap: &str, partitions: u32, topics: &mut Vec<String>) -> Result<KafkaLog> {
+async fn fresh_log(base: &KafkaConfig, topics: &mut Vec<String>) -> Result<KafkaLog> {
     let pid = std::process::id();
     for n in topics.len()..topics.len() + 100 {
-        let topic = format!("actionstate-bench-{pid}-{n}");
-        let log = KafkaLog::open(kafka_config(bootstrap, &topic, partitions)).await.with_context(|| {
+        let topic = format!("{}-{pid}-{n}", base.topic);
+        let config = KafkaConfig { topic: topic.clone(), ..base.clone() };
+        let log = KafkaLog::open(config).await.with_context(|| {
             format!(
-                "cannot use kafka://{bootstrap}/{topic} (is a broker running there? `cargo xtask services up kafka` \
-                 starts one and writes its address to target/services/kafka.env)"
+                "cannot use kafka://{}/{topic} (is a broker running there? `cargo xtask services up kafka` \
+                 starts one and writes its address to target/services/kafka.env)",
+                base.bootstrap
             )
         })?;
         if log.end_offsets().await?.iter().all(|&e| e == 0) {
@@ -156,7 +154,7 @@ async fn fresh_log(bootstrap: &str, partitions: u32, topics: &mut Vec<String>) -
             return Ok(log);
         }
     }
-    bail!("no empty topic actionstate-bench-{pid}-<n> found; delete the old ones")
+    bail!("no empty topic {}-{pid}-<n> found; delete the old ones", base.topic)
 }
 
 /// A producer with the log's settings: `acks=all`, idempotent, `linger.ms=0`.
@@ -184,8 +182,8 @@ fn millis(d: Duration) -> String {
 }
 
 /// Alternates store puts and raw sends so both see the same broker load.
-async fn put_latency(bootstrap: &str, args: &BenchArgs, topics: &mut Vec<String>) -> Result<(Vec<f64>, Vec<f64>)> {
-    let log = fresh_log(bootstrap, args.partitions, topics).await?;
+async fn put_latency(base: &KafkaConfig, args: &BenchArgs, topics: &mut Vec<String>) -> Result<(Vec<f64>, Vec<f64>)> {
+    let log = fresh_log(base, topics).await?;
     let config = log.config().clone();
     let partitions = log.identity().partitions;
     let store = ActionStateStore::new(log, StoreConfig::default());
@@ -217,8 +215,12 @@ async fn put_latency(bootstrap: &str, args: &BenchArgs, topics: &mut Vec<String>
 /// Sequential raw sends of benchmark records with librdkafka's default `linger.ms`: awaiting
 /// each delivery report as it comes (the producer holds the record for the linger first), and
 /// flushing after each send before awaiting. A quarter of `--puts` each (at least 50).
-async fn linger_latency(bootstrap: &str, args: &BenchArgs, topics: &mut Vec<String>) -> Result<(Vec<f64>, Vec<f64>)> {
-    let log = fresh_log(bootstrap, args.partitions, topics).await?;
+async fn linger_latency(
+    base: &KafkaConfig,
+    args: &BenchArgs,
+    topics: &mut Vec<String>,
+) -> Result<(Vec<f64>, Vec<f64>)> {
+    let log = fresh_log(base, topics).await?;
     let config = log.config().clone();
     let partitions = log.identity().partitions;
     let lingering = raw_producer_with(&config, None)?;
@@ -262,8 +264,8 @@ async fn linger_latency(bootstrap: &str, args: &BenchArgs, topics: &mut Vec<Stri
 /// which the three run back to back, in an order that rotates, each round followed by a
 /// [`checkpoint`] of the store. Returns each measured round's
 /// [store puts/s, log appends/s, raw sends/s].
-async fn concurrent_throughput(bootstrap: &str, args: &BenchArgs, topics: &mut Vec<String>) -> Result<Vec<[f64; 3]>> {
-    let log = fresh_log(bootstrap, args.partitions, topics).await?;
+async fn concurrent_throughput(base: &KafkaConfig, topics: &mut Vec<String>) -> Result<Vec<[f64; 3]>> {
+    let log = fresh_log(base, topics).await?;
     let config = log.config().clone();
     let partitions = log.identity().partitions;
     let store = Arc::new(ActionStateStore::new(log, StoreConfig::default()));
@@ -412,11 +414,11 @@ async fn memory_concurrent() -> Result<f64> {
 /// from offset 0, a raw consumer read of the same range and a plain `StateLog::read` of every
 /// partition, in [`ROUNDS`](super::ROUNDS) rounds, the three back to back in each.
 async fn rebuild_throughput(
-    bootstrap: &str,
+    base: &KafkaConfig,
     args: &BenchArgs,
     topics: &mut Vec<String>,
 ) -> Result<(u64, u64, Vec<RebuildRound>)> {
-    let log = Arc::new(fresh_log(bootstrap, args.partitions, topics).await?);
+    let log = Arc::new(fresh_log(base, topics).await?);
     let config = log.config().clone();
     let bytes = super::load(&log, args.records.unwrap_or(DEFAULT_RECORDS)).await?;
     let end = log.end_offsets().await?;
