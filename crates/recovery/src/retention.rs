@@ -150,17 +150,27 @@ impl Reclaimer {
         st.status.running = true;
         drop(st);
         let (me, log) = (Arc::clone(self), Arc::clone(log));
-        runtime.spawn(async move { me.run(&*log).await });
+        runtime.spawn(async move { me.run(log).await });
     }
 
-    async fn run<L: StateLog>(&self, log: &L) {
+    /// Reclaims until nothing is wanted. The task lets go of the log before it says it is idle,
+    /// in the same critical section that finds nothing wanted: whoever waited for `idle` to
+    /// reopen the log, as a restore in the same process does, finds no handle of this task
+    /// still open, and a request made meanwhile is either taken here or starts a new task.
+    async fn run<L: StateLog>(&self, log: Arc<L>) {
         loop {
-            let Some(point) = self.state.lock().wanted.take() else {
-                self.state.lock().status.running = false;
-                self.idle.notify_waiters();
-                return;
+            let point = {
+                let mut st = self.state.lock();
+                let Some(point) = st.wanted.take() else {
+                    drop(log);
+                    st.status.running = false;
+                    drop(st);
+                    self.idle.notify_waiters();
+                    return;
+                };
+                st.status.requested = Some(point.clone());
+                point
             };
-            self.state.lock().status.requested = Some(point.clone());
             let outcome = async {
                 let before = log.earliest_offsets().await?;
                 let after = log.reclaim(&point).await?;
