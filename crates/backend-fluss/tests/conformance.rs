@@ -19,8 +19,8 @@
 use actionstate_core::{Error, KeyId, Marker, StateLog, WireRecord};
 use actionstate_fluss::retention::{self, RetentionProblem};
 use actionstate_fluss::{FlussConfig, FlussError, FlussLog, Security, bucket};
-use actionstate_recovery::testkit::conformance;
-use actionstate_recovery::testkit::services::{self, Service};
+use actionstate_testkit::conformance;
+use actionstate_testkit::services::{self, Service};
 use fluss::metadata::{
     AlterConfig, AlterConfigOpType, AlterTableChanges, DataTypes, Schema, TableDescriptor, TablePath,
 };

@@ -4,7 +4,7 @@
 //! `target/services/fluss.env`) with SIGTERM while tasks put completed states through an
 //! `ActionStateStore` on a `FlussLog`, keeps putting while it is down, starts it again with the
 //! same command line and keeps putting until puts succeed again. The checks are
-//! `actionstate_recovery::testkit::faults::server_stop_during_puts`: every acknowledged put
+//! `actionstate_sim::faults::server_stop_during_puts`: every acknowledged put
 //! indexed and in the log at or after its (lower-bound) position, every failed put failed
 //! within the delivery timeout and is not indexed, puts succeed after the restart, and a
 //! rebuild from a marker taken before the stop holds exactly the acknowledged states (plus any
@@ -18,8 +18,8 @@
 #![allow(clippy::unwrap_used)]
 
 use actionstate_fluss::{FlussConfig, FlussLog};
-use actionstate_recovery::testkit::faults;
-use actionstate_recovery::testkit::services::{self, ServerProcess, Service};
+use actionstate_sim::faults;
+use actionstate_testkit::services::{self, ServerProcess, Service};
 use std::time::Duration;
 
 const DELIVERY_TIMEOUT: Duration = Duration::from_secs(5);

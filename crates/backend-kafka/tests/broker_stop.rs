@@ -5,7 +5,7 @@
 //! `ActionStateStore` on a `KafkaLog`, keeps putting while it is down, starts it again with the
 //! same command line and keeps putting until puts succeed again. Then:
 //!
-//! The checks are `actionstate_recovery::testkit::faults::server_stop_during_puts`: every
+//! The checks are `actionstate_sim::faults::server_stop_during_puts`: every
 //! acknowledged put indexed and in the log, every failed put failed within the delivery timeout
 //! and is not indexed, puts succeed after the restart, and a rebuild from a marker taken before
 //! the stop holds exactly the acknowledged states (plus any failed put whose record reached the
@@ -19,8 +19,8 @@
 #![allow(clippy::unwrap_used)]
 
 use actionstate_kafka::{KafkaConfig, KafkaLog};
-use actionstate_recovery::testkit::faults;
-use actionstate_recovery::testkit::services::{self, ServerProcess, Service};
+use actionstate_sim::faults;
+use actionstate_testkit::services::{self, ServerProcess, Service};
 use std::time::Duration;
 
 const DELIVERY_TIMEOUT: Duration = Duration::from_secs(5);

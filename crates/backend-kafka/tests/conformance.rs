@@ -10,8 +10,8 @@
 
 use actionstate_core::{Error, KeyId, Marker, StateLog, WireRecord};
 use actionstate_kafka::{KafkaConfig, KafkaError, KafkaLog, Security};
-use actionstate_recovery::testkit::conformance;
-use actionstate_recovery::testkit::services::Service;
+use actionstate_testkit::conformance;
+use actionstate_testkit::services::Service;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;

@@ -3,8 +3,8 @@
 
 use actionstate_core::StateLog;
 use actionstate_recovery::LogConfig;
-use actionstate_recovery::testkit::MemoryLog;
 use actionstate_sim::{CrashPoint, MemorySource, RunPlan, Sim, SimConfig};
+use actionstate_testkit::MemoryLog;
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;

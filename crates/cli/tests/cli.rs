@@ -116,7 +116,7 @@ fn inspecting_a_directory_without_a_store_is_a_clear_error() {
 /// `cargo xtask ci` turns into a failure.
 #[cfg(any(feature = "kafka", feature = "fluss"))]
 fn demo_on_server(backend: &str, prefix: &str, test: &str) {
-    use actionstate_recovery::testkit::services::Service;
+    use actionstate_testkit::services::Service;
     let Some(server) = Service::require(backend, prefix, test) else { return };
     let bootstrap = server.get(&format!("{prefix}_BOOTSTRAP")).unwrap().to_owned();
     let name = format!("demo_{}_{}", std::process::id(), backend);

@@ -167,7 +167,7 @@ pub enum AnyLog {
     File(actionstate_file::FileLog),
     /// The in-memory test log.
     #[cfg(feature = "testkit")]
-    Memory(crate::testkit::MemoryLog),
+    Memory(actionstate_testkit::MemoryLog),
     /// A topic on an Apache Kafka cluster.
     #[cfg(feature = "kafka")]
     Kafka(actionstate_kafka::KafkaLog),
@@ -185,7 +185,7 @@ pub async fn open(config: &LogConfig) -> Result<AnyLog> {
             Ok(AnyLog::File(log))
         }
         #[cfg(feature = "testkit")]
-        LogConfig::Memory { partitions } => Ok(AnyLog::Memory(crate::testkit::MemoryLog::new(*partitions))),
+        LogConfig::Memory { partitions } => Ok(AnyLog::Memory(actionstate_testkit::MemoryLog::new(*partitions))),
         #[cfg(feature = "kafka")]
         LogConfig::Kafka(config) => Ok(AnyLog::Kafka(actionstate_kafka::KafkaLog::open((**config).clone()).await?)),
         #[cfg(feature = "fluss")]

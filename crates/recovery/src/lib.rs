@@ -34,7 +34,8 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), actionstate_recovery::StoreError> {
 //! use actionstate_core::{ActionId, Attributes, Event, KeyId, Trigger};
-//! use actionstate_recovery::{ActionStateStore, Begin, Round, StoreConfig, testkit::MemoryLog};
+//! use actionstate_recovery::{ActionStateStore, Begin, Round, StoreConfig};
+//! use actionstate_testkit::MemoryLog;
 //!
 //! let store = ActionStateStore::new(MemoryLog::new(4), StoreConfig::default());
 //! let input = Event::new("question", Attributes::new());
@@ -64,8 +65,6 @@ pub mod metrics;
 mod rebuild;
 mod retention;
 mod store;
-#[cfg(feature = "testkit")]
-pub mod testkit;
 
 pub use config::{AnyLog, DEFAULT_PARTITIONS, LogConfig, open};
 pub use error::{Result, StoreError};

@@ -17,6 +17,7 @@
 
 pub mod agent;
 mod crash;
+pub mod faults;
 mod ledger;
 mod run_dir;
 mod runtime;

@@ -61,11 +61,11 @@ impl LogSource for LogConfig {
 #[derive(Clone, Debug)]
 pub struct MemorySource {
     /// The shared log.
-    pub log: actionstate_recovery::testkit::MemoryLog,
+    pub log: actionstate_testkit::MemoryLog,
 }
 
 impl LogSource for MemorySource {
-    type Log = actionstate_recovery::testkit::MemoryLog;
+    type Log = actionstate_testkit::MemoryLog;
     fn backend(&self) -> &'static str {
         "memory"
     }

@@ -2,7 +2,7 @@
 
 use actionstate_core::{Error, StateLog};
 use actionstate_file::{FileConfig, FileLog};
-use actionstate_recovery::testkit::{MemoryHarness, conformance};
+use actionstate_testkit::{MemoryHarness, conformance};
 use std::path::PathBuf;
 use std::sync::Mutex;
 use tempfile::TempDir;

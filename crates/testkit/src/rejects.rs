@@ -7,8 +7,8 @@
 use super::conformance::{self, CHECKS, ConformanceReport, Harness};
 use super::{MemoryHarness, MemoryLog};
 use actionstate_core::{Error, LogIdentity, Position, ReadBatch, StateLog, WireRecord};
-use parking_lot::Mutex;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The one rule a [`BrokenLog`] breaks.
@@ -70,7 +70,7 @@ impl StateLog for BrokenLog {
 
     async fn append(&self, record: WireRecord) -> Result<Position, Error> {
         let p = self.inner.append(record.clone()).await?;
-        self.appended.lock().push(record);
+        self.appended.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(record);
         Ok(p)
     }
 
@@ -125,7 +125,7 @@ impl Harness for BrokenHarness {
         }
         // Everything but the last acknowledged append, replayed into a log of its own.
         let inner = MemoryLog::new(log.identity.partitions);
-        let mut appended = log.appended.lock().clone();
+        let mut appended = log.appended.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
         appended.pop();
         for r in &appended {
             inner.append(r.clone()).await?;

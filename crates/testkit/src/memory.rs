@@ -4,8 +4,8 @@
 use actionstate_core::{
     BackendError, Capabilities, Error, LogIdentity, Position, ReadBatch, ReadRecord, StateLog, WireRecord,
 };
-use parking_lot::Mutex;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 const BACKEND: &str = "memory";
@@ -51,18 +51,33 @@ pub struct MemoryLog {
 }
 
 /// The fault an injected failure simulates.
-#[derive(Debug, thiserror::Error)]
-#[error("injected fault: {0}")]
+#[derive(Debug)]
 pub struct InjectedFault(pub &'static str);
 
+impl std::fmt::Display for InjectedFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "injected fault: {}", self.0)
+    }
+}
+
+impl std::error::Error for InjectedFault {}
+
 /// A read starting at or past the end of its partition.
-#[derive(Debug, thiserror::Error)]
-#[error("nothing to read at offset {offset} of partition {partition}: it ends at {end}")]
+#[derive(Debug)]
 struct PastTheEnd {
     partition: u32,
     offset: u64,
     end: u64,
 }
+
+impl std::fmt::Display for PastTheEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let PastTheEnd { partition, offset, end } = self;
+        write!(f, "nothing to read at offset {offset} of partition {partition}: it ends at {end}")
+    }
+}
+
+impl std::error::Error for PastTheEnd {}
 
 impl MemoryLog {
     /// An empty log with `partitions` partitions and an identity no other log of this process
@@ -81,7 +96,7 @@ impl MemoryLog {
     }
 
     fn identity_of(shared: &Shared) -> LogIdentity {
-        let st = shared.storage.lock();
+        let st = shared.storage.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         LogIdentity {
             backend: BACKEND.into(),
             id: st.id.clone(),
@@ -96,36 +111,36 @@ impl MemoryLog {
 
     /// The `n`-th append from now (1 = the next) fails before writing anything.
     pub fn fail_nth_append(&self, n: u64) {
-        let mut f = self.shared.faults.lock();
+        let mut f = self.shared.faults.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         f.fail_append = Some(f.appends + n);
     }
 
     /// The `n`-th append from now writes its record but reports an error, as when the
     /// acknowledgement is lost on the way back.
     pub fn lose_ack_of_nth_append(&self, n: u64) {
-        let mut f = self.shared.faults.lock();
+        let mut f = self.shared.faults.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         f.lose_ack = Some(f.appends + n);
     }
 
     /// Makes every read fail (or succeed again).
     pub fn fail_reads(&self, fail: bool) {
-        self.shared.faults.lock().fail_reads = fail;
+        self.shared.faults.lock().unwrap_or_else(std::sync::PoisonError::into_inner).fail_reads = fail;
     }
 
     /// Makes every reclaim fail (or succeed again).
     pub fn fail_reclaims(&self, fail: bool) {
-        self.shared.faults.lock().fail_reclaims = fail;
+        self.shared.faults.lock().unwrap_or_else(std::sync::PoisonError::into_inner).fail_reclaims = fail;
     }
 
     /// Makes the backend unreachable: every operation fails with a retryable error.
     pub fn set_down(&self, down: bool) {
-        self.shared.faults.lock().down = down;
+        self.shared.faults.lock().unwrap_or_else(std::sync::PoisonError::into_inner).down = down;
     }
 
     /// Drops every record and recreates the log with `partitions` partitions and a new
     /// identity, as when a topic is deleted and created again.
     pub fn recreate(&self, partitions: u32) {
-        let mut st = self.shared.storage.lock();
+        let mut st = self.shared.storage.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         st.id = next_id();
         st.partitions = vec![Vec::new(); partitions.max(1) as usize];
         st.earliest = vec![0; partitions.max(1) as usize];
@@ -134,7 +149,7 @@ impl MemoryLog {
     /// Deletes the records of `partition` below `offset` (retention), advancing its earliest
     /// offset.
     pub fn truncate_before(&self, partition: u32, offset: u64) {
-        let mut st = self.shared.storage.lock();
+        let mut st = self.shared.storage.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(e) = st.earliest.get_mut(partition as usize) {
             *e = (*e).max(offset);
         }
@@ -142,7 +157,7 @@ impl MemoryLog {
 
     /// Replaces the value bytes of one stored record (to simulate corruption).
     pub fn corrupt(&self, partition: u32, offset: u64, value: Vec<u8>) {
-        let mut st = self.shared.storage.lock();
+        let mut st = self.shared.storage.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(r) = st.partitions.get_mut(partition as usize).and_then(|p| p.get_mut(offset as usize)) {
             r.1 = value;
         }
@@ -150,11 +165,11 @@ impl MemoryLog {
 
     /// Number of appends attempted so far.
     pub fn appends(&self) -> u64 {
-        self.shared.faults.lock().appends
+        self.shared.faults.lock().unwrap_or_else(std::sync::PoisonError::into_inner).appends
     }
 
     fn check_down(&self, operation: &'static str) -> Result<(), Error> {
-        if self.shared.faults.lock().down {
+        if self.shared.faults.lock().unwrap_or_else(std::sync::PoisonError::into_inner).down {
             return Err(BackendError::retryable(BACKEND, operation, InjectedFault("backend unreachable")).into());
         }
         Ok(())
@@ -174,14 +189,14 @@ impl StateLog for MemoryLog {
     async fn append(&self, record: WireRecord) -> Result<Position, Error> {
         self.check_down("append")?;
         let (fail, lose) = {
-            let mut f = self.shared.faults.lock();
+            let mut f = self.shared.faults.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             f.appends += 1;
             (f.fail_append == Some(f.appends), f.lose_ack == Some(f.appends))
         };
         if fail {
             return Err(BackendError::retryable(BACKEND, "append", InjectedFault("append failed")).into());
         }
-        let mut st = self.shared.storage.lock();
+        let mut st = self.shared.storage.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if st.id != self.identity.id {
             return Err(Error::LogChanged { expected: self.identity.to_string(), found: st.id.clone() });
         }
@@ -197,20 +212,28 @@ impl StateLog for MemoryLog {
 
     async fn earliest_offsets(&self) -> Result<Vec<u64>, Error> {
         self.check_down("list offsets")?;
-        Ok(self.shared.storage.lock().earliest.clone())
+        Ok(self.shared.storage.lock().unwrap_or_else(std::sync::PoisonError::into_inner).earliest.clone())
     }
 
     async fn end_offsets(&self) -> Result<Vec<u64>, Error> {
         self.check_down("list offsets")?;
-        Ok(self.shared.storage.lock().partitions.iter().map(|p| p.len() as u64).collect())
+        Ok(self
+            .shared
+            .storage
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .partitions
+            .iter()
+            .map(|p| p.len() as u64)
+            .collect())
     }
 
     async fn read(&self, partition: u32, from: u64, to: u64, max: usize) -> Result<ReadBatch, Error> {
         self.check_down("read")?;
-        if self.shared.faults.lock().fail_reads {
+        if self.shared.faults.lock().unwrap_or_else(std::sync::PoisonError::into_inner).fail_reads {
             return Err(BackendError::retryable(BACKEND, "read", InjectedFault("read failed")).into());
         }
-        let st = self.shared.storage.lock();
+        let st = self.shared.storage.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let partitions = u32::try_from(st.partitions.len()).unwrap_or(u32::MAX);
         let p = st.partitions.get(partition as usize).ok_or_else(|| Error::UnknownPartition {
             log: self.identity.to_string(),
@@ -244,10 +267,10 @@ impl StateLog for MemoryLog {
 
     async fn reclaim(&self, before: &[u64]) -> Result<Vec<u64>, Error> {
         self.check_down("reclaim")?;
-        if self.shared.faults.lock().fail_reclaims {
+        if self.shared.faults.lock().unwrap_or_else(std::sync::PoisonError::into_inner).fail_reclaims {
             return Err(BackendError::retryable(BACKEND, "reclaim", InjectedFault("reclaim failed")).into());
         }
-        let mut st = self.shared.storage.lock();
+        let mut st = self.shared.storage.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let partitions = u32::try_from(st.partitions.len()).unwrap_or(u32::MAX);
         if before.len() != st.partitions.len() {
             return Err(Error::UnknownPartition {

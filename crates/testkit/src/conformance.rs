@@ -6,7 +6,7 @@
 //! with that report unless all passed, for a backend's test:
 //!
 //! ```
-//! use actionstate_recovery::testkit::{MemoryHarness, conformance};
+//! use actionstate_testkit::{MemoryHarness, conformance};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
@@ -554,18 +554,18 @@ pub async fn concurrent_appends_from_many_tasks<H: Harness>(h: &H) -> CheckResul
     let mut tasks = Vec::new();
     for task in 0..16u32 {
         let log = Arc::clone(&log);
-        tasks.push(tokio::spawn(async move {
+        tasks.push(async move {
             let mut appended = Vec::new();
             for n in 0..25 {
                 let r = record(100 + task, n);
                 appended.push((must("append", log.append(r.clone())).await?, r));
             }
             Ok::<_, String>((task, appended))
-        }));
+        });
     }
     let mut done = Vec::new();
-    for t in tasks {
-        done.push(t.await.map_err(|e| format!("an append task failed: {e}"))??);
+    for t in crate::join_all(tasks).await {
+        done.push(t?);
     }
     let stored = contents(&*log).await?;
     let mut total = 0;
@@ -663,14 +663,14 @@ pub async fn reclaim_keeps_what_it_must<H: Harness>(h: &H) -> CheckResult {
 
 /// An unreachable backend gives an error, promptly — never a hang or a panic.
 pub async fn unreachable_backend_fails_clearly<H: Harness>(h: &H) -> CheckResult {
-    let outcome = tokio::time::timeout(Duration::from_secs(120), async {
+    let outcome = crate::within(Duration::from_secs(120), async {
         match h.unreachable().await {
             Err(e) => Err(e),
             Ok(log) => log.append(record(9, 0)).await.map(|_| ()),
         }
     })
     .await
-    .map_err(|_| "an unreachable backend hung for 120 s instead of failing".to_owned())?;
+    .ok_or_else(|| "an unreachable backend hung for 120 s instead of failing".to_owned())?;
     match outcome {
         Ok(()) => Err("an append to an unreachable backend succeeded".to_owned()),
         Err(e) => {

@@ -1,13 +1,13 @@
 //! Fault tests that stop a real server while the store writes, for backends whose servers
-//! `cargo xtask services up` starts (see [`crate::testkit::services::ServerProcess`]).
+//! `cargo xtask services up` starts (see [`actionstate_testkit::services::ServerProcess`]).
 
-use crate::testkit::conformance;
-use crate::testkit::services::ServerProcess;
-use crate::{ActionStateStore, Begin, Ownership, Round, StoreConfig};
 use actionstate_core::{
     ActionId, ActionState, Attributes, Error, Event, EventId, KeyId, LogRecord, Progress, StateKey, StateLog, Trigger,
     Value, codec,
 };
+use actionstate_recovery::{ActionStateStore, Begin, Ownership, Round, StoreConfig};
+use actionstate_testkit::conformance;
+use actionstate_testkit::services::ServerProcess;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
