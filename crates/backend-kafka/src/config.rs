@@ -71,7 +71,7 @@ pub struct KafkaConfig {
     pub client_properties: BTreeMap<String, String>,
     /// Opens an existing topic whose `cleanup.policy` includes `delete` with a finite
     /// `retention.ms` or `retention.bytes` (default `false`: such a topic is refused with
-    /// [`KafkaError::TopicRetention`]). With it, Kafka deletes records older or further back
+    /// [`KafkaError::TopicRetention`](crate::KafkaError::TopicRetention)). With it, Kafka deletes records older or further back
     /// than the topic's retention whether a checkpoint needs them or not, and restoring a
     /// checkpoint that does then fails with [`actionstate_core::Error::DataLoss`]. See
     /// [topic configuration](crate#topic-configuration).
