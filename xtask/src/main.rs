@@ -17,14 +17,15 @@
 //!   cargo-fuzz; both are installed on demand when missing).
 //! - `services up|down|status [kafka] [fluss]` — a local Apache Kafka broker, and a local Apache
 //!   Fluss cluster (ZooKeeper, a coordinator and a tablet server), for integration tests and
-//!   benchmarks (needs Java 17, and Maven to fetch them once); see `services.rs` and `fluss.rs`.
+//!   benchmarks (needs Java 17, and Maven to fetch them once); see `services/` (the broker in
+//!   `services/kafka/`, the cluster in `services/fluss/`).
 
-mod fluss;
 mod services;
 #[cfg(test)]
 mod tidy;
 
 use anyhow::{Context, Result, bail};
+use services::fluss;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

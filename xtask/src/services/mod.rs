@@ -1,0 +1,81 @@
+//! Local services for integration tests and benchmarks: `cargo xtask services up|down|status
+//! [kafka] [fluss]`. Without a service named, `up` starts Kafka, and `down` and `status` cover
+//! both.
+//!
+//! - [`kafka`] — one Apache Kafka broker; its jars and configuration files in `kafka/config.rs`,
+//!   its readiness probe (the Kafka wire protocol) in `kafka/probe.rs`;
+//! - [`fluss`] — an Apache Fluss cluster of ZooKeeper, a coordinator and a tablet server; its jars
+//!   and configuration files in `fluss/config.rs`, its readiness probes (ZooKeeper's four-letter
+//!   commands and the Fluss RPC protocol) in `fluss/probe.rs`.
+//!
+//! Both use the shared modules below, which know neither of them (and neither server module uses
+//! the other):
+//!
+//! - [`process`] — starting a JVM detached from the terminal, pid files, whether a pid still runs
+//!   our process, stopping it, the polling and timeouts of the waits, free ports, atomic writes,
+//!   log tails;
+//! - [`artifacts`] — the Java check and the jars Maven resolves from Maven Central into a `lib/`
+//!   directory, the servers' classpath;
+//! - [`env`](mod@env) — the one SASL/PLAIN user both servers know, and the `KEY=VALUE` format of the env
+//!   files they write for tests and benchmarks.
+
+mod artifacts;
+mod env;
+pub(crate) mod fluss;
+pub(crate) mod kafka;
+mod process;
+
+pub(crate) use kafka::{down_kafka, kafka_log_dir, up_kafka};
+
+use anyhow::{Result, bail};
+
+const USAGE: &str = "usage: cargo xtask services <up|down|status> [kafka] [fluss]";
+const SERVICES: [&str; 2] = ["kafka", "fluss"];
+
+/// `cargo xtask services <action> [service...]`. Without services, `up` starts Kafka only, and
+/// `down` and `status` cover all of them; see [`kafka`] and [`fluss`].
+pub(crate) fn run(args: &[String]) -> Result<()> {
+    let Some(action) = args.first() else { bail!(USAGE) };
+    let mut named: Vec<&str> = Vec::new();
+    for service in &args[1..] {
+        let Some(known) = SERVICES.iter().copied().find(|s| *s == service.as_str()) else {
+            bail!("unknown service `{service}` (known: {})\n{USAGE}", SERVICES.join(", "));
+        };
+        if !named.contains(&known) {
+            named.push(known);
+        }
+    }
+    let all = |default: &[&'static str]| if named.is_empty() { default.to_vec() } else { named.clone() };
+    match action.as_str() {
+        "up" => {
+            for service in all(&["kafka"]) {
+                match service {
+                    "fluss" => print!("{}", fluss::up_fluss()?.render()),
+                    _ => print!("{}", kafka::up_kafka()?.render()),
+                }
+            }
+            Ok(())
+        }
+        "down" => {
+            // Every service is stopped even when one of them fails to stop.
+            let results: Vec<Result<()>> = all(&["fluss", "kafka"])
+                .into_iter()
+                .map(|service| match service {
+                    "fluss" => fluss::down_fluss(),
+                    _ => kafka::down_kafka(),
+                })
+                .collect();
+            results.into_iter().collect()
+        }
+        "status" => {
+            for service in all(&["kafka", "fluss"]) {
+                match service {
+                    "fluss" => fluss::status_fluss()?,
+                    _ => kafka::status_kafka()?,
+                }
+            }
+            Ok(())
+        }
+        other => bail!("unknown services action `{other}`\n{USAGE}"),
+    }
+}
