@@ -15,10 +15,12 @@
 //!   topic of a local broker started for it, measuring the topic's partition directories.
 //! - `fuzz [--time SECONDS]` — the decoder fuzz target (needs a nightly toolchain and
 //!   cargo-fuzz; both are installed on demand when missing).
-//! - `services up|down|status [kafka] [fluss]` — a local Apache Kafka broker, and a local Apache
-//!   Fluss cluster (ZooKeeper, a coordinator and a tablet server), for integration tests and
-//!   benchmarks (needs Java 17, and Maven to fetch them once); see `services/` (the broker in
-//!   `services/kafka/`, the cluster in `services/fluss/`).
+//! - `services up|down|status [kafka] [kafka3] [fluss]` — a local Apache Kafka broker, a local
+//!   three-node Kafka cluster (replication factor 3; `services restart-node kafka3 N` restarts a
+//!   node), and a local Apache Fluss cluster (ZooKeeper, a coordinator and a tablet server), for
+//!   integration tests and benchmarks (needs Java 17, and Maven to fetch them once); see
+//!   `services/` (the broker in `services/kafka/`, the three nodes in
+//!   `services/kafka/cluster.rs`, the Fluss cluster in `services/fluss/`).
 
 mod services;
 #[cfg(test)]
@@ -68,6 +70,8 @@ fn print_help() {
          bench soak kafka     the same, 200,000 inputs on a local Kafka broker\n  \
          fuzz [--time SECS]   run the record-decoder fuzz target (default 60 s)\n  \
          services up [kafka]  start a local Kafka broker; addresses in target/services/kafka.env\n  \
+         services up kafka3   start a local 3-node Kafka cluster; addresses in target/services/kafka3.env\n  \
+         services restart-node kafka3 N   stop node N of it and start it again\n  \
          services up fluss    start a local Fluss cluster; addresses in target/services/fluss.env\n  \
          services down [SVC]  stop the services `services up` started (all of them by default)\n  \
          services status      whether they run and answer"

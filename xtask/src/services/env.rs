@@ -10,8 +10,8 @@ pub(crate) const SASL_USERNAME: &str = "actionstate";
 pub(crate) const SASL_PASSWORD: &str = "actionstate-secret";
 
 /// The lines of an env file, one per variable, in the order given.
-pub(crate) fn render(vars: &[(&'static str, String)]) -> String {
-    vars.iter().map(|(k, v)| format!("{k}={v}\n")).collect()
+pub(crate) fn render<K: AsRef<str>>(vars: &[(K, String)]) -> String {
+    vars.iter().map(|(k, v)| format!("{}={v}\n", k.as_ref())).collect()
 }
 
 /// The value of `key` in an env file: each line splits at its first `=`; unknown keys are ignored.

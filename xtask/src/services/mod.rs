@@ -1,9 +1,11 @@
 //! Local services for integration tests and benchmarks: `cargo xtask services up|down|status
-//! [kafka] [fluss]`. Without a service named, `up` starts Kafka, and `down` and `status` cover
-//! both.
+//! [kafka] [kafka3] [fluss]`, and `services restart-node kafka3 N`. Without a service named, `up`
+//! starts Kafka, and `down` and `status` cover all three.
 //!
 //! - [`kafka`] — one Apache Kafka broker; its jars and configuration files in `kafka/config.rs`,
-//!   its readiness probe (the Kafka wire protocol) in `kafka/probe.rs`;
+//!   its readiness probe (the Kafka wire protocol) in `kafka/probe.rs`; and `kafka3`, a cluster
+//!   of three replicating KRaft nodes from the same jars, for tests that stop a broker, in
+//!   `kafka/cluster.rs`;
 //! - [`fluss`] — an Apache Fluss cluster of ZooKeeper, a coordinator and a tablet server; its jars
 //!   and configuration files in `fluss/config.rs`, its readiness probes (ZooKeeper's four-letter
 //!   commands and the Fluss RPC protocol) in `fluss/probe.rs`.
@@ -27,15 +29,25 @@ mod process;
 
 pub(crate) use kafka::{down_kafka, kafka_log_dir, up_kafka};
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 
-const USAGE: &str = "usage: cargo xtask services <up|down|status> [kafka] [fluss]";
-const SERVICES: [&str; 2] = ["kafka", "fluss"];
+const USAGE: &str = "usage: cargo xtask services <up|down|status> [kafka] [kafka3] [fluss]\n       \
+                     cargo xtask services restart-node kafka3 <0|1|2>";
+const SERVICES: [&str; 3] = ["kafka", "kafka3", "fluss"];
 
 /// `cargo xtask services <action> [service...]`. Without services, `up` starts Kafka only, and
-/// `down` and `status` cover all of them; see [`kafka`] and [`fluss`].
+/// `down` and `status` cover all of them; see [`kafka`], [`kafka::cluster`] and [`fluss`].
 pub(crate) fn run(args: &[String]) -> Result<()> {
     let Some(action) = args.first() else { bail!(USAGE) };
+    if action == "restart-node" {
+        let [_, service, node] = args else { bail!(USAGE) };
+        if service != "kafka3" {
+            bail!("restart-node applies to kafka3 only, not `{service}`\n{USAGE}");
+        }
+        let node = node.parse().with_context(|| format!("`{node}` is not a node number\n{USAGE}"))?;
+        print!("{}", kafka::cluster::restart_node(node)?.render());
+        return Ok(());
+    }
     let mut named: Vec<&str> = Vec::new();
     for service in &args[1..] {
         let Some(known) = SERVICES.iter().copied().find(|s| *s == service.as_str()) else {
@@ -51,6 +63,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             for service in all(&["kafka"]) {
                 match service {
                     "fluss" => print!("{}", fluss::up_fluss()?.render()),
+                    "kafka3" => print!("{}", kafka::cluster::up_kafka3()?.render()),
                     _ => print!("{}", kafka::up_kafka()?.render()),
                 }
             }
@@ -58,19 +71,21 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         }
         "down" => {
             // Every service is stopped even when one of them fails to stop.
-            let results: Vec<Result<()>> = all(&["fluss", "kafka"])
+            let results: Vec<Result<()>> = all(&["fluss", "kafka3", "kafka"])
                 .into_iter()
                 .map(|service| match service {
                     "fluss" => fluss::down_fluss(),
+                    "kafka3" => kafka::cluster::down_kafka3(),
                     _ => kafka::down_kafka(),
                 })
                 .collect();
             results.into_iter().collect()
         }
         "status" => {
-            for service in all(&["kafka", "fluss"]) {
+            for service in all(&["kafka", "kafka3", "fluss"]) {
                 match service {
                     "fluss" => fluss::status_fluss()?,
+                    "kafka3" => kafka::cluster::status_kafka3()?,
                     _ => kafka::status_kafka()?,
                 }
             }

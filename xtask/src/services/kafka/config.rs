@@ -36,7 +36,7 @@ pub(super) struct Paths {
 }
 
 impl Paths {
-    fn new(workspace_root: &Path) -> Self {
+    pub(super) fn new(workspace_root: &Path) -> Self {
         let services = workspace_root.join("target").join("services");
         let dir = services.join("kafka");
         let lib = dir.join("lib");
@@ -215,7 +215,7 @@ logger.state.level = warn
 
 /// A Kafka cluster id: 16 random bytes in unpadded URL-safe base64. The first character is never
 /// `-`, which the command-line tools would take for an option.
-fn new_cluster_id() -> String {
+pub(super) fn new_cluster_id() -> String {
     use std::hash::{BuildHasher, Hasher};
     let mut bytes = [0u8; 16];
     for (i, chunk) in bytes.chunks_mut(8).enumerate() {
@@ -246,17 +246,7 @@ fn base64_url(bytes: &[u8]) -> String {
 /// Wipes the data directory and formats it for a new single-node cluster.
 pub(super) fn format_storage(paths: &Paths, log: &File) -> Result<()> {
     remove_dir_if_exists(&paths.data)?;
-    let cluster_id = new_cluster_id();
-    let mut cmd = Command::new(java());
-    // Without a log4j configuration only errors are logged, which keeps the broker log readable.
-    cmd.args(["-Xmx256m", "-Djava.awt.headless=true"])
-        .arg("-cp")
-        .arg(paths.classpath())
-        .args(["kafka.tools.StorageTool", "format", "-t", &cluster_id, "-c"])
-        .arg(&paths.server_properties)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log.try_clone()?);
+    let mut cmd = storage_format_command(&paths.classpath(), &paths.server_properties, &new_cluster_id(), log)?;
     let status = cmd.status().with_context(|| format!("running {cmd:?}"))?;
     if !status.success() {
         bail!(
@@ -266,6 +256,22 @@ pub(super) fn format_storage(paths: &Paths, log: &File) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// `kafka-storage format` of the data directories that `config` names, for cluster
+/// `cluster_id`, printing into `log`.
+pub(super) fn storage_format_command(classpath: &str, config: &Path, cluster_id: &str, log: &File) -> Result<Command> {
+    let mut cmd = Command::new(java());
+    // Without a log4j configuration only errors are logged, which keeps the broker log readable.
+    cmd.args(["-Xmx256m", "-Djava.awt.headless=true"])
+        .arg("-cp")
+        .arg(classpath)
+        .args(["kafka.tools.StorageTool", "format", "-t", cluster_id, "-c"])
+        .arg(config)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log.try_clone()?);
+    Ok(cmd)
 }
 
 #[cfg(test)]

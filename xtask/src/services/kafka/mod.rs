@@ -1,5 +1,6 @@
 //! The local Apache Kafka broker: `cargo xtask services up|down|status kafka`. Its jars and
-//! configuration files are in [`config`], its readiness probe in [`probe`](mod@probe).
+//! configuration files are in [`config`], its readiness probe in [`probe`](mod@probe). A
+//! replicated cluster of three nodes from the same jars, `services up kafka3`, is in [`cluster`].
 //!
 //! `services up kafka` runs one Apache Kafka broker ([`KAFKA_VERSION`]) as a local JVM process in
 //! KRaft combined mode (broker and controller in one process, node id 1). It needs Java 17 or
@@ -60,6 +61,7 @@
 //! topics it uses, with replication factor 1, and should give them unique names because the broker
 //! is shared by all tests of a run.
 
+pub(crate) mod cluster;
 mod config;
 mod probe;
 

@@ -49,6 +49,11 @@ impl MetadataAnswer {
 /// Connects to `addr`, optionally authenticates with SASL/PLAIN, and asks for the cluster
 /// metadata; succeeds only when our node is among the brokers.
 pub(super) fn probe(addr: &str, plain: Option<(&str, &str)>) -> Result<MetadataAnswer> {
+    probe_nodes(addr, plain, &[NODE_ID])
+}
+
+/// [`probe`], succeeding only when every node of `expected` is among the brokers.
+pub(super) fn probe_nodes(addr: &str, plain: Option<(&str, &str)>, expected: &[i32]) -> Result<MetadataAnswer> {
     let socket: SocketAddr = addr.parse().with_context(|| format!("`{addr}` is not an address"))?;
     let mut stream =
         TcpStream::connect_timeout(&socket, PROBE_TIMEOUT).with_context(|| format!("connecting to {addr}"))?;
@@ -75,8 +80,8 @@ pub(super) fn probe(addr: &str, plain: Option<(&str, &str)>) -> Result<MetadataA
     // No topics: only the brokers and the cluster id. Then allow_auto_topic_creation = false.
     let body = [0, 0, 0, 0, 0];
     let answer = decode_metadata(&exchange(&mut stream, API_METADATA, METADATA_VERSION, 4, &body)?)?;
-    if !answer.brokers.iter().any(|b| b.node_id == NODE_ID) {
-        bail!("node {NODE_ID} is not among the brokers yet ({})", answer.summary());
+    if let Some(missing) = expected.iter().find(|id| !answer.brokers.iter().any(|b| b.node_id == **id)) {
+        bail!("node {missing} is not among the brokers yet ({})", answer.summary());
     }
     Ok(answer)
 }
