@@ -15,6 +15,11 @@
 //!   assigned every partition from offset 0, reading until each partition reaches the end
 //!   offset captured before, copying each key and value out as any reader must. For reference
 //!   the plain `StateLog::read` of all partitions (parallel, no decoding) is measured too.
+//! - **txn**: puts through a transactional producer (one transaction per put, and per
+//!   batch of puts) against the idempotent producer, and what a fenced producer sees: the cost
+//!   of fencing zombie writers with transactions (see the `txn` module).
+
+mod txn;
 
 use super::{
     BenchArgs, PutFigures, RawRead, RebuildFigures, RebuildRound, log_read, median, percentile, ratios_text, state,
@@ -67,6 +72,8 @@ struct Report {
     log_concurrent_per_s: f64,
     store_memory_concurrent_per_s: f64,
     #[serde(flatten)]
+    txn: txn::TxnFigures,
+    #[serde(flatten)]
     rebuild: RebuildFigures,
 }
 
@@ -106,6 +113,7 @@ pub(super) async fn run(args: BenchArgs, base: KafkaConfig) -> Result<ExitCode> 
         );
         outln!("  (KafkaLog::append alone, same keys: {:.0} appends/s)", report.log_concurrent_per_s);
         outln!("  (the store on the in-memory log, same tasks: {:.0} puts/s)", report.store_memory_concurrent_per_s);
+        report.txn.print();
         report.rebuild.print("raw consumer", "partitions");
     }
     Ok(ExitCode::SUCCESS)
@@ -113,6 +121,7 @@ pub(super) async fn run(args: BenchArgs, base: KafkaConfig) -> Result<ExitCode> 
 
 async fn measure(base: &KafkaConfig, args: &BenchArgs, topics: &mut Vec<String>) -> Result<Report> {
     let (ours, raw) = put_latency(base, args, topics).await?;
+    let txn = txn::measure(base, args.puts, topics).await?;
     let (linger_wait, send_flush) = linger_latency(base, args, topics).await?;
     let concurrent = concurrent_throughput(base, topics).await?;
     let concurrent_round_ratios: Vec<f64> = concurrent.iter().map(|[store, _, raw]| store / raw.max(1e-9)).collect();
@@ -131,6 +140,7 @@ async fn measure(base: &KafkaConfig, args: &BenchArgs, topics: &mut Vec<String>)
         concurrent_round_ratios,
         log_concurrent_per_s: median(concurrent.iter().map(|r| r[1])),
         store_memory_concurrent_per_s: memory_concurrent().await?,
+        txn,
         rebuild: RebuildFigures::of(records, bytes, RawRead::Read, &rounds),
     })
 }
@@ -164,6 +174,12 @@ fn raw_producer(config: &KafkaConfig) -> Result<FutureProducer> {
 
 /// A producer with the log's settings and `linger` (`None`: librdkafka's default).
 fn raw_producer_with(config: &KafkaConfig, linger: Option<&str>) -> Result<FutureProducer> {
+    raw_client_config(config, linger).create().context("creating the raw producer")
+}
+
+/// The raw producers' settings: the log's (`acks=all`, idempotent, its timeouts) and `linger`
+/// (`None`: librdkafka's default).
+fn raw_client_config(config: &KafkaConfig, linger: Option<&str>) -> ClientConfig {
     let mut c = ClientConfig::new();
     c.set("bootstrap.servers", &config.bootstrap)
         .set("socket.timeout.ms", millis(config.request_timeout))
@@ -174,7 +190,7 @@ fn raw_producer_with(config: &KafkaConfig, linger: Option<&str>) -> Result<Futur
     if let Some(linger) = linger {
         c.set("linger.ms", linger);
     }
-    c.create().context("creating the raw producer")
+    c
 }
 
 fn millis(d: Duration) -> String {
