@@ -148,6 +148,28 @@ fn demo_on_server(backend: &str, prefix: &str, test: &str) {
         "{}",
         String::from_utf8_lossy(&again.stderr)
     );
+    // An operator's repair offline, on the server's log: refused without --yes, then written;
+    // inspect shows the audit it wrote and the log still verifies.
+    let reset = ["reset", "--log", url.as_str(), "--key", "sim-key-0", "--from-seq", "3", "--reason", "tool fixed"];
+    let refused = actionstate(&reset);
+    assert!(!refused.status.success(), "reset wrote without --yes: {}", stdout(&refused));
+    let done = actionstate(&[&reset[..], &["--yes"]].concat());
+    assert!(
+        done.status.success(),
+        "reset on {backend} failed: {}{}",
+        stdout(&done),
+        String::from_utf8_lossy(&done.stderr)
+    );
+    assert!(stdout(&done).contains("wrote an audit record"), "{}", stdout(&done));
+    let inspect = actionstate(&["inspect", "--log", &url, "--key", "sim-key-0", "--json"]);
+    assert!(inspect.status.success(), "{}", String::from_utf8_lossy(&inspect.stderr));
+    let view: serde_json::Value = serde_json::from_str(&stdout(&inspect)).unwrap();
+    let operator: Vec<&serde_json::Value> =
+        view["audit"].as_array().unwrap().iter().filter(|a| a["reason"] == "operator").collect();
+    assert_eq!(operator.len(), 1, "{view}");
+    assert_eq!((operator[0]["text"].as_str(), operator[0]["seq"].as_u64()), (Some("tool fixed"), Some(3)), "{view}");
+    let verify = actionstate(&["verify", "--log", &url]);
+    assert!(verify.status.success(), "{}", stdout(&verify));
 }
 
 /// The server tests below exist only with the `kafka` and `fluss` features, which the binary
