@@ -1,7 +1,9 @@
 //! [`FlussConfig`]: where the log lives and how the client reaches it (its URL grammar is in
 //! `url`).
 
-use super::*;
+use fluss::config::Config;
+use std::fmt;
+use std::time::Duration;
 
 /// SASL/PLAIN credentials. `Debug` prints the password as `***`.
 #[derive(Clone, PartialEq, Eq)]
@@ -57,14 +59,15 @@ pub struct FlussConfig {
     /// How old a record may get before the server may delete it by age, or `None` (the
     /// default) for never: a table the log creates gets `table.log.ttl` set to this (`0 ms`
     /// for `None`, which Fluss reads as no deletion by age), and an existing table whose TTL
-    /// is shorter is refused ([`FlussError::LogRetention`]). With a bound, a checkpoint older
+    /// is shorter is refused ([`FlussError::LogRetention`](crate::FlussError::LogRetention)). With a bound, a checkpoint older
     /// than it may no longer be restorable (a rebuild from it fails as data loss); see the
-    /// [`retention`] module.
+    /// [`retention`](crate::retention) module.
     pub log_ttl: Option<Duration>,
     /// Opens an existing table as it is, for tools that only read (`actionstate inspect`):
     /// neither the database nor the table is created, the bucket count is taken as found
     /// (`buckets` is not checked), the TTL is not checked, and
-    /// [`append`](StateLog::append) fails with [`CoreError::Unsupported`]. Default `false`.
+    /// [`append`](actionstate_core::StateLog::append) fails with
+    /// [`Error::Unsupported`](actionstate_core::Error::Unsupported). Default `false`.
     pub read_only: bool,
 }
 

@@ -1,6 +1,11 @@
 //! [`FlussError`]: what fails, and whether a retry may pass.
 
-use super::*;
+use crate::BACKEND;
+use crate::retention::RetentionProblem;
+use actionstate_core::{BackendError, Error as CoreError};
+use fluss::error::Error as ClientError;
+use fluss::rpc::FlussError as ApiError;
+use std::time::Duration;
 
 /// Failures of the Fluss backend.
 #[derive(Debug, thiserror::Error)]
@@ -101,7 +106,7 @@ pub enum FlussError {
         /// What differs.
         detail: String,
     },
-    /// The table deletes records by age sooner than [`FlussConfig::log_ttl`] accepts (Fluss's
+    /// The table deletes records by age sooner than [`FlussConfig::log_ttl`](crate::FlussConfig::log_ttl) accepts (Fluss's
     /// default TTL of 7 days applies to a table created without `table.log.ttl`, as earlier
     /// versions of this backend created them), or its TTL cannot be read.
     #[error(
@@ -114,7 +119,7 @@ pub enum FlussError {
     LogRetention {
         /// `database.table`.
         table: String,
-        /// The table property, [`retention::LOG_TTL_PROPERTY`].
+        /// The table property, [`retention::LOG_TTL_PROPERTY`](crate::retention::LOG_TTL_PROPERTY).
         property: &'static str,
         /// Its value as the table holds it (`not set (Fluss's default: 7 d)` when absent).
         value: String,

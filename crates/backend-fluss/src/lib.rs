@@ -126,31 +126,24 @@ mod url;
 
 pub use config::{FlussConfig, Security};
 pub use error::FlussError;
-use error::{is_authentication, leader_moving, with_operation};
+use error::{leader_moving, with_operation};
 use open::{fetch_identity, request};
 use read::Reader;
 
 pub use url::DEFAULT_BUCKETS;
 
-use actionstate_core::{
-    BackendError, Error as CoreError, LogIdentity, Position, ReadBatch, ReadRecord, StateLog, WireRecord,
-};
-use fluss::client::{AppendWriter, FlussAdmin, FlussConnection, FlussTable, LogScanner};
-use fluss::config::Config;
+use actionstate_core::{Error as CoreError, LogIdentity, Position, ReadBatch, StateLog, WireRecord};
+use fluss::client::{AppendWriter, FlussAdmin, FlussConnection};
 use fluss::error::Error as ClientError;
-use fluss::metadata::{DataType, DataTypes, Schema, TableDescriptor, TableInfo, TablePath};
-use fluss::row::{DataGetters, GenericRow};
-use fluss::rpc::FlussError as ApiError;
+use fluss::metadata::{TableInfo, TablePath};
+use fluss::row::GenericRow;
 use fluss::rpc::message::OffsetSpec;
-use retention::RetentionProblem;
-use std::collections::VecDeque;
 use std::fmt;
-use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Backend name used in [`LogIdentity`] and [`BackendError`].
+/// Backend name used in [`LogIdentity`] and [`BackendError`](actionstate_core::BackendError).
 pub const BACKEND: &str = "fluss";
 
 /// The columns of the log table, in order.

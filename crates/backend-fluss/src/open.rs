@@ -1,6 +1,20 @@
 //! Opening the log: the database and the table, their checks, and the log's identity.
 
-use super::*;
+use crate::config::FlussConfig;
+use crate::error::FlussError;
+use crate::error::{is_authentication, with_operation};
+use crate::retention;
+use crate::{BACKEND, BUCKET_KEY, COLUMNS, CREATE_LOCK, FlussLog, Inner};
+use actionstate_core::{Error as CoreError, LogIdentity};
+use fluss::client::{FlussAdmin, FlussConnection};
+use fluss::error::Error as ClientError;
+use fluss::metadata::{DataType, DataTypes, Schema, TableDescriptor, TableInfo, TablePath};
+use fluss::rpc::FlussError as ApiError;
+use fluss::rpc::message::OffsetSpec;
+use std::future::Future;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 pub(crate) fn log_schema() -> Result<Schema, ClientError> {
     Schema::builder()

@@ -1,7 +1,14 @@
 //! Reading a bucket: one cached scanner per bucket, reading up to the offset the caller
 //! captured.
 
-use super::*;
+use crate::error::FlussError;
+use crate::open::request;
+use crate::{FlussLog, POLL};
+use actionstate_core::{ReadBatch, ReadRecord};
+use fluss::client::{FlussTable, LogScanner};
+use fluss::row::DataGetters;
+use std::collections::VecDeque;
+use std::time::Instant;
 
 /// A cached scanner of one bucket, the offset it continues at, and records it polled past
 /// the end of the last read.

@@ -1,7 +1,14 @@
 //! [`KafkaError`]: what fails, whether a retry may pass, and the client context that keeps the
 //! last connection error librdkafka reported.
 
-use super::*;
+use crate::BACKEND;
+use crate::topic_config::RETENTION_MS;
+use actionstate_core::{BackendError, Error as CoreError};
+use rdkafka::client::ClientContext;
+use rdkafka::consumer::ConsumerContext;
+use rdkafka::error::{KafkaError as RdError, RDKafkaErrorCode};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// What an append or a reclaim on a read-only log returns.
 pub(crate) fn read_only(operation: &'static str) -> CoreError {

@@ -119,28 +119,22 @@ pub use error::KafkaError;
 use error::{LogContext, read_only, with_operation};
 use read::Reader;
 
-use config::millis;
 pub use config::{DEFAULT_PARTITIONS, KafkaConfig, Security};
 
 use actionstate_core::{
-    BackendError, Capabilities, Error as CoreError, LogIdentity, Position, ReadBatch, ReadRecord, RecordKind, StateLog,
-    WireRecord, codec,
+    Capabilities, Error as CoreError, LogIdentity, Position, ReadBatch, RecordKind, StateLog, WireRecord, codec,
 };
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::{Client, ClientContext};
-use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::admin::{AdminClient, AdminOptions};
 use rdkafka::error::{KafkaError as RdError, RDKafkaErrorCode};
-use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
+use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::util::Timeout;
 use rdkafka::{Offset, TopicPartitionList};
-use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use topic_config::RETENTION_MS;
 
-/// Backend name used in [`LogIdentity`] and [`BackendError`].
+/// Backend name used in [`LogIdentity`] and [`BackendError`](actionstate_core::BackendError).
 pub const BACKEND: &str = "kafka";
 
 struct Inner {

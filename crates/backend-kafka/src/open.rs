@@ -1,6 +1,19 @@
 //! Opening the log: the topic's creation, readiness, configuration check and identity.
 
-use super::*;
+use crate::config::KafkaConfig;
+use crate::config::millis;
+use crate::error::KafkaError;
+use crate::error::{LogContext, with_operation};
+use crate::{BACKEND, Inner, KafkaLog, blocking};
+use crate::{topic_config, topic_id};
+use actionstate_core::{Error as CoreError, LogIdentity};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::{Client, ClientContext};
+use rdkafka::error::{KafkaError as RdError, RDKafkaErrorCode};
+use rdkafka::producer::{FutureProducer, Producer};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// Longest single metadata request while opening; the open retries until the request timeout.
 pub(crate) const OPEN_ATTEMPT: Duration = Duration::from_secs(1);

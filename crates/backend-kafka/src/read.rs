@@ -1,7 +1,14 @@
 //! Reading a partition: one cached consumer per partition, assigned without a group, reading up
 //! to the offset the caller captured.
 
-use super::*;
+use crate::error::KafkaError;
+use crate::error::LogContext;
+use crate::{Inner, KafkaLog, TOMBSTONE_HEADER};
+use actionstate_core::{ReadBatch, ReadRecord};
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Headers, Message};
+use rdkafka::{Offset, TopicPartitionList};
+use std::time::{Duration, Instant};
 
 /// A cached reader of one partition and the offset it continues at.
 pub(crate) struct Reader {
