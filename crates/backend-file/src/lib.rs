@@ -799,15 +799,11 @@ impl FileConfig {
             return Err(url.error("`file:` needs a directory, e.g. `file:./actionstate-data`"));
         }
         let mut config = FileConfig::new(url.path(), DEFAULT_PARTITIONS);
-        if let Some(n) = url.take_count("partitions")? {
-            config.partitions = n;
-        }
+        config.partitions = url.take_count("partitions")?.unwrap_or(config.partitions);
         if let Some(mb) = url.take_count("cache_mb")? {
             config.cache_bytes = usize::try_from(mb).unwrap_or(usize::MAX).saturating_mul(1 << 20);
         }
-        if let Some(verify) = url.take_flag("verify_on_open")? {
-            config.verify_on_open = verify;
-        }
+        config.verify_on_open = url.take_flag("verify_on_open")?.unwrap_or(config.verify_on_open);
         url.finish()?;
         Ok(config)
     }

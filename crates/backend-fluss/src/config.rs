@@ -102,8 +102,10 @@ impl FlussConfig {
         format!("{}.{}", self.database, self.table)
     }
 
-    /// The fluss-rs client settings.
-    pub(crate) fn client_config(&self) -> Config {
+    /// The fluss-rs client settings the log connects with (acks, idempotence, the batch
+    /// timeout of at least 1 ms, the connect timeout, credentials), for a tool that opens a
+    /// connection of its own to the same cluster.
+    pub fn client_config(&self) -> Config {
         let mut c = Config {
             bootstrap_servers: self.bootstrap.clone(),
             writer_acks: "all".to_owned(),

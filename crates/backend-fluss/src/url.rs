@@ -47,15 +47,9 @@ impl FlussConfig {
             return Err(url.error(format!("`buckets={buckets}` is more than a table can have")));
         }
         let mut config = FlussConfig::new(bootstrap, database, table, buckets);
-        if let Some(t) = url.take_duration("request_timeout")? {
-            config.request_timeout = t;
-        }
-        if let Some(t) = url.take_duration("delivery_timeout")? {
-            config.delivery_timeout = t;
-        }
-        if let Some(t) = url.take_duration("read_stall_timeout")? {
-            config.read_stall_timeout = t;
-        }
+        config.request_timeout = url.take_duration("request_timeout")?.unwrap_or(config.request_timeout);
+        config.delivery_timeout = url.take_duration("delivery_timeout")?.unwrap_or(config.delivery_timeout);
+        config.read_stall_timeout = url.take_duration("read_stall_timeout")?.unwrap_or(config.read_stall_timeout);
         match url.take_duration("log_ttl")? {
             Some(t) if t.is_zero() => {
                 return Err(url.error("`log_ttl=0`: leave log_ttl out for no deletion by age"));

@@ -193,15 +193,9 @@ impl KafkaConfig {
         let partitions = url.take_count("partitions")?.unwrap_or(DEFAULT_PARTITIONS);
         let mut config = KafkaConfig::new(bootstrap, topic, partitions);
         config.replication = url.take_count("replication")?.map(|r| i32::try_from(r).unwrap_or(i32::MAX));
-        if let Some(t) = url.take_duration("request_timeout")? {
-            config.request_timeout = t;
-        }
-        if let Some(t) = url.take_duration("delivery_timeout")? {
-            config.delivery_timeout = t;
-        }
-        if let Some(t) = url.take_duration("read_stall_timeout")? {
-            config.read_stall_timeout = t;
-        }
+        config.request_timeout = url.take_duration("request_timeout")?.unwrap_or(config.request_timeout);
+        config.delivery_timeout = url.take_duration("delivery_timeout")?.unwrap_or(config.delivery_timeout);
+        config.read_stall_timeout = url.take_duration("read_stall_timeout")?.unwrap_or(config.read_stall_timeout);
         config.allow_retention = url.take_flag("allow_retention")?.unwrap_or(false);
         let protocol = url.take("security");
         let mechanism = url.take("sasl_mechanism");

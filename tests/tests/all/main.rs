@@ -10,6 +10,42 @@
 //! ```
 #![allow(clippy::unwrap_used, reason = "tests")]
 
+/// Generates one test per backend for each async function named, which takes the `Backend`:
+/// `module::name::{memory, file, kafka, fluss}`. The `kafka` test runs on a fresh topic of the
+/// configured broker, the `fluss` test on a fresh table of the configured cluster; each prints
+/// the skip marker without one (`module` names the tests in it).
+macro_rules! on_every_backend {
+    ($module:literal: $($name:ident),* $(,)?) => {$(
+        mod $name {
+            use actionstate_tests::Backend;
+
+            #[tokio::test]
+            async fn memory() {
+                super::$name(Backend::Memory).await;
+            }
+
+            #[tokio::test]
+            async fn file() {
+                super::$name(Backend::File).await;
+            }
+
+            #[tokio::test]
+            async fn kafka() {
+                if actionstate_tests::kafka_available(concat!($module, "::", stringify!($name))) {
+                    super::$name(Backend::Kafka).await;
+                }
+            }
+
+            #[tokio::test]
+            async fn fluss() {
+                if actionstate_tests::fluss_available(concat!($module, "::", stringify!($name))) {
+                    super::$name(Backend::Fluss).await;
+                }
+            }
+        }
+    )*};
+}
+
 mod campaign;
 mod conformance;
 mod repair;

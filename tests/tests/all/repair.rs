@@ -10,39 +10,7 @@ use actionstate_recovery::{ActionStateStore, Begin, Ownership, Retention, Round,
 use actionstate_tests::{Backend, Env};
 use std::collections::{BTreeSet, HashMap};
 
-macro_rules! on_every_backend {
-    ($($name:ident),* $(,)?) => {$(
-        mod $name {
-            use actionstate_tests::Backend;
-
-            #[tokio::test]
-            async fn memory() {
-                super::$name(Backend::Memory).await;
-            }
-
-            #[tokio::test]
-            async fn file() {
-                super::$name(Backend::File).await;
-            }
-
-            #[tokio::test]
-            async fn kafka() {
-                if actionstate_tests::kafka_available(concat!("repair::", stringify!($name))) {
-                    super::$name(Backend::Kafka).await;
-                }
-            }
-
-            #[tokio::test]
-            async fn fluss() {
-                if actionstate_tests::fluss_available(concat!("repair::", stringify!($name))) {
-                    super::$name(Backend::Fluss).await;
-                }
-            }
-        }
-    )*};
-}
-
-on_every_backend!(an_operator_invalidation_is_replayed_by_a_rebuild);
+on_every_backend!("repair": an_operator_invalidation_is_replayed_by_a_rebuild);
 
 const ROUNDS: u64 = 4;
 const FROM: u64 = 2;

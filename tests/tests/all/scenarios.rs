@@ -13,42 +13,7 @@ use actionstate_sim::{CrashPoint, InputChange, Outcome, RestoreFrom, RunPlan, Si
 use actionstate_tests::*;
 use std::collections::{BTreeSet, HashSet};
 
-/// Generates one test per backend for the scenario function of the same name. The `kafka`
-/// test runs on a fresh topic of the configured broker, the `fluss` test on a fresh table of
-/// the configured cluster; each prints the skip marker without one.
-macro_rules! on_every_backend {
-    ($($name:ident),* $(,)?) => {$(
-        mod $name {
-            use actionstate_tests::Backend;
-
-            #[tokio::test]
-            async fn memory() {
-                super::$name(Backend::Memory).await;
-            }
-
-            #[tokio::test]
-            async fn file() {
-                super::$name(Backend::File).await;
-            }
-
-            #[tokio::test]
-            async fn kafka() {
-                if actionstate_tests::kafka_available(concat!("scenarios::", stringify!($name))) {
-                    super::$name(Backend::Kafka).await;
-                }
-            }
-
-            #[tokio::test]
-            async fn fluss() {
-                if actionstate_tests::fluss_available(concat!("scenarios::", stringify!($name))) {
-                    super::$name(Backend::Fluss).await;
-                }
-            }
-        }
-    )*};
-}
-
-on_every_backend!(
+on_every_backend!("scenarios":
     normal_history_is_reused,
     changed_input_reruns_its_round_and_later_rounds_of_its_key,
     changed_root_reruns_children_with_identical_attributes,

@@ -109,20 +109,7 @@ async fn fresh_log(base: &FlussConfig, tables: &mut Vec<String>) -> Result<Fluss
 /// A connection of its own with the log's client settings: the writer's acks, idempotence and
 /// batch timeout (at least 1 ms, as the log raises it), the connect timeout and credentials.
 async fn raw_connection(config: &FlussConfig) -> Result<FlussConnection> {
-    let mut c = Config {
-        bootstrap_servers: config.bootstrap.clone(),
-        writer_acks: "all".to_owned(),
-        writer_enable_idempotence: true,
-        writer_batch_timeout_ms: i64::try_from(config.batch_timeout.as_millis()).unwrap_or(i64::MAX).max(1),
-        connect_timeout_ms: u64::try_from(config.request_timeout.as_millis()).unwrap_or(u64::MAX).max(1),
-        ..Config::default()
-    };
-    if let Some(s) = &config.security {
-        c.security_protocol = "sasl".to_owned();
-        c.security_sasl_mechanism = "PLAIN".to_owned();
-        c.security_sasl_username = s.username.clone();
-        c.security_sasl_password = s.password.clone();
-    }
+    let c = config.client_config();
     tokio::time::timeout(config.request_timeout, FlussConnection::new(c))
         .await
         .map_err(|_| anyhow!("raw connection to {}: no answer after {:?}", config.bootstrap, config.request_timeout))?

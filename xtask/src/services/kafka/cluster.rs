@@ -42,7 +42,9 @@
 //! KAFKA3_NODE2_PID=12347
 //! ```
 
-use super::config::{LOG4J2_PROPERTIES, Paths as BrokerPaths, ensure_jars, new_cluster_id, storage_format_command};
+use super::config::{
+    LOG4J2_PROPERTIES, Paths as BrokerPaths, ensure_jars, listener_port, new_cluster_id, storage_format_command,
+};
 use super::probe::probe_nodes;
 use crate::services::artifacts::check_java;
 use crate::services::env;
@@ -173,15 +175,7 @@ fn node_properties(id: usize, ports: &[NodePorts], data: &Path) -> String {
 
 /// The ports back from a `server.properties` written by [`node_properties`].
 fn node_ports_from_config(text: &str) -> Option<NodePorts> {
-    let listeners = text.lines().find_map(|line| line.strip_prefix("listeners="))?;
-    let port = |name: &str| {
-        listeners
-            .split(',')
-            .find_map(|l| l.trim().strip_prefix(name)?.strip_prefix("://"))
-            .and_then(|addr| addr.rsplit_once(':'))
-            .and_then(|(_, port)| port.parse().ok())
-    };
-    Some(NodePorts { client: port("PLAINTEXT")?, controller: port("CONTROLLER")? })
+    Some(NodePorts { client: listener_port(text, "PLAINTEXT")?, controller: listener_port(text, "CONTROLLER")? })
 }
 
 /// Every node's ports, from the configuration files of the last fresh start.
