@@ -78,7 +78,8 @@ pub enum FlussError {
         table: String,
     },
     /// The table's buckets had no leader within the request timeout (right after it was
-    /// created, or while its tablet servers are down).
+    /// created, or while its tablet servers are down). When open created the table itself, it
+    /// dropped it and created it again once before failing with this; `detail` then says so.
     #[error("table {table} not ready after {waited:?}: {detail}")]
     TableNotReady {
         /// `database.table`.

@@ -28,7 +28,14 @@
 //! a primary key, partitioning or a data-lake format is [`FlussError::IncompatibleTable`].
 //! Open waits until every bucket has a leader ([`FlussError::TableNotReady`], retryable,
 //! after [`FlussConfig::request_timeout`]); tables created by one process are created one at
-//! a time (see `CREATE_LOCK` in the source for the coordinator race this avoids).
+//! a time (see `CREATE_LOCK` in the source for the coordinator race this avoids). The Fluss
+//! 0.9.1 coordinator was also seen to register a freshly created table and never give its
+//! buckets a leader (about one table in 140 on the local cluster). So when the table is one
+//! that this open created and its buckets get no leader within the wait, open logs a warning,
+//! drops the table and creates it again, once, and waits again; if that fails too, the
+//! `TableNotReady` says the table was recreated once. A table open found (it may hold data),
+//! or any table in read-only mode, is never dropped. The recreated table has a new table id,
+//! but no marker can name the first one: open had not returned it.
 //!
 //! ## Retention
 //!
@@ -155,7 +162,8 @@ pub const BUCKET_KEY: &str = "key_id";
 /// Serializes creating tables within a process. The Fluss 0.9.1 coordinator was seen to lose
 /// the creation of one of two tables created 30 ms apart (registered in ZooKeeper, never given
 /// buckets, so its buckets never get a leader); creating one table at a time, each until its
-/// buckets have leaders, avoids that for the tables one process creates.
+/// buckets have leaders, avoids that for the tables one process creates. A table that gets no
+/// leaders anyway is created again by open (see `open::should_recreate`).
 static CREATE_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Longest single poll of a scanner; a read polls again until its stall timeout.
@@ -215,41 +223,53 @@ impl FlussLog {
     async fn list_offsets(&self, operation: &'static str, spec: OffsetSpec) -> Result<Vec<u64>, FlussError> {
         let inner = &self.inner;
         let latest = matches!(spec, OffsetSpec::Latest);
-        let buckets: Vec<i32> = (0..inner.config.buckets).filter_map(|b| i32::try_from(b).ok()).collect();
-        // Right after the table is created, or while a leader moves, a bucket has no leader for
-        // a moment: ask again until the request timeout.
-        let started = Instant::now();
-        let listed = loop {
-            match request(&inner.config, operation, inner.admin.list_offsets(&inner.path, &buckets, spec.clone())).await
-            {
-                Err(FlussError::Client { source, .. }) if leader_moving(&source) => {
-                    if started.elapsed() >= inner.config.request_timeout {
-                        return Err(FlussError::TableNotReady {
-                            table: inner.table_name.clone(),
-                            waited: started.elapsed(),
-                            detail: source.to_string(),
-                        });
-                    }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                other => break other?,
+        let out = listed_offsets(&inner.config, &inner.admin, &inner.path, operation, spec).await?;
+        if latest {
+            for (offset, floor) in out.iter().zip(&inner.floors) {
+                floor.fetch_max(*offset, Ordering::AcqRel);
             }
-        };
-        let mut out = Vec::with_capacity(buckets.len());
-        for (b, floor) in buckets.iter().zip(&inner.floors) {
-            let offset = listed
-                .get(b)
-                .copied()
-                .ok_or_else(|| FlussError::Unexpected(format!("no offset listed for bucket {b}")))?;
-            let offset =
-                u64::try_from(offset).map_err(|_| FlussError::Unexpected(format!("offset {offset} of bucket {b}")))?;
-            if latest {
-                floor.fetch_max(offset, Ordering::AcqRel);
-            }
-            out.push(offset);
         }
         Ok(out)
     }
+}
+
+/// Per bucket of the configured count, the offsets of `spec`, asking again while a bucket has
+/// no leader, until the request timeout ([`FlussError::TableNotReady`]).
+pub(crate) async fn listed_offsets(
+    config: &FlussConfig,
+    admin: &FlussAdmin,
+    path: &TablePath,
+    operation: &'static str,
+    spec: OffsetSpec,
+) -> Result<Vec<u64>, FlussError> {
+    let buckets: Vec<i32> = (0..config.buckets).filter_map(|b| i32::try_from(b).ok()).collect();
+    // Right after the table is created, or while a leader moves, a bucket has no leader for
+    // a moment: ask again until the request timeout.
+    let started = Instant::now();
+    let listed = loop {
+        match request(config, operation, admin.list_offsets(path, &buckets, spec.clone())).await {
+            Err(FlussError::Client { source, .. }) if leader_moving(&source) => {
+                if started.elapsed() >= config.request_timeout {
+                    return Err(FlussError::TableNotReady {
+                        table: config.table_name(),
+                        waited: started.elapsed(),
+                        detail: source.to_string(),
+                    });
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            other => break other?,
+        }
+    };
+    let mut out = Vec::with_capacity(buckets.len());
+    for b in &buckets {
+        let offset =
+            listed.get(b).copied().ok_or_else(|| FlussError::Unexpected(format!("no offset listed for bucket {b}")))?;
+        let offset =
+            u64::try_from(offset).map_err(|_| FlussError::Unexpected(format!("offset {offset} of bucket {b}")))?;
+        out.push(offset);
+    }
+    Ok(out)
 }
 
 impl StateLog for FlussLog {
