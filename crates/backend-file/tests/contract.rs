@@ -309,7 +309,7 @@ async fn truncate_before_advances_earliest() {
 
         let earliest = log.earliest_offsets().await.unwrap();
         let end = log.end_offsets().await.unwrap();
-        let marker = Marker { log: log.identity().clone(), offsets: vec![0, 2, 0, 0] };
+        let marker = Marker::new(log.identity().clone(), vec![0, 2, 0, 0]);
         let err = marker.validate(log.identity(), &earliest, &end).unwrap_err();
         assert!(matches!(err, Error::DataLoss { partition: 1, offset: 2, earliest: 4 }), "{err}");
         log.identity().clone()

@@ -257,7 +257,7 @@ async fn recreated_table_with_the_same_buckets_is_a_changed_log() {
     for n in 0..3u8 {
         log.append(WireRecord { key_id: KeyId::of(&[n]), key: vec![n], value: vec![n] }).await.unwrap();
     }
-    let marker = Marker { log: old.clone(), offsets: log.end_offsets().await.unwrap() };
+    let marker = Marker::new(old.clone(), log.end_offsets().await.unwrap());
 
     // Dropped under a running handle: reported by current_identity.
     drop_table(&log).await;
@@ -556,8 +556,8 @@ async fn segments_expire_only_under_an_accepted_ttl_and_older_markers_are_data_l
     let expiring = FlussLog::open(config).await.unwrap();
     let kept = FlussLog::open(test_config(&bootstrap, &unique_table("ttl_none"), 1)).await.unwrap();
     let markers: Vec<Marker> = vec![
-        Marker { log: expiring.identity().clone(), offsets: expiring.end_offsets().await.unwrap() },
-        Marker { log: kept.identity().clone(), offsets: kept.end_offsets().await.unwrap() },
+        Marker::new(expiring.identity().clone(), expiring.end_offsets().await.unwrap()),
+        Marker::new(kept.identity().clone(), kept.end_offsets().await.unwrap()),
     ];
     // Values of four segments per table, a 32nd of a segment each, so that each table rolls
     // at least four segments (the batches' overhead adds more), of which the tablet server keeps

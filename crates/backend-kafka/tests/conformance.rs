@@ -340,7 +340,7 @@ async fn recreated_topic_with_the_same_partitions_is_a_changed_log() {
     for n in 0..3u8 {
         log.append(WireRecord { key_id: KeyId::of(&[n]), key: vec![n], value: vec![n] }).await.unwrap();
     }
-    let marker = Marker { log: old.clone(), offsets: log.end_offsets().await.unwrap() };
+    let marker = Marker::new(old.clone(), log.end_offsets().await.unwrap());
 
     let log = conformance::Harness::recreate(&harness, log, 2).await.unwrap();
     let new = log.identity().clone();
@@ -382,7 +382,7 @@ async fn reclaim_moves_the_earliest_offsets_and_an_older_marker_is_data_loss() {
     let identity = log.identity().clone();
     let end = log.end_offsets().await.unwrap();
     assert!(end.iter().all(|e| *e >= 2), "both partitions hold records: {end:?}");
-    let old = Marker { log: identity.clone(), offsets: log.earliest_offsets().await.unwrap() };
+    let old = Marker::new(identity.clone(), log.earliest_offsets().await.unwrap());
     assert_eq!(old.offsets, vec![0, 0]);
     old.validate(&identity, &old.offsets, &end).unwrap();
 
@@ -407,7 +407,7 @@ async fn reclaim_moves_the_earliest_offsets_and_an_older_marker_is_data_loss() {
         text.contains("partition 0") && text.contains(&format!("earliest retained offset {}", before[0])),
         "{text}"
     );
-    Marker { log: identity.clone(), offsets: earliest.clone() }.validate(&identity, &earliest, &end).unwrap();
+    Marker::new(identity.clone(), earliest.clone()).validate(&identity, &earliest, &end).unwrap();
 
     // At or below the earliest: nothing to do; beyond the end: refused; wrong length: refused.
     assert_eq!(log.reclaim(&[1, 0]).await.unwrap(), before);

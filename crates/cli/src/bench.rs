@@ -382,7 +382,7 @@ async fn rebuild_throughput(dir: &Path, args: &BenchArgs) -> Result<(u64, u64, V
     let log = Arc::new(FileLog::open(FileConfig::new(&path, args.partitions)).map_err(actionstate_core::Error::from)?);
     let bytes = load(&log, args.records.unwrap_or(1_000_000)).await?;
     let end = log.end_offsets().await?;
-    let marker = actionstate_core::Marker { log: log.identity().clone(), offsets: vec![0; end.len()] };
+    let marker = actionstate_core::Marker::new(log.identity().clone(), vec![0; end.len()]);
     drop(log);
 
     let (mut rounds, mut records) = (Vec::new(), 0u64);

@@ -7,10 +7,10 @@
 //! `file:` the writer must be stopped first; the error says so.)
 
 use actionstate_core::{
-    ActionState, Audit, AuditDetail, CallStatus, EventId, InvalidationReason, KeyId, LogRecord, Position, Progress,
-    RangeRead, StateLog, Trigger, codec,
+    ActionState, Audit, AuditDetail, CallStatus, EventId, InvalidationReason, KeyId, LogRecord, Ownership, Position,
+    Progress, RangeRead, StateLog, Trigger, codec,
 };
-use actionstate_index::{Decision, Index, Probe, allow_scans};
+use actionstate_index::{Decision, Fences, Index, Probe, allow_scans};
 use actionstate_recovery::{AnyLog, LogConfig};
 use anyhow::{Context, Result};
 use serde::Serialize;
@@ -25,6 +25,10 @@ struct Loaded {
     corrupt: Vec<(u32, u64, String)>,
     records: u64,
     partitions: u32,
+    /// The fence records read: where, the keys fenced, the epoch.
+    fences: Vec<(Position, Ownership, u64)>,
+    /// Records skipped as a fenced writer's.
+    fenced: u64,
 }
 
 /// The log `url` names, parsed (errors say what is wrong with the URL).
@@ -70,15 +74,32 @@ async fn load<L: StateLog>(log: &L, progress: bool) -> Result<Loaded> {
         corrupt: Vec::new(),
         records: 0,
         partitions: log.identity().partitions,
+        fences: Vec::new(),
+        fenced: 0,
     };
     for (p, (&from, &to)) in (0u32..).zip(earliest.iter().zip(&end)) {
+        // The replay rule of a rebuild: a fenced writer's records are not applied.
+        let mut fences = Fences::new();
         let mut range = RangeRead::new(p, from, to, 4096);
         while let Some(records) = range.next_batch(log).await? {
             bar.inc(records.len() as u64);
             for r in records {
                 loaded.records += 1;
                 let position = Position { partition: p, offset: r.offset, exact: true };
-                match codec::decode(&r.key, &r.value) {
+                let decoded = codec::decode(&r.key, &r.value);
+                if let Ok(record) = &decoded
+                    && !matches!(record, LogRecord::Fence(_))
+                    && !fences.is_empty()
+                    && codec::writer_epoch(&r.value).is_ok_and(|epoch| !fences.admits(&record.key_id(), epoch))
+                {
+                    loaded.fenced += 1;
+                    continue;
+                }
+                match decoded {
+                    Ok(LogRecord::Fence(f)) => {
+                        fences.observe(&f);
+                        loaded.fences.push((position, f.groups, f.epoch));
+                    }
                     Ok(LogRecord::Audit(a)) => {
                         // Replayed as a rebuild replays it: an invalidation whose tombstones a
                         // crash cut short is whole here too.
@@ -275,6 +296,13 @@ pub(crate) async fn inspect(url: &str, key: Option<&str>, json: bool) -> Result<
             "rounds": stats.rounds,
             "states": stats.states,
             "corrupt_records": loaded.corrupt.len(),
+            "fenced_records": loaded.fenced,
+            "fences": loaded.fences.iter().map(|(at, groups, epoch)| serde_json::json!({
+                "partition": at.partition,
+                "offset": at.offset,
+                "groups": groups.to_string(),
+                "epoch": epoch,
+            })).collect::<Vec<_>>(),
             "index": views,
             "audit": audits,
         });
@@ -289,6 +317,14 @@ pub(crate) async fn inspect(url: &str, key: Option<&str>, json: bool) -> Result<
         stats.rounds,
         stats.states
     );
+    if !loaded.fences.is_empty() {
+        let newest = loaded.fences.iter().map(|(_, _, e)| *e).max().unwrap_or(0);
+        outln!(
+            "{} fence records (newest epoch {newest}); {} records of fenced writers not replayed",
+            loaded.fences.len(),
+            loaded.fenced
+        );
+    }
     for k in &views {
         outln!("\nkey {}", k.key);
         for r in &k.rounds {

@@ -73,10 +73,11 @@ pub(crate) async fn run(args: ResetArgs) -> Result<ExitCode> {
 async fn reset<L: StateLog>(log: L, args: &ResetArgs) -> Result<ExitCode> {
     // The index of the whole log: every key, every retained record, nothing pruned. The store
     // never reclaims: it takes no checkpoint.
-    let config = StoreConfig { retention: Retention::KeepAll, ..StoreConfig::default() };
+    // An operator is not an owner: the repair writes with the newest epoch and fences nobody.
+    let config = StoreConfig { retention: Retention::KeepAll, fence_on_rebuild: false, ..StoreConfig::default() };
     let store = ActionStateStore::new(log, config);
     let earliest = store.log().earliest_offsets().await?;
-    let start = Marker { log: store.log().identity().clone(), offsets: earliest };
+    let start = Marker::new(store.log().identity().clone(), earliest);
     let rebuilt = store.rebuild(&[start], &Ownership::All, &HashMap::new()).await.context("rebuilding the index")?;
     let key = KeyId::of(args.key.as_bytes());
     let planned = plan(&store, &key, args.from_seq)?;

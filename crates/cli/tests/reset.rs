@@ -180,7 +180,7 @@ fn reset_then_inspect_shows_the_operator_audit_and_a_restore_reruns_exactly_thos
     // rounds 2 and 3.
     runtime().block_on(async {
         let store = store(&data);
-        let start = Marker { log: store.log().identity().clone(), offsets: vec![0; 4] };
+        let start = Marker::new(store.log().identity().clone(), vec![0; 4]);
         store.rebuild(&[start], &Ownership::All, &HashMap::new()).await.unwrap();
         for seq in 0..ROUNDS {
             let want: &[&str] = if seq >= FROM { &["answer", "notify"] } else { &[] };

@@ -57,6 +57,23 @@ pub enum StoreError {
         /// One of the partitions.
         partition: u32,
     },
+    /// A newer owner restored key groups this store owns: the store is a zombie. Nothing it
+    /// appended after that owner's fence is replayed by any later rebuild, and it refuses
+    /// every further write and snapshot (see `ActionStateStore::check_fenced`). Rebuilding
+    /// it takes a new epoch (and fences the other owner in turn): do that only as the
+    /// runtime's restore of an attempt that owns the keys.
+    #[error(
+        "fenced: {groups} were restored by a newer owner (epoch {fenced_by}); this store writes with epoch {epoch} \
+         and no record it appends is replayed any more"
+    )]
+    Fenced {
+        /// The keys of this store the newer owner holds.
+        groups: actionstate_core::Ownership,
+        /// This store's writer epoch.
+        epoch: u64,
+        /// The newer owner's epoch.
+        fenced_by: u64,
+    },
     /// A rebuild task failed to run to completion.
     #[error("rebuild task failed: {0}")]
     Task(String),

@@ -60,6 +60,7 @@
 
 mod config;
 mod error;
+mod fencing;
 mod key_lock;
 pub mod metrics;
 mod rebuild;

@@ -22,6 +22,8 @@
 //! | `actionstate_rebuild_records_per_second` | gauge | | records/s | the rate of the last finished rebuild |
 //! | `actionstate_reclaimed_records_total` | counter | | records | records the backend reclaimed under retention |
 //! | `actionstate_reclaim_failures_total` | counter | | reclaims | reclaims that failed (retried at the next completed checkpoint) |
+//! | `actionstate_fenced_records_total` | counter | | records | records a rebuild skipped as a fenced writer's (written with an older epoch after a fence over their key) |
+//! | `actionstate_fenced_total` | counter | | stores | stores that learned a newer owner fenced them (a zombie) |
 //!
 //! Histograms carry no labels. The command line renders `actionstate_put_seconds` with the
 //! buckets [`PUT_SECONDS_BUCKETS`] and `actionstate_rebuild_seconds` as a summary (quantiles,
@@ -54,6 +56,10 @@ pub const REBUILD_RECORDS_PER_SECOND: &str = "actionstate_rebuild_records_per_se
 pub const RECLAIMED_RECORDS: &str = "actionstate_reclaimed_records_total";
 /// Failed reclaims.
 pub const RECLAIM_FAILURES: &str = "actionstate_reclaim_failures_total";
+/// Records rebuilds skipped as a fenced writer's.
+pub const FENCED_RECORDS: &str = "actionstate_fenced_records_total";
+/// Stores that learned they were fenced.
+pub const FENCED: &str = "actionstate_fenced_total";
 
 /// Bucket bounds for [`PUT_SECONDS`], in seconds: 50 µs to 5 s, covering an embedded store's
 /// sub-millisecond appends and a broker's milliseconds to a slow acknowledgement.
@@ -82,6 +88,8 @@ pub fn describe() {
     );
     metrics::describe_counter!(RECLAIMED_RECORDS, Unit::Count, "Records reclaimed under retention");
     metrics::describe_counter!(RECLAIM_FAILURES, Unit::Count, "Reclaims that failed");
+    metrics::describe_counter!(FENCED_RECORDS, Unit::Count, "Records rebuilds skipped as a fenced writer's");
+    metrics::describe_counter!(FENCED, Unit::Count, "Stores that learned a newer owner fenced them");
 }
 
 pub(crate) fn hit(kind: &'static str) {
@@ -124,6 +132,14 @@ pub(crate) fn reclaim_failed() {
     metrics::counter!(RECLAIM_FAILURES).increment(1);
 }
 
+pub(crate) fn fenced_records(records: u64) {
+    metrics::counter!(FENCED_RECORDS).increment(records);
+}
+
+pub(crate) fn fenced() {
+    metrics::counter!(FENCED).increment(1);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,6 +159,8 @@ mod tests {
             REBUILD_RECORDS_PER_SECOND,
             RECLAIMED_RECORDS,
             RECLAIM_FAILURES,
+            FENCED_RECORDS,
+            FENCED,
         ];
         let rows: Vec<&str> = include_str!("metrics.rs")
             .lines()

@@ -1,12 +1,13 @@
 //! Rebuild: restore the index from covering markers.
 
 use crate::error::{Result, StoreError};
+use crate::fencing::{self, FenceRead, Fencing};
 use crate::store::{ActionStateStore, Ownership};
 use actionstate_core::codec::{self, Peeked};
 use actionstate_core::{
-    InvalidationReason, KeyId, LogRecord, Marker, Position, RangeRead, ReadRecord, StateKey, StateLog,
+    FENCE_KEY_LAYOUT, InvalidationReason, KeyId, LogRecord, Marker, Position, RangeRead, ReadRecord, StateKey, StateLog,
 };
-use actionstate_index::{Index, Invalidation, Recorded};
+use actionstate_index::{Fences, Index, Invalidation, Recorded};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -29,6 +30,11 @@ pub struct RebuildReport {
     /// own tombstone the crashed writer did not get to. They are appended before each key's
     /// next write (or the next snapshot), so that the log holds every invalidation whole.
     pub tombstones_queued: u64,
+    /// Records skipped as a fenced writer's: written with an older epoch than a fence before
+    /// them over their key.
+    pub fenced: u64,
+    /// The owner epoch the store writes with from now on.
+    pub epoch: u64,
     /// Wall time.
     pub duration: Duration,
 }
@@ -52,6 +58,14 @@ impl<L: StateLog> ActionStateStore<L> {
     /// tombstones not) is replayed whole, and the missing tombstones are queued to be appended
     /// before the key's next write (see [`RebuildReport::tombstones_queued`]).
     ///
+    /// The store then takes a new owner epoch for `ownership` and appends a fence record to
+    /// every partition before it returns (unless [`StoreConfig::fence_on_rebuild`](crate::StoreConfig)
+    /// is off): no record an earlier owner of these keys appends after it is replayed by any
+    /// later rebuild, and that owner's next snapshot fails with [`StoreError::Fenced`]. What
+    /// was appended between the end offsets captured at the start and the fences is read
+    /// too, so the index holds all a later replay applies. Records a fence shuts out are
+    /// skipped and counted ([`RebuildReport::fenced`]).
+    ///
     /// No markers means no checkpoint: the index starts empty. On error the store is
     /// unchanged, and the error is returned only once every partition reader this call
     /// started has stopped and dropped its handle on the log (a reader stops after its read
@@ -70,17 +84,23 @@ impl<L: StateLog> ActionStateStore<L> {
         let _epoch = self.epoch.write().await;
         let owned_completed: HashMap<KeyId, u64> =
             completed.iter().filter(|(k, _)| ownership.owns(k)).map(|(k, s)| (*k, *s)).collect();
-        let Some(marker) = Marker::merge(markers)? else {
-            // Nothing to replay; the completed rounds given lie below the end, at least.
+        let fence = self.config.fence_on_rebuild;
+        let merged = Marker::merge(markers)?;
+        if merged.is_none() && !fence {
+            // Nothing to replay and nobody to fence; the completed rounds given lie below the
+            // end, at least.
             let end = if owned_completed.is_empty() { Vec::new() } else { self.log.end_offsets().await? };
-            self.install(Index::new(), ownership, owned_completed, &end, HashMap::new());
+            let fencing = Fencing { ownership: ownership.clone(), ..Fencing::default() };
+            self.install(Index::new(), ownership, owned_completed, &end, HashMap::new(), fencing);
             return Ok(RebuildReport { duration: started.elapsed(), ..RebuildReport::default() });
-        };
+        }
         // Three independent questions to the backend, asked at once; their errors are reported
         // in this order whatever order the answers come in.
         let (current, earliest, end) =
             tokio::join!(self.log.current_identity(), self.log.earliest_offsets(), self.log.end_offsets());
         let (current, earliest, end) = (current?, earliest?, end?);
+        // No checkpoint: nothing to replay, but the fences are appended and read all the same.
+        let marker = merged.unwrap_or_else(|| Marker::new(current.clone(), end.clone()));
         marker.validate(&current, &earliest, &end)?;
 
         // Each partition is replayed into an index of its own, in parallel; a key's records all
@@ -96,8 +116,9 @@ impl<L: StateLog> ActionStateStore<L> {
             let ownership = ownership.clone();
             let readers = Arc::clone(&readers);
             let range = RangeRead::new(partition, from, to, self.config.read_batch.max(1));
+            let fences = Fences::from_marks(&marker.fences, partition, from);
             let stall = self.config.rebuild_stall;
-            tasks.spawn(async move { read_partition(&*log, &ownership, range, stall, &readers).await });
+            tasks.spawn(async move { read_partition(&*log, &ownership, range, fences, stall, &readers).await });
         }
         let deadline = self.config.rebuild_deadline.map(|d| (d, tokio::time::Instant::from_std(started) + d));
         let joined = join_partitions(&mut tasks, &readers, &end, deadline, current.partitions).await;
@@ -108,19 +129,83 @@ impl<L: StateLog> ActionStateStore<L> {
             readers.stop.store(true, Ordering::Relaxed);
             while tasks.join_next().await.is_some() {}
         }
-        let (mut report, mut index, unlogged) = joined?;
+        let Joined { mut report, mut index, mut unlogged, mut fences, mut fences_read } = joined?;
+
+        // The owner's epoch, and its fences in every partition; then what landed between the
+        // end captured above and the fences (a writer still appending) is read as well.
+        let known = marker.fences.iter().map(|m| m.epoch).chain(fences_read.iter().map(|(_, f, _)| f.epoch));
+        let (epoch, reached) = if fence {
+            let previous = self.shared.lock().fencing.epoch;
+            let epoch = fencing::next_epoch(known.chain([previous]));
+            let positions = self.append_fences(ownership, epoch).await?;
+            let after = self.log.end_offsets().await?;
+            for (partition, (&from, &to)) in (0u32..).zip(end.iter().zip(&after)) {
+                let range = RangeRead::new(partition, from, to, self.config.read_batch.max(1));
+                let Some(partition_fences) = fences.get_mut(partition as usize) else { continue };
+                let mut part = PartitionRead::new(partition, std::mem::take(partition_fences));
+                part.index = std::mem::take(&mut index);
+                part.unlogged = std::mem::take(&mut unlogged);
+                let stall = self.config.rebuild_stall;
+                let caught_up = match tokio::time::timeout(stall, catch_up(&*self.log, ownership, range, &mut part))
+                    .await
+                {
+                    Ok(done) => done,
+                    Err(_) => {
+                        Err(StoreError::RebuildStalled { partition, offset: from, end: to, seconds: stall.as_secs() })
+                    }
+                };
+                index = std::mem::take(&mut part.index);
+                unlogged = std::mem::take(&mut part.unlogged);
+                caught_up?;
+                report.records += part.records;
+                report.bytes += part.bytes;
+                report.foreign += part.foreign;
+                report.fenced += part.fenced;
+                fences_read.append(&mut part.fences_read);
+            }
+            // Where a fence of ours was not read back (a backend that reports no exact offset
+            // and lost the record between the append and the end offsets is not possible
+            // under the contract), its append position bounds it.
+            for (p, at) in (0u32..).zip(&positions) {
+                if !fences_read.iter().any(|(rp, f, _)| *rp == p && f.epoch == epoch && f.groups == *ownership) {
+                    let fence = actionstate_core::Fence {
+                        key: actionstate_core::fence_key_id(p, current.partitions),
+                        groups: ownership.clone(),
+                        epoch,
+                    };
+                    fences_read.push((p, fence, at.offset));
+                }
+            }
+            (epoch, after)
+        } else {
+            let marked = marker.fences.iter().filter(|m| m.groups.overlaps(ownership)).map(|m| m.epoch);
+            let newest = fences.iter().filter_map(|f| f.newest_over(ownership)).chain(marked).max();
+            (newest.unwrap_or(0), end.clone())
+        };
         for (key, seq) in &owned_completed {
             index.prune(key, *seq);
         }
         report.states = index.stats().states;
+        report.epoch = epoch;
         let mut pending: HashMap<KeyId, VecDeque<LogRecord>> = HashMap::new();
         for (key, reason) in unlogged {
             report.tombstones_queued += 1;
             pending.entry(key.key).or_default().push_back(LogRecord::Delete { key, reason });
         }
-        self.install(index, ownership, owned_completed, &end, pending);
+        let fencing = Fencing {
+            epoch,
+            ownership: ownership.clone(),
+            marks: fencing::table(&marker.fences, &fences_read, current.partitions, ownership),
+            seen: fence.then(|| reached.clone()),
+            fenced: None,
+        };
+        self.install(index, ownership, owned_completed, &reached, pending, fencing);
         report.duration = started.elapsed();
         crate::metrics::rebuilt(report.records, report.duration, report.records_per_second());
+        if report.fenced > 0 {
+            crate::metrics::fenced_records(report.fenced);
+            tracing::warn!(records = report.fenced, "rebuild skipped records of fenced writers");
+        }
         if report.tombstones_queued > 0 {
             tracing::warn!(
                 tombstones = report.tombstones_queued,
@@ -131,6 +216,7 @@ impl<L: StateLog> ActionStateStore<L> {
             records = report.records,
             bytes = report.bytes,
             states = report.states,
+            epoch,
             seconds = report.duration.as_secs_f64(),
             "rebuild finished"
         );
@@ -146,9 +232,19 @@ struct Readers {
     stop: AtomicBool,
 }
 
-/// What the partitions read: the report so far, the joined index, and the removed states
-/// whose tombstones the log lacks.
-type Joined = (RebuildReport, Index, BTreeMap<StateKey, InvalidationReason>);
+/// What the partitions read.
+struct Joined {
+    /// The report so far.
+    report: RebuildReport,
+    /// The joined index.
+    index: Index,
+    /// The removed states whose tombstones the log lacks.
+    unlogged: BTreeMap<StateKey, InvalidationReason>,
+    /// Per partition, the fences in force where its read stopped.
+    fences: Vec<Fences>,
+    /// The fence records read.
+    fences_read: Vec<FenceRead>,
+}
 
 /// Joins the partition readers as they finish, until all have or one fails or the deadline
 /// passes. On error, readers may still be running; the caller stops and awaits them.
@@ -162,6 +258,8 @@ async fn join_partitions(
     let mut report = RebuildReport { partitions, ..RebuildReport::default() };
     let mut index = Index::new();
     let mut unlogged = BTreeMap::new();
+    let mut fences = vec![Fences::new(); end.len()];
+    let mut fences_read = Vec::new();
     let mut done = vec![false; end.len()];
     loop {
         let next = match deadline {
@@ -186,11 +284,16 @@ async fn join_partitions(
         report.records += part.records;
         report.bytes += part.bytes;
         report.foreign += part.foreign;
+        report.fenced += part.fenced;
         let partition = part.partition;
         unlogged.extend(part.unlogged);
+        fences_read.extend(part.fences_read);
+        if let Some(f) = fences.get_mut(partition as usize) {
+            *f = part.fences;
+        }
         index.absorb(part.index).map_err(|key| StoreError::KeyInTwoPartitions { key, partition })?;
     }
-    Ok((report, index, unlogged))
+    Ok(Joined { report, index, unlogged, fences, fences_read })
 }
 
 struct PartitionRead {
@@ -199,9 +302,45 @@ struct PartitionRead {
     records: u64,
     bytes: u64,
     foreign: u64,
+    /// Records skipped as a fenced writer's.
+    fenced: u64,
     /// States the replay removed that no later record of the partition names again (by a
     /// tombstone or a new upsert): the tombstones an invalidation cut short did not write.
     unlogged: BTreeMap<StateKey, InvalidationReason>,
+    /// The fences in force at the read's position.
+    fences: Fences,
+    /// The fence records read.
+    fences_read: Vec<FenceRead>,
+}
+
+impl PartitionRead {
+    fn new(partition: u32, fences: Fences) -> Self {
+        PartitionRead {
+            partition,
+            index: Index::new(),
+            records: 0,
+            bytes: 0,
+            foreign: 0,
+            fenced: 0,
+            unlogged: BTreeMap::new(),
+            fences,
+            fences_read: Vec::new(),
+        }
+    }
+}
+
+/// Reads `range` of a partition into `part`, in order, batch after batch (the short stretch a
+/// rebuild reads after appending its fences).
+async fn catch_up<L: StateLog>(
+    log: &L,
+    ownership: &Ownership,
+    mut range: RangeRead,
+    part: &mut PartitionRead,
+) -> Result<()> {
+    while let Some(records) = range.next_batch(log).await? {
+        index_batch(part, ownership, records)?;
+    }
+    Ok(())
 }
 
 /// Reads one partition's `range` into an index of its own. The next batch is read while the
@@ -211,6 +350,7 @@ async fn read_partition<L: StateLog>(
     log: &L,
     ownership: &Ownership,
     mut range: RangeRead,
+    fences: Fences,
     stall: Duration,
     readers: &Readers,
 ) -> Result<PartitionRead> {
@@ -247,14 +387,7 @@ async fn read_partition<L: StateLog>(
     };
     // Owns the receiver, so that an indexer that fails drops it and stops the reader.
     let indexer = async move {
-        let mut out = PartitionRead {
-            partition,
-            index: Index::new(),
-            records: 0,
-            bytes: 0,
-            foreign: 0,
-            unlogged: BTreeMap::new(),
-        };
+        let mut out = PartitionRead::new(partition, fences);
         while let Some(read) = rx.recv().await {
             let (records, next) = read?;
             index_batch(&mut out, ownership, records)?;
@@ -275,9 +408,18 @@ fn index_batch(out: &mut PartitionRead, ownership: &Ownership, records: Vec<Read
         out.records += 1;
         let bytes = r.key.len() + r.value.len();
         out.bytes += bytes as u64;
+        // A fence governs the records after it whoever owns its key id.
+        if r.key.first() == Some(&FENCE_KEY_LAYOUT)
+            && let LogRecord::Fence(fence) = codec::decode(&r.key, &r.value).map_err(|e| e.at(partition, r.offset))?
+        {
+            out.fences.observe(&fence);
+            out.fences_read.push((partition, fence, r.offset));
+            continue;
+        }
         // The key id sits at the same place in every log key: skip foreign records before
         // paying for their decode.
-        if let Some(key) = log_key_id(&r.key)
+        let key = log_key_id(&r.key);
+        if let Some(key) = key
             && !ownership.owns(&key)
         {
             out.foreign += 1;
@@ -285,7 +427,15 @@ fn index_batch(out: &mut PartitionRead, ownership: &Ownership, records: Vec<Read
         }
         // Checked in full, but kept encoded: a lookup decodes the state it hands out.
         let position = Position { partition, offset: r.offset, exact: true };
-        let removed = match codec::peek(&r.key, &r.value).map_err(|e| e.at(partition, r.offset))? {
+        let peeked = codec::peek(&r.key, &r.value).map_err(|e| e.at(partition, r.offset))?;
+        if !out.fences.is_empty()
+            && let Some(key) = key
+            && !out.fences.admits(&key, codec::writer_epoch(&r.value).map_err(|e| e.at(partition, r.offset))?)
+        {
+            out.fenced += 1;
+            continue;
+        }
+        let removed = match peeked {
             Peeked::Upsert(evidence) => {
                 let key = evidence.key;
                 let removed = out.index.upsert(

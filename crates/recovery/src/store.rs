@@ -1,6 +1,7 @@
 //! The store: lookups, the put contract, durable calls and the checkpoint lifecycle.
 
 use crate::error::{Result, StoreError};
+use crate::fencing::Fencing;
 use crate::key_lock::KeyLocks;
 use crate::metrics as m;
 use crate::retention::{ReclaimStatus, Reclaimer, Retained, Retention};
@@ -38,6 +39,12 @@ pub struct StoreConfig {
     /// [`DEFAULT_RETAINED_CHECKPOINTS`](crate::DEFAULT_RETAINED_CHECKPOINTS) completed
     /// checkpoints need (see [`Retention`]).
     pub retention: Retention,
+    /// Whether a [`rebuild`](ActionStateStore::rebuild) takes a new owner epoch and fences
+    /// the writers before it (the default: a runtime's restore). `false` is for tools that
+    /// are not an owner (an operator's repair, an inspection): the store then writes with the
+    /// newest epoch it replayed over its keys and appends no fence, so its records replay
+    /// and nobody is fenced.
+    pub fence_on_rebuild: bool,
 }
 
 impl Default for StoreConfig {
@@ -48,6 +55,7 @@ impl Default for StoreConfig {
             rebuild_deadline: Some(Duration::from_secs(3600)),
             max_pending_checkpoints: 64,
             retention: Retention::default(),
+            fence_on_rebuild: true,
         }
     }
 }
@@ -159,29 +167,9 @@ pub struct Snapshot {
     pub completed: Arc<HashMap<KeyId, u64>>,
 }
 
-/// Which keys this worker owns, for rebuild after a rescale.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Ownership {
-    /// Every key.
-    All,
-    /// Keys whose [`KeyId::key_group`] among `max_groups` groups lies in `owned`.
-    Groups {
-        /// Total number of key groups.
-        max_groups: u16,
-        /// The groups this worker owns.
-        owned: std::ops::Range<u16>,
-    },
-}
-
-impl Ownership {
-    /// Whether this worker owns `key`.
-    pub fn owns(&self, key: &KeyId) -> bool {
-        match self {
-            Ownership::All => true,
-            Ownership::Groups { max_groups, owned } => owned.contains(&key.key_group(*max_groups)),
-        }
-    }
-}
+/// Which keys this worker owns, for rebuild after a rescale (defined in core: fence records
+/// carry it).
+pub use actionstate_core::Ownership;
 
 /// What a lookup would decide, for `explain`.
 #[derive(Clone, Debug)]
@@ -227,6 +215,8 @@ pub(crate) struct Shared {
     draining: Vec<VecDeque<(u64, KeyId, u64)>>,
     /// The markers of the checkpoints completed since the store was created or rebuilt.
     retained: Retained,
+    /// The owner epoch, the fences markers carry, and whether a newer owner fenced the store.
+    pub(crate) fencing: Fencing,
 }
 
 /// The last completed round of a key, an offset past every upsert of its pruned rounds (0:
@@ -281,6 +271,7 @@ impl<L: StateLog> ActionStateStore<L> {
                 checkpoints: BTreeMap::new(),
                 draining: vec![VecDeque::new(); partitions],
                 retained: Retained::default(),
+                fencing: Fencing::default(),
             }),
             keys: KeyLocks::default(),
             epoch: tokio::sync::RwLock::new(()),
@@ -500,8 +491,9 @@ impl<L: StateLog> ActionStateStore<L> {
         let _epoch = self.epoch.read().await;
         let _key = self.keys.lock(key.key).await;
         self.flush_key(&key.key).await?;
+        let epoch = self.writer_epoch()?;
         let record = LogRecord::Upsert(state);
-        let wire = codec::encode(&record)?;
+        let wire = codec::encode_by(&record, epoch)?;
         let bytes = wire.key.len() + wire.value.len();
         // The index keeps the record as the log holds it, as a rebuild does: a state this
         // process wrote is rarely looked up again before a restart, and its bytes take about
@@ -527,13 +519,27 @@ impl<L: StateLog> ActionStateStore<L> {
         Ok(state)
     }
 
+    /// The epoch the store writes with, unless a newer owner fenced it.
+    fn writer_epoch(&self) -> Result<u64> {
+        let sh = self.shared.lock();
+        sh.fencing.check()?;
+        Ok(sh.fencing.epoch)
+    }
+
+    /// The owner epoch every record the store appends carries: 0 until a rebuild, then the
+    /// epoch the rebuild took (see [`StoreConfig::fence_on_rebuild`]).
+    pub fn epoch(&self) -> u64 {
+        self.shared.lock().fencing.epoch
+    }
+
     /// Appends this key's pending invalidation records, oldest first.
     async fn flush_key(&self, key: &KeyId) -> Result<()> {
         loop {
             let Some(record) = self.shared.lock().pending.get(key).and_then(|q| q.front().cloned()) else {
                 return Ok(());
             };
-            self.log.append(codec::encode(&record)?).await?;
+            let epoch = self.writer_epoch()?;
+            self.log.append(codec::encode_by(&record, epoch)?).await?;
             let mut sh = self.shared.lock();
             if let Some(q) = sh.pending.get_mut(key) {
                 q.pop_front();
@@ -555,16 +561,24 @@ impl<L: StateLog> ActionStateStore<L> {
 
     /// Takes a checkpoint: appends every pending invalidation, then returns the covering
     /// marker and the last completed round of every key a restore may replay.
+    ///
+    /// A store a newer owner fenced fails with [`StoreError::Fenced`] instead: it looks for
+    /// newer fences over its keys in what the log gained since it last looked (see
+    /// [`check_fenced`](Self::check_fenced)), so a zombie learns it at its next snapshot at
+    /// the latest.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn snapshot(&self, checkpoint: u64) -> Result<Snapshot> {
         let _epoch = self.epoch.write().await;
+        self.shared.lock().fencing.check()?;
         let keys: Vec<KeyId> = self.shared.lock().pending.keys().copied().collect();
         for key in keys {
             self.flush_key(&key).await?;
         }
         let end = self.log.end_offsets().await?;
+        self.look_for_fences(&end).await?;
         let mut sh = self.shared.lock();
-        let marker = sh.index.marker(self.log.identity(), &end);
+        let mut marker = sh.index.marker(self.log.identity(), &end);
+        marker.fences = sh.fencing.marks_for(&marker.offsets);
         sh.drain(&marker.offsets);
         let completed: HashMap<KeyId, u64> = sh.last_completed.iter().map(|(k, c)| (*k, c.seq)).collect();
         let completed = Arc::new(completed);
@@ -653,7 +667,8 @@ impl<L: StateLog> ActionStateStore<L> {
     }
 
     /// Replaces the index (after a rebuild that read the log to `end`), with `pending` the
-    /// records to append before each key's next write.
+    /// records to append before each key's next write, and the fencing state the rebuild
+    /// took.
     pub(crate) fn install(
         &self,
         index: Index,
@@ -661,10 +676,12 @@ impl<L: StateLog> ActionStateStore<L> {
         completed: HashMap<KeyId, u64>,
         end: &[u64],
         pending: HashMap<KeyId, VecDeque<LogRecord>>,
+        fencing: Fencing,
     ) {
         let mut sh = self.shared.lock();
         sh.index = index;
         sh.pending = pending;
+        sh.fencing = fencing;
         // The rounds the rebuild pruned lie below the end offsets it read to.
         let partitions = self.log.identity().partitions;
         sh.last_completed = completed

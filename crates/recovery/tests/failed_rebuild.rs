@@ -41,7 +41,7 @@ fn tombstone(key: KeyId, n: u64) -> WireRecord {
 /// partition 0 (the first of them corrupt when `corrupt`); returns the marker of its start.
 async fn data(dir: &Path, corrupt: bool) -> Marker {
     let log = Arc::new(open(dir).await.unwrap());
-    let start = Marker { log: log.identity().clone(), offsets: vec![0; PARTITIONS as usize] };
+    let start = Marker::new(log.identity().clone(), vec![0; PARTITIONS as usize]);
     if corrupt {
         let mut record = tombstone(key_in(0, 0), 0);
         *record.value.last_mut().unwrap() ^= 0xff;

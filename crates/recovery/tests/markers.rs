@@ -212,7 +212,7 @@ async fn a_corrupt_first_record_ends_a_rebuild_that_reads_ahead() {
     for seq in 0..20 {
         process(&store, k, seq, &input(seq as i64)).await.unwrap();
     }
-    let marker = Marker { log: log.identity().clone(), offsets: vec![0] };
+    let marker = Marker::new(log.identity().clone(), vec![0]);
     log.corrupt(0, 0, b"garbage".to_vec());
     // One record per read: the reader is always a batch ahead and most of the log is unread.
     let restored = ActionStateStore::new(log.reopen(), StoreConfig { read_batch: 1, ..StoreConfig::default() });

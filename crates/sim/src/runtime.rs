@@ -376,7 +376,22 @@ impl<S: LogSource> Sim<S> {
         loop {
             ledger.lock().set_attempt(attempt_no);
             let log: Log<S> = Arc::new(CrashLog::new(self.source.open().await?, Arc::clone(&crashes)));
-            let mut attempt = self.restore(log, owners, attempt_no, restore_point.as_ref(), &mut outcome).await?;
+            let restored = self.restore(log, owners, attempt_no, restore_point.as_ref(), &mut outcome).await;
+            let mut attempt = match restored {
+                Ok(attempt) => attempt,
+                // A crash during the restore (its fences are appends too): the next attempt
+                // restores the same checkpoint again.
+                Err(e) => match crashes.take_crashed() {
+                    Some(point) => {
+                        outcome.crashes += 1;
+                        outcome.crashed_at.push(restore_point.as_ref().map_or(0, |c| c.pos));
+                        outcome.crash_points.push(point);
+                        attempt_no += 1;
+                        continue;
+                    }
+                    None => return Err(e),
+                },
+            };
             if checkpoints.is_empty() {
                 // Checkpoint 0 before any input: a crash before the first periodic checkpoint
                 // restores from it and replays the log from the start. Taken again by every

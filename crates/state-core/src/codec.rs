@@ -1,24 +1,33 @@
-//! The record envelope: magic, format version, kind, length, checksum, postcard payload.
+//! The record envelope: magic, format version, kind, length, writer epoch, checksum, postcard
+//! payload.
 //!
 //! ```text
 //! offset  size  field
 //! 0       4     magic  b"AcSt"
-//! 4       1     format version (2)
-//! 5       1     record kind (1 upsert, 2 delete, 3 audit)
+//! 4       1     format version (3)
+//! 5       1     record kind (1 upsert, 2 delete, 3 audit, 4 fence)
 //! 6       4     payload length, u32 little-endian
-//! 10      4     checksum: CRC-32C of (version, kind, length, payload), u32 little-endian
-//! 14      n     payload: postcard encoding of the record
+//! 10      8     writer epoch, u64 little-endian
+//! 18      4     checksum: CRC-32C of (version, kind, length, epoch, payload), u32 little-endian
+//! 22      n     payload: postcard encoding of the record
 //! ```
 //!
-//! Version 1 differs only in its checksum: the first 16 bytes of blake3 over the same bytes
-//! (a 26-byte header). It is still read. Version 2 exists because the checksum is on the
-//! rebuild's path for every record: CRC-32C (hardware-accelerated, as Kafka and Fluss use for
-//! their own batches) costs about a tenth of blake3 on a 400-byte record, and a checksum that
-//! detects corruption needs no cryptographic strength. Identities and fingerprints stay blake3.
+//! The writer epoch is the epoch of the owner that appended the record (see
+//! [`crate::fence`]): a replay skips a record written with an epoch older than a fence before
+//! it that covers its key. It sits in the header so that a replay reads it without decoding.
+//!
+//! Version 2 has no epoch (a 14-byte header, the checksum at offset 10 over version, kind,
+//! length and payload); version 1 differs from 2 only in its checksum: the first 16 bytes of
+//! blake3 over the same bytes (a 26-byte header). Both are still read, as epoch 0: a log
+//! written before fencing existed. Version 2 exists because the checksum is on the rebuild's
+//! path for every record: CRC-32C (hardware-accelerated, as Kafka and Fluss use for their own
+//! batches) costs about a tenth of blake3 on a 400-byte record, and a checksum that detects
+//! corruption needs no cryptographic strength. Identities and fingerprints stay blake3.
 //!
 //! `docs/format.md` documents the same bytes; golden files pin them.
 
 use crate::error::Error;
+use crate::fence::fence_log_key;
 use crate::key::StateKey;
 use crate::log::WireRecord;
 use crate::record::{Evidence, LogRecord, RecordKind, audit_log_key};
@@ -26,28 +35,43 @@ use crate::record::{Evidence, LogRecord, RecordKind, audit_log_key};
 /// The four magic bytes every envelope starts with.
 pub const MAGIC: [u8; 4] = *b"AcSt";
 /// The format version this build writes.
-pub const FORMAT_VERSION: u8 = 2;
+pub const FORMAT_VERSION: u8 = 3;
 /// The oldest format version this build reads.
 pub const OLDEST_READABLE_VERSION: u8 = 1;
 /// Length of the envelope header of [`FORMAT_VERSION`].
-pub const HEADER_LEN: usize = 14;
+pub const HEADER_LEN: usize = 22;
+/// Length of the envelope header of format version 2 (no writer epoch).
+pub const V2_HEADER_LEN: usize = 14;
 /// Length of the envelope header of format version 1 (a 16-byte blake3 checksum).
 pub const V1_HEADER_LEN: usize = 26;
 
-/// Encodes a record into the bytes a backend appends: the log key and the enveloped value.
+/// Encodes a record into the bytes a backend appends, the log key and the enveloped value,
+/// as written by an unfenced writer (epoch 0; see [`encode_by`]).
 pub fn encode(record: &LogRecord) -> Result<WireRecord, Error> {
+    encode_by(record, 0)
+}
+
+/// Encodes a record written by the owner of writer epoch `epoch` (see [`crate::fence`]).
+pub fn encode_by(record: &LogRecord, epoch: u64) -> Result<WireRecord, Error> {
     let key = match record {
         LogRecord::Upsert(s) => s.key.to_bytes().to_vec(),
         LogRecord::Delete { key, .. } => key.to_bytes().to_vec(),
         LogRecord::Audit(a) => audit_log_key(&a.key, a.seq).to_vec(),
+        LogRecord::Fence(f) => fence_log_key(&f.key, f.epoch).to_vec(),
     };
-    Ok(WireRecord { key_id: record.key_id(), key, value: encode_value(record)? })
+    Ok(WireRecord { key_id: record.key_id(), key, value: encode_value_by(record, epoch)? })
 }
 
-/// Encodes only the enveloped value of a record. A record the decoder would refuse (an
-/// operator's reason text beyond [`MAX_OPERATOR_TEXT`](crate::MAX_OPERATOR_TEXT)) is refused
-/// with a typed error.
+/// Encodes only the enveloped value of a record, with writer epoch 0 (see
+/// [`encode_value_by`]).
 pub fn encode_value(record: &LogRecord) -> Result<Vec<u8>, Error> {
+    encode_value_by(record, 0)
+}
+
+/// Encodes only the enveloped value of a record written with writer epoch `epoch`. A record
+/// the decoder would refuse (an operator's reason text beyond
+/// [`MAX_OPERATOR_TEXT`](crate::MAX_OPERATOR_TEXT)) is refused with a typed error.
+pub fn encode_value_by(record: &LogRecord, epoch: u64) -> Result<Vec<u8>, Error> {
     record.check()?;
     // The payload is serialized straight after a zeroed header, which is filled in once its
     // length and checksum are known: one buffer, instead of growing a payload vector by
@@ -58,12 +82,13 @@ pub fn encode_value(record: &LogRecord) -> Result<Vec<u8>, Error> {
     let payload_len = out.len() - HEADER_LEN;
     let len = u32::try_from(payload_len).map_err(|_| Error::TooLarge { len: payload_len })?;
     let kind = record.kind() as u8;
-    let checksum = crc(FORMAT_VERSION, kind, len, &out[HEADER_LEN..]);
+    let checksum = crc(FORMAT_VERSION, kind, len, Some(epoch), &out[HEADER_LEN..]);
     out[..4].copy_from_slice(&MAGIC);
     out[4] = FORMAT_VERSION;
     out[5] = kind;
     out[6..10].copy_from_slice(&len.to_le_bytes());
-    out[10..HEADER_LEN].copy_from_slice(&checksum.to_le_bytes());
+    out[10..18].copy_from_slice(&epoch.to_le_bytes());
+    out[18..HEADER_LEN].copy_from_slice(&checksum.to_le_bytes());
     Ok(out)
 }
 
@@ -102,6 +127,7 @@ fn keyed_by(key: &[u8], record: LogRecord) -> Result<LogRecord, Error> {
         LogRecord::Upsert(s) => key == s.key.to_bytes().as_slice(),
         LogRecord::Delete { key: k, .. } => key == k.to_bytes().as_slice(),
         LogRecord::Audit(a) => key == audit_log_key(&a.key, a.seq).as_slice(),
+        LogRecord::Fence(f) => key == fence_log_key(&f.key, f.epoch).as_slice(),
     };
     if agrees { Ok(record) } else { Err(Error::KeyMismatch { kind: record.kind() }) }
 }
@@ -111,8 +137,8 @@ fn keyed_by(key: &[u8], record: LogRecord) -> Result<LogRecord, Error> {
 pub enum Peeked {
     /// An upsert: the state's evidence; the value decodes to the state with [`decode_value`].
     Upsert(Evidence),
-    /// A delete or an audit record, decoded (both are rare; boxed, so that the upsert a
-    /// rebuild peeks for nearly every record is not moved around in a record-sized enum).
+    /// A delete, an audit or a fence record, decoded (all are rare; boxed, so that the upsert
+    /// a rebuild peeks for nearly every record is not moved around in a record-sized enum).
     Other(Box<LogRecord>),
 }
 
@@ -136,6 +162,23 @@ pub fn peek(key: &[u8], value: &[u8]) -> Result<Peeked, Error> {
     })
 }
 
+/// The writer epoch of an enveloped value (0 for formats 1 and 2), read from its header
+/// alone: the rest of the envelope is not checked (a rebuild reads it of records
+/// [`peek`] has checked).
+pub fn writer_epoch(value: &[u8]) -> Result<u64, Error> {
+    match value.get(4) {
+        Some(&FORMAT_VERSION) => {
+            let bytes = value.get(10..18).ok_or(Error::Truncated { needed: HEADER_LEN, available: value.len() })?;
+            let mut epoch = [0u8; 8];
+            epoch.copy_from_slice(bytes);
+            Ok(u64::from_le_bytes(epoch))
+        }
+        Some(1 | 2) => Ok(0),
+        Some(&found) => Err(Error::UnknownVersion { found, oldest: OLDEST_READABLE_VERSION, newest: FORMAT_VERSION }),
+        None => Err(Error::Truncated { needed: HEADER_LEN, available: value.len() }),
+    }
+}
+
 /// Checks the envelope (magic, version, kind, length, checksum) and returns the record kind
 /// and the payload.
 fn open_envelope(value: &[u8]) -> Result<(RecordKind, &[u8]), Error> {
@@ -147,6 +190,7 @@ fn open_envelope(value: &[u8]) -> Result<(RecordKind, &[u8]), Error> {
     let version = *value.get(4).ok_or_else(|| truncated(HEADER_LEN))?;
     let header_len = match version {
         FORMAT_VERSION => HEADER_LEN,
+        2 => V2_HEADER_LEN,
         OLDEST_READABLE_VERSION => V1_HEADER_LEN,
         found => {
             return Err(Error::UnknownVersion { found, oldest: OLDEST_READABLE_VERSION, newest: FORMAT_VERSION });
@@ -166,10 +210,14 @@ fn open_envelope(value: &[u8]) -> Result<(RecordKind, &[u8]), Error> {
     if body.len() > expected {
         return Err(Error::TrailingBytes { extra: body.len() - expected });
     }
-    let intact = if version == FORMAT_VERSION {
-        header[10..14] == crc(version, kind_byte, len, body).to_le_bytes()
-    } else {
-        header[10..26] == blake3_v1(version, kind_byte, len, body)
+    let intact = match version {
+        FORMAT_VERSION => {
+            let mut epoch = [0u8; 8];
+            epoch.copy_from_slice(&header[10..18]);
+            header[18..22] == crc(version, kind_byte, len, Some(u64::from_le_bytes(epoch)), body).to_le_bytes()
+        }
+        2 => header[10..14] == crc(version, kind_byte, len, None, body).to_le_bytes(),
+        _ => header[10..26] == blake3_v1(version, kind_byte, len, body),
     };
     if !intact {
         return Err(Error::BadChecksum);
@@ -177,13 +225,21 @@ fn open_envelope(value: &[u8]) -> Result<(RecordKind, &[u8]), Error> {
     Ok((kind, body))
 }
 
-/// The version 2 checksum: CRC-32C of version, kind, length and payload.
-fn crc(version: u8, kind: u8, len: u32, payload: &[u8]) -> u32 {
-    let mut head = [0u8; 6];
+/// The checksum of versions 2 and 3: CRC-32C of version, kind, length, the writer epoch
+/// (version 3 only) and payload.
+fn crc(version: u8, kind: u8, len: u32, epoch: Option<u64>, payload: &[u8]) -> u32 {
+    let mut head = [0u8; 14];
     head[0] = version;
     head[1] = kind;
-    head[2..].copy_from_slice(&len.to_le_bytes());
-    crc32c::crc32c_append(crc32c::crc32c(&head), payload)
+    head[2..6].copy_from_slice(&len.to_le_bytes());
+    let head = match epoch {
+        Some(epoch) => {
+            head[6..14].copy_from_slice(&epoch.to_le_bytes());
+            &head[..]
+        }
+        None => &head[..6],
+    };
+    crc32c::crc32c_append(crc32c::crc32c(head), payload)
 }
 
 /// The version 1 checksum: the first 16 bytes of blake3 over the same bytes.

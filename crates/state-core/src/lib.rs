@@ -40,6 +40,7 @@ mod canonical;
 pub mod codec;
 mod error;
 mod event;
+pub mod fence;
 mod id;
 mod key;
 mod log;
@@ -52,6 +53,7 @@ mod view;
 
 pub use error::{BackendError, Error};
 pub use event::{Event, Trigger};
+pub use fence::{FENCE_KEY_LAYOUT, Fence, FenceMark, Ownership, fence_key_id, fence_log_key};
 pub use id::{ActionDigest, ActionId, EventId, Fingerprint, KeyId, OccurrenceId};
 pub use key::{LocalKey, StateKey};
 pub use log::{Capabilities, LogIdentity, Marker, Position, ReadBatch, ReadRecord, StateLog, WireRecord};

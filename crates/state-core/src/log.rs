@@ -1,6 +1,7 @@
 //! The backend contract: an ordered, partitioned log of records.
 
 use crate::error::Error;
+use crate::fence::FenceMark;
 use crate::id::KeyId;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -72,16 +73,28 @@ impl fmt::Display for LogIdentity {
     }
 }
 
-/// A recovery marker: per partition, the offset a rebuild must read from.
+/// A recovery marker: per partition, the offset a rebuild must read from, and the fences a
+/// rebuild from there must apply although their records lie before it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Marker {
     /// The log the offsets belong to.
     pub log: LogIdentity,
     /// Offset per partition, indexed by partition number.
     pub offsets: Vec<u64>,
+    /// Fences of the owners' epochs (see [`crate::fence`]): without them, a rebuild from a
+    /// marker past a fence record would replay the records a fenced writer appended after it.
+    /// Empty for a log no restore has fenced; a marker serialized before fences existed reads
+    /// as empty in a self-describing format.
+    #[serde(default)]
+    pub fences: Vec<FenceMark>,
 }
 
 impl Marker {
+    /// A marker of `log` at `offsets`, without fences.
+    pub fn new(log: LogIdentity, offsets: Vec<u64>) -> Self {
+        Marker { log, offsets, fences: Vec::new() }
+    }
+
     /// Merges markers of one log (e.g. from several workers): the minimum offset per partition.
     /// Returns `Ok(None)` for no markers.
     pub fn merge<'a>(markers: impl IntoIterator<Item = &'a Marker>) -> Result<Option<Marker>, Error> {
@@ -95,6 +108,12 @@ impl Marker {
                     }
                     for (a, b) in acc.offsets.iter_mut().zip(&m.offsets) {
                         *a = (*a).min(*b);
+                    }
+                    // A fence applies from its own offsets on, whatever the merged ones.
+                    for f in &m.fences {
+                        if !acc.fences.contains(f) {
+                            acc.fences.push(f.clone());
+                        }
                     }
                 }
             }
@@ -128,6 +147,10 @@ impl Marker {
             if offset < lo {
                 return Err(Error::DataLoss { partition: p, offset, earliest: lo });
             }
+        }
+        if let Some(f) = self.fences.iter().find(|f| f.offsets.len() != partitions as usize) {
+            let first = u32::try_from(f.offsets.len().min(partitions as usize)).unwrap_or(u32::MAX);
+            return Err(Error::UnknownPartition { log: current.to_string(), partition: first, partitions });
         }
         Ok(())
     }

@@ -2,6 +2,7 @@
 
 use crate::error::Error;
 use crate::event::Trigger;
+use crate::fence::Fence;
 use crate::id::{ActionId, EventId, Fingerprint, KeyId};
 use crate::key::StateKey;
 use crate::state::ActionState;
@@ -24,6 +25,10 @@ pub enum LogRecord {
     /// tombstones, and replaying it performs the invalidation, so that a crash that cuts the
     /// tombstones short loses none of it (see `actionstate-index`).
     Audit(Audit),
+    /// A restored owner's fence: one in every partition, appended before the owner serves.
+    /// From it on in its partition, records of the keys it covers written with an older
+    /// writer epoch are not replayed (see [`crate::fence`]).
+    Fence(Fence),
 }
 
 /// What replay decisions need of an upserted state: its identity, how its trigger came about,
@@ -99,6 +104,7 @@ impl LogRecord {
             LogRecord::Upsert(s) => s.key.key,
             LogRecord::Delete { key, .. } => key.key,
             LogRecord::Audit(a) => a.key,
+            LogRecord::Fence(f) => f.key,
         }
     }
 
@@ -106,7 +112,7 @@ impl LogRecord {
     /// [`InvalidationReason::check`].
     pub fn check(&self) -> Result<(), Error> {
         match self {
-            LogRecord::Upsert(_) => Ok(()),
+            LogRecord::Upsert(_) | LogRecord::Fence(_) => Ok(()),
             LogRecord::Delete { reason, .. } => reason.check(),
             LogRecord::Audit(a) => a.reason.check(),
         }
@@ -118,6 +124,7 @@ impl LogRecord {
             LogRecord::Upsert(_) => RecordKind::Upsert,
             LogRecord::Delete { .. } => RecordKind::Delete,
             LogRecord::Audit(_) => RecordKind::Audit,
+            LogRecord::Fence(_) => RecordKind::Fence,
         }
     }
 }
@@ -132,6 +139,8 @@ pub enum RecordKind {
     Delete = 2,
     /// [`LogRecord::Audit`].
     Audit = 3,
+    /// [`LogRecord::Fence`] (format 3 and later).
+    Fence = 4,
 }
 
 impl RecordKind {
@@ -141,6 +150,7 @@ impl RecordKind {
             1 => Some(RecordKind::Upsert),
             2 => Some(RecordKind::Delete),
             3 => Some(RecordKind::Audit),
+            4 => Some(RecordKind::Fence),
             _ => None,
         }
     }

@@ -61,11 +61,13 @@
 #![deny(clippy::unwrap_used)]
 #![warn(missing_docs)]
 
+mod fences;
 mod live;
 mod maps;
 mod recorded;
 mod round;
 
+pub use fences::Fences;
 pub use maps::{ScanScope, allow_scans, visits};
 pub use recorded::{Encoded, Recorded};
 
@@ -425,6 +427,9 @@ impl Index {
                 Invalidation::default()
             }
             LogRecord::Audit(audit) => self.replay_audit(&audit),
+            // A fence changes no state: it decides which later records a replay applies
+            // ([`Fences`]), before they reach the index.
+            LogRecord::Fence(_) => Invalidation::default(),
         }
     }
 
@@ -548,7 +553,7 @@ impl Index {
 
     /// The covering marker of this index for `log`, given the log's end offsets.
     pub fn marker(&self, log: &LogIdentity, end: &[u64]) -> Marker {
-        Marker { log: log.clone(), offsets: self.covering_offsets(end) }
+        Marker::new(log.clone(), self.covering_offsets(end))
     }
 
     /// Moves every key of `other` into this index. Rebuild uses it to replay partitions in

@@ -500,7 +500,7 @@ pub async fn partition_set_change_is_detected<H: Harness>(h: &H) -> CheckResult 
     must("append", log.append(record(3, 0))).await?;
     let before: LogIdentity = log.identity().clone();
     let end = must("end", log.end_offsets()).await?;
-    let marker = Marker { log: before.clone(), offsets: end };
+    let marker = Marker::new(before.clone(), end);
     let log = must("recreate", h.recreate(log, 3)).await?;
     let now = must("current identity", log.current_identity()).await?;
     ensure!(now != before, "recreating the log with another partition count went unnoticed: {now}");
@@ -523,7 +523,7 @@ pub async fn recreation_with_the_same_partition_count_is_detected<H: Harness>(h:
         must("append", log.append(record(n, 0))).await?;
     }
     let before: LogIdentity = log.identity().clone();
-    let marker = Marker { log: before.clone(), offsets: must("end", log.end_offsets()).await? };
+    let marker = Marker::new(before.clone(), must("end", log.end_offsets()).await?);
     let log = must("recreate", h.recreate(log, 2)).await?;
     let now = must("current identity", log.current_identity()).await?;
     ensure!(
@@ -638,7 +638,7 @@ pub async fn reclaim_keeps_what_it_must<H: Harness>(h: &H) -> CheckResult {
         }
     }
     if now != earliest {
-        let marker = Marker { log: identity.clone(), offsets: earliest.clone() };
+        let marker = Marker::new(identity.clone(), earliest.clone());
         match marker.validate(&identity, &now, &end) {
             Err(Error::DataLoss { .. }) => {}
             other => return Err(format!("a marker below the reclaimed offsets must be data loss, got {other:?}")),

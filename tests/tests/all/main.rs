@@ -5,6 +5,7 @@
 //! cargo test -p actionstate-tests --test all                 # everything
 //! cargo test -p actionstate-tests --test all scenarios::     # the scenarios
 //! cargo test -p actionstate-tests --test all repair::        # an operator's repair
+//! cargo test -p actionstate-tests --test all fencing::       # zombie writers fenced out
 //! cargo test -p actionstate-tests --test all campaign -- --nocapture
 //! cargo test -p actionstate-tests --test all sigkill -- --nocapture
 //! ```
@@ -48,6 +49,7 @@ macro_rules! on_every_backend {
 
 mod campaign;
 mod conformance;
+mod fencing;
 mod repair;
 mod scenarios;
 #[cfg(unix)]

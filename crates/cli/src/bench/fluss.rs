@@ -209,7 +209,7 @@ async fn rebuild_throughput(
     if written != total as u64 {
         bail!("{total} records appended, but the table {} holds {written}", config.table_name());
     }
-    let marker = Marker { log: log.identity().clone(), offsets: vec![0; end.len()] };
+    let marker = Marker::new(log.identity().clone(), vec![0; end.len()]);
     drop(log);
 
     let mut rounds = Vec::new();

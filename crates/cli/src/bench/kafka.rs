@@ -439,7 +439,7 @@ async fn rebuild_throughput(
     let bytes = super::load(&log, args.records.unwrap_or(DEFAULT_RECORDS)).await?;
     let end = log.end_offsets().await?;
     let written: u64 = end.iter().sum();
-    let marker = Marker { log: log.identity().clone(), offsets: vec![0; end.len()] };
+    let marker = Marker::new(log.identity().clone(), vec![0; end.len()]);
     drop(log);
 
     let mut rounds = Vec::new();

@@ -67,26 +67,28 @@ fn decode_bad_checksum() {
 fn decode_unknown_version() {
     for record in sample_records() {
         let wire = codec::encode(&record).unwrap();
-        for version in [0u8, 3, 0x7f, 0xff] {
+        for version in [0u8, 4, 0x7f, 0xff] {
             let mut value = wire.value.clone();
             value[4] = version;
             let err = codec::decode(&wire.key, &value).unwrap_err();
             assert!(
-                matches!(err, Error::UnknownVersion { found, oldest: 1, newest: 2 } if found == version),
+                matches!(err, Error::UnknownVersion { found, oldest: 1, newest: 3 } if found == version),
                 "version {version}: {err:?}"
             );
         }
     }
     // The version is checked as soon as its byte is present.
-    let err = codec::decode_value(b"AcSt\x03").unwrap_err();
-    assert!(matches!(err, Error::UnknownVersion { found: 3, oldest: 1, newest: 2 }), "{err:?}");
+    let err = codec::decode_value(b"AcSt\x04").unwrap_err();
+    assert!(matches!(err, Error::UnknownVersion { found: 4, oldest: 1, newest: 3 }), "{err:?}");
+    // The writer epoch reader refuses the same versions.
+    assert!(matches!(codec::writer_epoch(b"AcSt\x04"), Err(Error::UnknownVersion { found: 4, .. })));
 }
 
 #[test]
 fn decode_unknown_kind() {
     for record in sample_records() {
         let wire = codec::encode(&record).unwrap();
-        for kind in [0u8, 4, 0x80, 0xff] {
+        for kind in [0u8, 5, 0x80, 0xff] {
             let mut value = wire.value.clone();
             value[5] = kind;
             let err = codec::decode(&wire.key, &value).unwrap_err();

@@ -1,11 +1,12 @@
 //! Golden records: the encoded bytes of fixed records, pinned in `tests/golden/*.hex`, and the
-//! bytes format version 1 wrote for them, in `tests/golden/v1`.
+//! bytes format versions 1 and 2 wrote for them, in `tests/golden/v1` and `tests/golden/v2`.
 
 use crate::support::{attrs, envelope, fixed_event, fixed_input, fixed_state_key, map};
 use actionstate_core::codec;
 use actionstate_core::{
-    ActionId, ActionState, Attributes, Audit, AuditDetail, CallResult, CallStatus, Error, Evidence, Fingerprint,
-    InvalidationReason, LogRecord, MemoryOp, MemoryUpdate, MissReason, Progress, StateKey, TaggedBytes, Trigger, Value,
+    ActionId, ActionState, Attributes, Audit, AuditDetail, CallResult, CallStatus, Error, Evidence, Fence, Fingerprint,
+    InvalidationReason, KeyId, LogRecord, MemoryOp, MemoryUpdate, MissReason, Ownership, Progress, StateKey,
+    TaggedBytes, Trigger, Value, fence_key_id,
 };
 use std::path::{Path, PathBuf};
 
@@ -159,13 +160,35 @@ fn v1_cases() -> Vec<(&'static str, LogRecord)> {
     ]
 }
 
-/// Every golden record: those of version 1, and the operator's invalidation, whose variants
-/// (`InvalidationReason::Operator`, `AuditDetail::Operator`) were appended to their enums
-/// after it, so the version 1 records keep their bytes.
-fn golden_cases() -> Vec<(&'static str, LogRecord)> {
+/// The records format version 2 wrote, whose bytes `tests/golden/v2` keeps: those of version
+/// 1, and the operator's invalidation, whose variants (`InvalidationReason::Operator`,
+/// `AuditDetail::Operator`) were appended to their enums after it, so the version 1 records
+/// keep their bytes.
+fn v2_cases() -> Vec<(&'static str, LogRecord)> {
     let mut cases = v1_cases();
     cases.push(("audit_operator", golden_audit_operator()));
     cases.push(("delete_operator", golden_delete_operator()));
+    cases
+}
+
+/// A restored owner's fence in partition 1 of 4, for key groups 8..16 of 32, epoch 3.
+fn golden_fence() -> LogRecord {
+    LogRecord::Fence(Fence {
+        key: fence_key_id(1, 4),
+        groups: Ownership::Groups { max_groups: 32, owned: 8..16 },
+        epoch: 3,
+    })
+}
+
+/// Every golden record of the format this build writes, with the writer epoch it is written
+/// with: those of version 2 as an unfenced writer writes them (epoch 0), a completed state
+/// written by the owner of epoch 3, and fence records (one of every key).
+fn golden_cases() -> Vec<(&'static str, LogRecord, u64)> {
+    let mut cases: Vec<_> = v2_cases().into_iter().map(|(name, record)| (name, record, 0)).collect();
+    cases.push(("upsert_completed_epoch_3", golden_upsert_completed(), 3));
+    cases.push(("fence", golden_fence(), 3));
+    let all = LogRecord::Fence(Fence { key: KeyId::of(b"fence key"), groups: Ownership::All, epoch: u64::MAX });
+    cases.push(("fence_all", all, u64::MAX));
     cases
 }
 
@@ -204,8 +227,8 @@ fn parse_golden(text: &str) -> (Vec<u8>, Vec<u8>) {
 fn golden_records_match_files() {
     let dir = golden_dir();
     let mut failures = Vec::new();
-    for (name, record) in golden_cases() {
-        let wire = codec::encode(&record).unwrap();
+    for (name, record, epoch) in golden_cases() {
+        let wire = codec::encode_by(&record, epoch).unwrap();
         let expected = golden_text(&wire.key, &wire.value);
         let path = dir.join(format!("{name}.hex"));
         if bless() {
@@ -232,6 +255,10 @@ fn golden_records_match_files() {
             Ok(decoded) if decoded == record => {}
             other => failures.push(format!("{}: decodes to {other:?}", path.display())),
         }
+        match codec::writer_epoch(&value) {
+            Ok(e) if e == epoch => {}
+            other => failures.push(format!("{}: writer epoch {other:?}, expected {epoch}", path.display())),
+        }
     }
     assert!(
         failures.is_empty(),
@@ -243,13 +270,19 @@ fn golden_records_match_files() {
 /// Every golden file belongs to a case, so a renamed case cannot leave a stale file behind.
 #[test]
 fn golden_dir_has_no_stray_files() {
-    for (dir, cases) in [(golden_dir(), golden_cases()), (golden_dir().join("v1"), v1_cases())] {
-        let names: Vec<String> = cases.iter().map(|(n, _)| format!("{n}.hex")).collect();
+    let current = golden_cases().into_iter().map(|(n, _, _)| n).collect::<Vec<_>>();
+    let names_of = |cases: Vec<(&'static str, LogRecord)>| cases.into_iter().map(|(n, _)| n).collect::<Vec<_>>();
+    for (dir, cases) in [
+        (golden_dir(), current),
+        (golden_dir().join("v1"), names_of(v1_cases())),
+        (golden_dir().join("v2"), names_of(v2_cases())),
+    ] {
+        let names: Vec<String> = cases.iter().map(|n| format!("{n}.hex")).collect();
         for entry in std::fs::read_dir(&dir).unwrap() {
             let entry = entry.unwrap();
             let file = entry.file_name().into_string().unwrap();
             if entry.file_type().unwrap().is_dir() {
-                assert_eq!(file, "v1", "stray golden directory {file}");
+                assert!(file == "v1" || file == "v2", "stray golden directory {file}");
                 continue;
             }
             assert!(names.contains(&file), "stray golden file {}", dir.join(&file).display());
@@ -280,5 +313,44 @@ fn version_1_golden_files_still_decode() {
             bad[at] ^= 0x10;
             assert!(matches!(codec::decode(&key, &bad), Err(Error::BadChecksum)), "{} byte {at}", path.display());
         }
+    }
+}
+
+/// Records written by format version 2 (no writer epoch, 14-byte header) stay readable, as
+/// written by epoch 0: the files in `tests/golden/v2` are the bytes version 2 wrote for the
+/// golden records. They are never rewritten.
+#[test]
+fn version_2_golden_files_still_decode_as_epoch_0() {
+    for (name, record) in v2_cases() {
+        let path = golden_dir().join("v2").join(format!("{name}.hex"));
+        let (key, value) = parse_golden(&std::fs::read_to_string(&path).unwrap());
+        assert_eq!(value[4], 2, "{}", path.display());
+        let payload = postcard::to_allocvec(&record).unwrap();
+        assert_eq!(value, envelope(2, record.kind() as u8, &payload), "{}", path.display());
+        assert_eq!(codec::decode(&key, &value).unwrap(), record, "{}", path.display());
+        assert_eq!(codec::writer_epoch(&value).unwrap(), 0, "{}", path.display());
+        let expected = match &record {
+            LogRecord::Upsert(s) => codec::Peeked::Upsert(Evidence::of(s)),
+            other => codec::Peeked::Other(Box::new(other.clone())),
+        };
+        assert_eq!(codec::peek(&key, &value).unwrap(), expected, "{}", path.display());
+        for at in (codec::V2_HEADER_LEN..value.len()).chain(10..codec::V2_HEADER_LEN) {
+            let mut bad = value.clone();
+            bad[at] ^= 0x10;
+            assert!(matches!(codec::decode(&key, &bad), Err(Error::BadChecksum)), "{} byte {at}", path.display());
+        }
+    }
+}
+
+/// The writer epoch of format 3 is covered by the checksum: a record whose epoch changed (a
+/// zombie's record dressed as the new owner's) is refused.
+#[test]
+fn a_changed_writer_epoch_fails_the_checksum() {
+    let wire = codec::encode_by(&golden_upsert_completed(), 3).unwrap();
+    for at in 10..18 {
+        let mut bad = wire.value.clone();
+        bad[at] ^= 0x01;
+        assert!(matches!(codec::decode(&wire.key, &bad), Err(Error::BadChecksum)), "byte {at}");
+        assert!(matches!(codec::peek(&wire.key, &bad), Err(Error::BadChecksum)), "byte {at}");
     }
 }

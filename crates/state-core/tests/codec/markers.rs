@@ -7,7 +7,7 @@ fn log(id: &str, partitions: u32) -> LogIdentity {
 }
 
 fn marker(id: &str, offsets: &[u64]) -> Marker {
-    Marker { log: log(id, u32::try_from(offsets.len()).unwrap()), offsets: offsets.to_vec() }
+    Marker::new(log(id, u32::try_from(offsets.len()).unwrap()), offsets.to_vec())
 }
 
 #[test]
@@ -33,12 +33,12 @@ fn marker_merge_rejects_mixed_logs() {
         matches!(&err, Error::MixedMarkers { first, second } if *first == a.log.to_string() && *second == other_id.log.to_string()),
         "{err:?}"
     );
-    let other_backend = Marker { log: LogIdentity { backend: "kafka".into(), ..a.log.clone() }, offsets: vec![1, 1] };
+    let other_backend = Marker::new(LogIdentity { backend: "kafka".into(), ..a.log.clone() }, vec![1, 1]);
     assert!(matches!(Marker::merge([&a, &other_backend]), Err(Error::MixedMarkers { .. })));
     let other_partitions = marker("t1", &[1, 1, 1]);
     assert!(matches!(Marker::merge([&a, &other_partitions]), Err(Error::MixedMarkers { .. })));
     // Same identity but a malformed offset list.
-    let short = Marker { log: a.log.clone(), offsets: vec![1] };
+    let short = Marker::new(a.log.clone(), vec![1]);
     assert!(matches!(Marker::merge([&a, &short]), Err(Error::MixedMarkers { .. })));
     // A mismatch anywhere in the sequence is caught.
     assert!(matches!(Marker::merge([&a, &a, &other_id, &a]), Err(Error::MixedMarkers { .. })));
@@ -60,11 +60,11 @@ fn marker_validate_log_changed() {
 fn marker_validate_unknown_partition() {
     let current = log("t1", 3);
     // More offsets than the log has partitions: partition 3 is the first unknown one.
-    let long = Marker { log: current.clone(), offsets: vec![0, 0, 0, 0, 0] };
+    let long = Marker::new(current.clone(), vec![0, 0, 0, 0, 0]);
     let err = long.validate(&current, &[0; 5], &[10; 5]).unwrap_err();
     assert!(matches!(err, Error::UnknownPartition { partition: 3, partitions: 3, .. }), "{err:?}");
     // Fewer offsets than partitions: partition 2 has no offset in the marker.
-    let short = Marker { log: current.clone(), offsets: vec![0, 0] };
+    let short = Marker::new(current.clone(), vec![0, 0]);
     let err = short.validate(&current, &[0; 3], &[10; 3]).unwrap_err();
     assert!(matches!(err, Error::UnknownPartition { partition: 2, partitions: 3, .. }), "{err:?}");
     // End offsets missing for a partition of the marker.

@@ -138,6 +138,12 @@ proptest! {
         let err = codec::decode(&wire.key, &value).unwrap_err();
         match i {
             0..=3 => prop_assert!(matches!(err, Error::BadMagic { .. }), "{:?}", err),
+            // Version 3 is one bit away from 2 and 1, which read the header differently.
+            4 if matches!(value[4], 1 | 2) => prop_assert!(
+                matches!(err, Error::BadChecksum | Error::Truncated { .. } | Error::TrailingBytes { .. }),
+                "{:?}",
+                err
+            ),
             4 => prop_assert!(matches!(err, Error::UnknownVersion { .. }), "{:?}", err),
             5 => prop_assert!(matches!(err, Error::UnknownKind { .. } | Error::BadChecksum), "{:?}", err),
             6..=9 => prop_assert!(matches!(err, Error::Truncated { .. } | Error::TrailingBytes { .. }), "{:?}", err),

@@ -201,17 +201,30 @@ fn empty_results_stay_distinct() {
 fn envelope_matches_documented_layout() {
     let record = LogRecord::Delete { key: fixed_state_key(), reason: InvalidationReason::ProducerReplaced };
     let payload = postcard::to_allocvec(&record).unwrap();
-    assert_eq!(codec::encode_value(&record).unwrap(), envelope(2, 2, &payload));
+    assert_eq!(codec::encode_value(&record).unwrap(), envelope(3, 2, &payload));
+    assert_eq!(codec::encode_value_by(&record, 0x0102_0304_0506_0708).unwrap(), {
+        let mut expected = MAGIC.to_vec();
+        expected.extend_from_slice(&[3, 2]);
+        expected.extend_from_slice(&u32::try_from(payload.len()).unwrap().to_le_bytes());
+        expected.extend_from_slice(&[8, 7, 6, 5, 4, 3, 2, 1]);
+        let mut covered = expected[4..].to_vec();
+        covered.extend_from_slice(&payload);
+        expected.extend_from_slice(&crc32c::crc32c(&covered).to_le_bytes());
+        expected.extend_from_slice(&payload);
+        expected
+    });
     assert_eq!(MAGIC, *b"AcSt");
-    assert_eq!(FORMAT_VERSION, 2);
-    assert_eq!(HEADER_LEN, 14);
+    assert_eq!(FORMAT_VERSION, 3);
+    assert_eq!(HEADER_LEN, 22);
+    assert_eq!(codec::V2_HEADER_LEN, 14);
     assert_eq!(codec::V1_HEADER_LEN, 26);
     assert_eq!(RecordKind::Upsert as u8, 1);
     assert_eq!(RecordKind::Delete as u8, 2);
     assert_eq!(RecordKind::Audit as u8, 3);
+    assert_eq!(RecordKind::Fence as u8, 4);
     for b in 0..=u8::MAX {
         let kind = RecordKind::from_byte(b);
-        assert_eq!(kind.map(|k| k as u8), (1..=3).contains(&b).then_some(b));
+        assert_eq!(kind.map(|k| k as u8), (1..=4).contains(&b).then_some(b));
     }
 }
 

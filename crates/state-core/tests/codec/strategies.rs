@@ -184,5 +184,21 @@ pub(crate) fn arb_record() -> impl Strategy<Value = LogRecord> {
         arb_action_state(arb_completed()).prop_map(LogRecord::Upsert),
         arb_delete(),
         arb_audit().prop_map(LogRecord::Audit),
+        arb_fence().prop_map(LogRecord::Fence),
     ]
+}
+
+/// A fence of every key or of a range of key groups, under any key id and epoch.
+pub(crate) fn arb_fence() -> impl Strategy<Value = actionstate_core::Fence> {
+    let groups = prop_oneof![
+        Just(actionstate_core::Ownership::All),
+        (1u16..=u16::MAX, any::<u16>(), any::<u16>()).prop_map(|(max_groups, a, b)| {
+            actionstate_core::Ownership::Groups { max_groups, owned: a.min(b)..a.max(b) }
+        }),
+    ];
+    (any::<[u8; 32]>(), groups, any::<u64>()).prop_map(|(key, groups, epoch)| actionstate_core::Fence {
+        key: actionstate_core::KeyId(key),
+        groups,
+        epoch,
+    })
 }
