@@ -60,7 +60,8 @@ pub struct KafkaConfig {
     pub replication: Option<i32>,
     /// Authentication, if the listener needs it.
     pub security: Option<Security>,
-    /// How long an append may wait for its delivery report (`message.timeout.ms`).
+    /// How long an append may wait for its delivery report (`message.timeout.ms`); an append
+    /// without one fails at the latest a second after it.
     pub delivery_timeout: Duration,
     /// How long a read may go without receiving a record before it fails.
     pub read_stall_timeout: Duration,

@@ -259,6 +259,11 @@ pub(crate) fn code_is_retryable(code: RDKafkaErrorCode) -> bool {
     matches!(
         code,
         C::BrokerTransportFailure
+            // A request outstanding on a broker the cluster's metadata stopped listing (one that
+            // died and was fenced), or whose address changed: asked again, another answers.
+            | C::DestroyBroker
+            | C::NodeUpdate
+            | C::WaitCache
             | C::Resolve
             | C::MessageTimedOut
             | C::AllBrokersDown
@@ -289,6 +294,18 @@ pub(crate) fn code_is_retryable(code: RDKafkaErrorCode) -> bool {
             | C::PreferredLeaderNotAvailable
             | C::EligibleLeadersNotAvailable
             | C::ThrottlingQuotaExceeded
+    )
+}
+
+/// Whether an error a consumer's poll returned only says that a connection failed, which
+/// librdkafka recovers from by itself (it reconnects, or fetches from the partition's new
+/// leader once the metadata names one): a broker that died, or one restarting. Any other
+/// error (an offset out of range, a fatal error) is the read's failure.
+pub(crate) fn consumer_error_is_transient(e: &RdError) -> bool {
+    use RDKafkaErrorCode as C;
+    matches!(
+        e,
+        RdError::MessageConsumption(C::BrokerTransportFailure | C::AllBrokersDown | C::Resolve | C::DestroyBroker)
     )
 }
 
@@ -361,3 +378,70 @@ impl ClientContext for LogContext {
 }
 
 impl ConsumerContext for LogContext {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What an append fails with when librdkafka's delivery report carries `code`.
+    fn append_failure(code: RDKafkaErrorCode) -> CoreError {
+        with_operation(LogContext::default().fail("append", RdError::MessageProduction(code)), "append")
+    }
+
+    /// A put while the partition has too few in-sync replicas, or none to lead it, fails with
+    /// a retryable error: the broker's NOT_ENOUGH_REPLICAS (with two of three brokers gone, or
+    /// after the append), or librdkafka's delivery timeout when no broker answers at all.
+    #[test]
+    fn append_failures_of_a_lost_quorum_are_retryable() {
+        for code in [
+            RDKafkaErrorCode::NotEnoughReplicas,
+            RDKafkaErrorCode::NotEnoughReplicasAfterAppend,
+            RDKafkaErrorCode::MessageTimedOut,
+            RDKafkaErrorCode::RequestTimedOut,
+            RDKafkaErrorCode::NotLeaderForPartition,
+            RDKafkaErrorCode::LeaderNotAvailable,
+            RDKafkaErrorCode::AllBrokersDown,
+        ] {
+            let CoreError::Backend(e) = append_failure(code) else { panic!("{code:?} is not a backend error") };
+            assert!(e.is_retryable(), "{code:?} must be retryable: {e}");
+            assert_eq!((e.backend(), e.operation()), (BACKEND, "append"));
+        }
+    }
+
+    /// A request that was outstanding on a broker when it died and left the metadata fails
+    /// with `DestroyBroker` (as a rebuild's watermark request did when a leader was killed):
+    /// retryable, since another broker answers it.
+    #[test]
+    fn requests_to_a_broker_that_left_the_cluster_are_retryable() {
+        for code in [RDKafkaErrorCode::DestroyBroker, RDKafkaErrorCode::NodeUpdate, RDKafkaErrorCode::WaitCache] {
+            let failed = LogContext::default().fail("fetching watermarks", RdError::MetadataFetch(code));
+            let CoreError::Backend(e) = with_operation(failed, "earliest_offsets") else { panic!("{code:?}") };
+            assert!(e.is_retryable(), "{code:?} must be retryable: {e}");
+        }
+    }
+
+    /// A dropped connection is waited out by a read; an offset out of range or a fatal error
+    /// fails it.
+    #[test]
+    fn only_connection_failures_are_transient_for_a_read() {
+        use RDKafkaErrorCode as C;
+        for code in [C::BrokerTransportFailure, C::AllBrokersDown, C::Resolve, C::DestroyBroker] {
+            assert!(consumer_error_is_transient(&RdError::MessageConsumption(code)), "{code:?}");
+        }
+        for code in [C::OffsetOutOfRange, C::UnknownTopicOrPartition, C::TopicAuthorizationFailed] {
+            assert!(!consumer_error_is_transient(&RdError::MessageConsumption(code)), "{code:?}");
+        }
+        assert!(!consumer_error_is_transient(&RdError::MessageConsumptionFatal(C::BrokerTransportFailure)));
+    }
+
+    /// A producer that librdkafka declared fatal, and a record the broker will never take, do
+    /// not pass on retry.
+    #[test]
+    fn fatal_and_oversized_appends_are_terminal() {
+        for code in
+            [RDKafkaErrorCode::Fatal, RDKafkaErrorCode::MessageSizeTooLarge, RDKafkaErrorCode::TopicAuthorizationFailed]
+        {
+            assert!(!append_failure(code).is_retryable(), "{code:?} must be terminal");
+        }
+    }
+}

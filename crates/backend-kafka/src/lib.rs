@@ -28,7 +28,11 @@
 //!   names, set explicitly, so all records of one key share a partition.
 //! - The producer runs with `acks=all`, `enable.idempotence=true` and `linger.ms=0`;
 //!   [`append`](StateLog::append) awaits this record's own delivery report and returns its exact
-//!   offset. Nothing on the append path flushes the producer.
+//!   offset. Nothing on the append path flushes the producer. An append that has no report a
+//!   second after [`KafkaConfig::delivery_timeout`] fails with librdkafka's retryable
+//!   `MessageTimedOut` (librdkafka alone can hold a message in flight longer: to a leader that
+//!   waits for replicas which died, or to a node restarting); its record may still be written,
+//!   as when an acknowledgement is lost.
 //! - A record whose value is a `Delete` envelope (an invalidated state) is produced as a Kafka
 //!   **tombstone**: null value, so compaction drops the superseded state and, after
 //!   `delete.retention.ms`, the tombstone itself. The envelope travels in the record header
@@ -38,7 +42,9 @@
 //! - Reads assign one partition to a consumer without a consumer group's commits
 //!   (`enable.auto.commit=false`, `auto.offset.reset=error`), stop at the `to` offset the caller
 //!   captured, and fail naming partition and offset when no record arrives for
-//!   [`KafkaConfig::read_stall_timeout`].
+//!   [`KafkaConfig::read_stall_timeout`]. A broker connection that fails meanwhile (a leader
+//!   that died or restarts) is waited out, as librdkafka reconnects or follows the new leader;
+//!   any other consumer error fails the read.
 //! - Blocking librdkafka calls (metadata, watermarks, consumer polls) run on tokio's blocking
 //!   pool. A watermark request a partition answers with `NotLeaderForPartition` or
 //!   `LeaderNotAvailable` (briefly, right after the topic is created or while a leader is
@@ -175,6 +181,50 @@ impl KafkaLog {
         &self.inner.config.topic
     }
 
+    /// Where each partition of the topic lives now, as the cluster's metadata reports it: its
+    /// leader, its replicas and those in sync, by broker id, in partition order. After a
+    /// broker died the metadata names it as leader until the controller notices; a
+    /// partition without a leader (during an election) has `leader: None`.
+    pub async fn partition_replicas(&self) -> Result<Vec<PartitionReplicas>, CoreError> {
+        let inner = Arc::clone(&self.inner);
+        let result = blocking(move || {
+            let topic = &inner.config.topic;
+            let md = inner
+                .producer
+                .client()
+                .fetch_metadata(Some(topic), inner.config.request_timeout)
+                .map_err(|e| inner.errors.fail("fetching topic metadata", e))?;
+            let Some(t) = md.topics().iter().find(|t| t.name() == topic) else {
+                return Err(KafkaError::TopicMissing { topic: topic.clone() });
+            };
+            if let Some(err) = t.error() {
+                let code = RDKafkaErrorCode::from(err);
+                if matches!(code, RDKafkaErrorCode::UnknownTopicOrPartition | RDKafkaErrorCode::UnknownTopic) {
+                    return Err(KafkaError::TopicMissing { topic: topic.clone() });
+                }
+                return Err(inner.errors.fail("fetching topic metadata", RdError::MetadataFetch(code)));
+            }
+            let mut out = t
+                .partitions()
+                .iter()
+                .map(|p| {
+                    let partition = u32::try_from(p.id())
+                        .map_err(|_| KafkaError::Unexpected(format!("partition id {} of {topic}", p.id())))?;
+                    Ok(PartitionReplicas {
+                        partition,
+                        leader: (p.leader() >= 0).then_some(p.leader()),
+                        replicas: p.replicas().to_vec(),
+                        in_sync: p.isr().to_vec(),
+                    })
+                })
+                .collect::<Result<Vec<_>, KafkaError>>()?;
+            out.sort_by_key(|p| p.partition);
+            Ok(out)
+        })
+        .await;
+        result.and_then(|r| r).map_err(|e| with_operation(e, "partition_replicas"))
+    }
+
     async fn watermarks(&self, operation: &'static str) -> Result<Vec<(u64, u64)>, CoreError> {
         let inner = Arc::clone(&self.inner);
         let partitions = self.identity.partitions;
@@ -258,6 +308,26 @@ impl KafkaLog {
     }
 }
 
+/// One partition's replicas, as [`KafkaLog::partition_replicas`] reports them (broker ids).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionReplicas {
+    /// The partition.
+    pub partition: u32,
+    /// The broker leading it, if one does.
+    pub leader: Option<i32>,
+    /// The brokers holding a replica.
+    pub replicas: Vec<i32>,
+    /// The replicas in sync with the leader (the ISR), the leader's among them.
+    pub in_sync: Vec<i32>,
+}
+
+/// How long after [`KafkaConfig::delivery_timeout`] an append stops waiting for its delivery
+/// report. librdkafka checks its message timeouts once a second, so its own timeout reports
+/// within this; but an idempotent producer does not time out a request in flight, and a
+/// leader that holds one (waiting for replicas that died, with the controller quorum gone)
+/// or a node restarting can keep a message past its timeout for as long as the request lasts.
+const DELIVERY_SLACK: Duration = Duration::from_secs(1);
+
 /// Partitions whose watermarks are asked at once (one thread each).
 const WATERMARK_FANOUT: usize = 16;
 
@@ -299,14 +369,21 @@ impl StateLog for KafkaLog {
         } else {
             rec.payload(&record.value)
         };
-        match self.inner.producer.send(rec, Timeout::After(self.inner.config.delivery_timeout)).await {
-            Ok(delivery) => {
+        let delivery_timeout = self.inner.config.delivery_timeout;
+        let sent = self.inner.producer.send(rec, Timeout::After(delivery_timeout));
+        match tokio::time::timeout(delivery_timeout + DELIVERY_SLACK, sent).await {
+            Ok(Ok(delivery)) => {
                 let offset = u64::try_from(delivery.offset).map_err(|_| {
                     with_operation(KafkaError::Unexpected(format!("delivered offset {}", delivery.offset)), "append")
                 })?;
                 Ok(Position { partition, offset, exact: true })
             }
-            Err((e, _)) => Err(with_operation(self.inner.errors.fail("append", e), "append")),
+            Ok(Err((e, _))) => Err(with_operation(self.inner.errors.fail("append", e), "append")),
+            // The record may still be delivered: like an append whose acknowledgement was lost.
+            Err(_) => Err(with_operation(
+                self.inner.errors.fail("append", RdError::MessageProduction(RDKafkaErrorCode::MessageTimedOut)),
+                "append",
+            )),
         }
     }
 

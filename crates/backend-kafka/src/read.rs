@@ -2,7 +2,7 @@
 //! to the offset the caller captured.
 
 use crate::error::KafkaError;
-use crate::error::LogContext;
+use crate::error::{LogContext, consumer_error_is_transient};
 use crate::{Inner, KafkaLog, TOMBSTONE_HEADER};
 use actionstate_core::{ReadBatch, ReadRecord};
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -97,6 +97,10 @@ impl KafkaLog {
             };
             match polled {
                 None => {}
+                // A connection that failed (a leader that died or restarts): librdkafka
+                // reconnects or follows the new leader by itself, and the stall timeout bounds
+                // the wait. Failing here would fail a rebuild on every leader election.
+                Some(Err(source)) if consumer_error_is_transient(&source) => {}
                 Some(Err(source)) => {
                     return Err(KafkaError::Read { topic: topic.clone(), partition, offset: next, source });
                 }
