@@ -148,7 +148,12 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
             // A fresh writer continues the history on the cut log, the writer that logged the
             // whole invalidation on its own: they decide alike, and neither reuses a state
             // the invalidation removed.
-            let mut uncut = Store { log: whole.log.clone(), index: whole.index.clone(), tombstones: Vec::new() };
+            let mut uncut = Store {
+                log: whole.log.clone(),
+                index: whole.index.clone(),
+                tombstones: Vec::new(),
+                epoch: whole.epoch,
+            };
             for (i, step) in steps.iter().enumerate().skip(inv.step + 1) {
                 let a = apply(&mut cut, step);
                 let b = apply(&mut uncut, step);

@@ -6,8 +6,9 @@
 pub(crate) mod ops;
 
 use actionstate_core::{
-    ActionId, ActionState, Attributes, CallResult, CallStatus, Event, EventId, Fingerprint, InvalidationReason, KeyId,
-    LogRecord, MemoryOp, MemoryUpdate, Position, Progress, StateKey, TaggedBytes, Trigger, Value, WireRecord, codec,
+    ActionId, ActionState, Attributes, CallResult, CallStatus, Event, EventId, Fence, Fingerprint, InvalidationReason,
+    KeyId, LogRecord, MemoryOp, MemoryUpdate, Ownership, Position, Progress, StateKey, TaggedBytes, Trigger, Value,
+    WireRecord, codec, fence_key_id,
 };
 use actionstate_index::{Index, Invalidation, Lookup, Probe, allow_scans};
 use std::collections::BTreeMap;
@@ -168,11 +169,18 @@ pub(crate) struct Store {
     pub(crate) index: Index,
     /// Every state removed by an invalidation, in the order it was logged.
     pub(crate) tombstones: Vec<(StateKey, InvalidationReason)>,
+    /// The owner epoch the writer encodes its records with ([`codec::encode_by`]).
+    pub(crate) epoch: u64,
 }
 
 impl Store {
     pub(crate) fn new(partitions: u32) -> Self {
-        Store { log: (0..partitions.max(1)).map(|_| Vec::new()).collect(), index: Index::new(), tombstones: Vec::new() }
+        Store {
+            log: (0..partitions.max(1)).map(|_| Vec::new()).collect(),
+            index: Index::new(),
+            tombstones: Vec::new(),
+            epoch: 0,
+        }
     }
 
     pub(crate) fn partitions(&self) -> u32 {
@@ -183,9 +191,15 @@ impl Store {
         self.log.iter().map(|p| p.len() as u64).collect()
     }
 
-    /// Appends one record durably; returns its position and encoded size.
+    /// Appends one record durably, written with the writer's epoch; returns its position and
+    /// encoded size.
     fn append(&mut self, record: &LogRecord) -> (Position, usize) {
-        let wire = codec::encode(record).unwrap();
+        self.append_by(record, self.epoch)
+    }
+
+    /// Appends one record written by the owner of epoch `epoch`.
+    fn append_by(&mut self, record: &LogRecord, epoch: u64) -> (Position, usize) {
+        let wire = codec::encode_by(record, epoch).unwrap();
         let partition = record.key_id().partition(self.partitions());
         let log = &mut self.log[partition as usize];
         let position = Position { partition, offset: log.len() as u64, exact: true };
@@ -229,6 +243,26 @@ impl Store {
         let inv = self.index.invalidate_from(&key, from_seq, text.to_owned());
         self.log_invalidation(StateKey::round(key, from_seq), &inv);
         inv
+    }
+
+    /// Appends a fence of `groups` with `epoch`, written by that epoch's owner as a restore
+    /// writes it, to each partition of `partitions` (all of them for a restore that completed,
+    /// some for one that failed part way); returns where each landed. The writer's index is
+    /// left alone: a fence changes what a replay applies, not what the writer holds.
+    pub(crate) fn fence(
+        &mut self,
+        groups: &Ownership,
+        epoch: u64,
+        partitions: impl IntoIterator<Item = u32>,
+    ) -> Vec<Position> {
+        let n = self.partitions();
+        partitions
+            .into_iter()
+            .map(|p| {
+                let fence = LogRecord::Fence(Fence { key: fence_key_id(p, n), groups: groups.clone(), epoch });
+                self.append_by(&fence, epoch).0
+            })
+            .collect()
     }
 
     /// Writes a tombstone for one state and applies it.

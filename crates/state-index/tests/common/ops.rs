@@ -587,7 +587,8 @@ fn resolve(op: &Op, known: &BTreeMap<StateKey, ActionState>, ids: &mut Ids) -> S
 /// Short, readable names for failure traces.
 pub(crate) struct Short<'a>(pub(crate) &'a Step);
 
-fn key_name(k: &KeyId) -> String {
+/// A business key of the tests' universe as `k3`.
+pub(crate) fn key_name(k: &KeyId) -> String {
     (0..usize::from(KEYS)).find(|i| key(*i) == *k).map_or_else(|| format!("{k}"), |i| format!("k{i}"))
 }
 
