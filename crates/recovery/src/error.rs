@@ -63,16 +63,18 @@ pub enum StoreError {
     /// it takes a new epoch (and fences the other owner in turn): do that only as the
     /// runtime's restore of an attempt that owns the keys.
     #[error(
-        "fenced: {groups} were restored by a newer owner (epoch {fenced_by}); this store writes with epoch {epoch} \
-         and no record it appends is replayed any more"
+        "fenced: {groups} were restored by a newer owner (epoch {}); this store writes with epoch {epoch} \
+         and no record it appends is replayed any more",
+        fenced_by.map_or_else(|| "unknown: its fence was reclaimed".to_owned(), |e| e.to_string())
     )]
     Fenced {
         /// The keys of this store the newer owner holds.
         groups: actionstate_core::Ownership,
         /// This store's writer epoch.
         epoch: u64,
-        /// The newer owner's epoch.
-        fenced_by: u64,
+        /// The newer owner's epoch; `None` when the log reclaimed history this store had not
+        /// read, fence records included (see `ActionStateStore::check_fenced`).
+        fenced_by: Option<u64>,
     },
     /// A rebuild task failed to run to completion.
     #[error("rebuild task failed: {0}")]

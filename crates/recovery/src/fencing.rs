@@ -37,8 +37,9 @@ pub(crate) struct Fencing {
     /// Per partition, the offset up to which the store has looked for newer fences; `None`
     /// until a rebuild (an unfenced writer does not look).
     pub(crate) seen: Option<Vec<u64>>,
-    /// The keys of this store a newer owner restored, and that owner's epoch, once known.
-    pub(crate) fenced: Option<(Ownership, u64)>,
+    /// The keys of this store a newer owner restored, and that owner's epoch (`None`: its
+    /// fence was reclaimed before this store looked), once known.
+    pub(crate) fenced: Option<(Ownership, Option<u64>)>,
 }
 
 impl Default for Fencing {
@@ -150,9 +151,24 @@ impl<L: StateLog> ActionStateStore<L> {
     /// [`snapshot`](Self::snapshot) runs the same check; a runtime may call it before a side
     /// effect it wants to keep from a zombie. Its cost is a read of what every writer
     /// appended since the last look.
+    ///
+    /// A store whose unread history was reclaimed counts as fenced too (`fenced_by` is then
+    /// `None`): only an owner of every key reclaims, and this store's own reclaims never pass
+    /// what it has read, so another owner restored its keys and its fence may be gone.
     pub async fn check_fenced(&self) -> Result<()> {
         let end = self.log.end_offsets().await?;
         self.look_for_fences(&end).await
+    }
+
+    /// Marks the store fenced by `fenced_by` over the keys it shares with `groups`.
+    fn fence_out(&self, groups: &Ownership, fenced_by: Option<u64>) -> Result<()> {
+        let mut sh = self.shared.lock();
+        let groups = sh.fencing.ownership.within(groups);
+        let epoch = sh.fencing.epoch;
+        tracing::error!(%groups, epoch, ?fenced_by, "fenced: a newer owner restored these key groups");
+        crate::metrics::fenced();
+        sh.fencing.fenced = Some((groups, fenced_by));
+        sh.fencing.check()
     }
 
     /// [`check_fenced`](Self::check_fenced) up to `end`.
@@ -163,6 +179,10 @@ impl<L: StateLog> ActionStateStore<L> {
             let Some(seen) = sh.fencing.seen.clone() else { return Ok(()) };
             (seen, sh.fencing.ownership.clone(), sh.fencing.epoch)
         };
+        let earliest = self.log.earliest_offsets().await?;
+        if seen.iter().zip(&earliest).any(|(s, e)| s < e) {
+            return self.fence_out(&ownership, None);
+        }
         let mut newer: Option<Fence> = None;
         for (p, (&from, &to)) in (0u32..).zip(seen.iter().zip(end)) {
             let mut range = RangeRead::new(p, from, to, self.config.read_batch.max(1));
@@ -181,14 +201,10 @@ impl<L: StateLog> ActionStateStore<L> {
                 }
             }
         }
-        let mut sh = self.shared.lock();
         if let Some(f) = newer {
-            let groups = ownership.within(&f.groups);
-            tracing::error!(%groups, epoch, fenced_by = f.epoch, "fenced: a newer owner restored these key groups");
-            crate::metrics::fenced();
-            sh.fencing.fenced = Some((groups, f.epoch));
-            return sh.fencing.check();
+            return self.fence_out(&f.groups, Some(f.epoch));
         }
+        let mut sh = self.shared.lock();
         if let Some(seen) = sh.fencing.seen.as_mut() {
             for (s, &e) in seen.iter_mut().zip(end) {
                 *s = (*s).max(e);

@@ -28,6 +28,8 @@ pub struct Crashes {
     armed: Mutex<BTreeMap<CrashPoint, ()>>,
     /// The point of the crash that fired since it was last taken.
     crashed: Mutex<Option<CrashPoint>>,
+    /// While set, nothing fires (a zombie runs: the crashes are the surviving attempt's).
+    paused: std::sync::atomic::AtomicBool,
 }
 
 /// The reason an operation failed because of an injected crash.
@@ -49,7 +51,15 @@ impl Crashes {
         self.fire(CrashPoint::BeforeOperation(n))
     }
 
+    /// Holds every armed crash back (`true`) or arms them again; counting goes on.
+    pub fn pause(&self, paused: bool) {
+        self.paused.store(paused, Ordering::Relaxed);
+    }
+
     fn fire(&self, point: CrashPoint) -> Result<(), InjectedCrash> {
+        if self.paused.load(Ordering::Relaxed) {
+            return Ok(());
+        }
         if self.armed.lock().remove(&point).is_some() {
             *self.crashed.lock() = Some(point);
             return Err(InjectedCrash(point));

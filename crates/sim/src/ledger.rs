@@ -59,6 +59,15 @@ pub struct Ledger {
     pub calls_replayed: u64,
     /// Durable calls resolved by the reconciler.
     pub calls_reconciled: u64,
+    /// Action bodies and durable calls a fenced attempt (a zombie) ran while it overlapped
+    /// with the attempt that replaced it: side effects outside the store, which fencing
+    /// cannot undo and the surviving attempts never see.
+    pub zombie_effects: u64,
+    /// Completions and durable-call results acknowledged to a zombie: appended to the log,
+    /// and never to be replayed.
+    pub zombie_acks: u64,
+    /// Whether what is recorded now is a zombie's (see [`set_zombie`](Self::set_zombie)).
+    zombie: bool,
     attempt: u64,
     history: Vec<LedgerEntry>,
     journal: Option<std::fs::File>,
@@ -179,8 +188,19 @@ impl Ledger {
         &self.history
     }
 
+    /// Records what follows as a zombie's (`true`) or the surviving attempts' again: a
+    /// zombie's executions and acknowledgements are counted apart, so that neither counts as
+    /// acknowledged work nor as a duplicate of it.
+    pub fn set_zombie(&mut self, zombie: bool) {
+        self.zombie = zombie;
+    }
+
     /// Records that the body of `key` runs now, `reason` being why it was not reused.
     pub fn execute(&mut self, key: &StateKey, reason: &str) {
+        if self.zombie {
+            self.zombie_effects += 1;
+            return;
+        }
         self.journal(format_args!("exec {} {reason}", hex::encode(key.to_bytes())));
         self.history.push(LedgerEntry::Executed { attempt: self.attempt, key: *key, reason: reason.to_owned() });
         self.executed += 1;
@@ -196,6 +216,10 @@ impl Ledger {
 
     /// Records that a durable call's function runs now.
     pub fn call(&mut self, call: CallKey) {
+        if self.zombie {
+            self.zombie_effects += 1;
+            return;
+        }
         self.journal(format_args!("call {} {} {}", hex::encode(call.0.to_bytes()), call.1, call.2));
         self.calls_executed += 1;
         *self.calls.entry(call).or_default() += 1;
@@ -206,12 +230,20 @@ impl Ledger {
 
     /// Records that a durable call's result was acknowledged as durable.
     pub fn call_acked(&mut self, call: CallKey) {
+        if self.zombie {
+            self.zombie_acks += 1;
+            return;
+        }
         self.journal(format_args!("call-acked {} {} {}", hex::encode(call.0.to_bytes()), call.1, call.2));
         self.acked_calls.insert(call);
     }
 
     /// Records that the completion of `key` was acknowledged as durable.
     pub fn completion_acked(&mut self, key: StateKey) {
+        if self.zombie {
+            self.zombie_acks += 1;
+            return;
+        }
         self.journal(format_args!("done {}", hex::encode(key.to_bytes())));
         self.history.push(LedgerEntry::Completed { attempt: self.attempt, key });
         self.acked.insert(key);

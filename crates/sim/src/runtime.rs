@@ -6,8 +6,8 @@ use crate::crash::{CrashLog, CrashPoint, Crashes, InjectedCrash};
 use crate::ledger::Ledger;
 use crate::run_dir::RunDir;
 use actionstate_core::{
-    ActionState, Attributes, Event, EventId, KeyId, LogRecord, Marker, MemoryOp, MemoryUpdate, RangeRead, StateKey,
-    StateLog, TaggedBytes, Trigger, Value, codec,
+    ActionState, Attributes, Event, EventId, KeyId, LogRecord, Marker, MemoryOp, MemoryUpdate, Position, RangeRead,
+    StateKey, StateLog, TaggedBytes, Trigger, Value, codec,
 };
 use actionstate_recovery::{
     ActionHandle, ActionStateStore, AnyLog, Begin, CallSource, LogConfig, Ownership, Retention, Round, StoreConfig,
@@ -136,6 +136,13 @@ pub struct RunPlan {
     /// Keep only the first `n` inputs of the source after the first restore (a truncated
     /// replay).
     pub truncate_after_restore: Option<usize>,
+    /// Per crash, in order, how many rounds the crashed attempt keeps processing after the
+    /// next attempt restored (0 or missing: it is dead). Such an attempt was only presumed
+    /// dead: a zombie, which the restore fenced. Its side effects are counted apart
+    /// ([`Ledger::zombie_effects`]), none of its records may be replayed
+    /// ([`Outcome::zombie_appends_replayed`]), and its snapshot must fail with
+    /// [`StoreError::Fenced`].
+    pub zombie_rounds: Vec<u64>,
 }
 
 impl RunPlan {
@@ -147,6 +154,7 @@ impl RunPlan {
             owners_after_restore: Vec::new(),
             change: None,
             truncate_after_restore: None,
+            zombie_rounds: Vec::new(),
         }
     }
 
@@ -220,6 +228,17 @@ pub struct Outcome {
     pub operations: u64,
     /// Appends counted over the whole run (see [`CrashPoint::BeforeAppend`]).
     pub appends: u64,
+    /// Zombies: crashed attempts that kept running after the next restore
+    /// ([`RunPlan::zombie_rounds`]).
+    pub zombies: u64,
+    /// Zombie stores whose snapshot after their overlap failed with [`StoreError::Fenced`].
+    pub zombies_fenced: u64,
+    /// Records of a zombie in the log after the fence of the restore that replaced it (its
+    /// upserts, by writer epoch, found by scanning every partition).
+    pub zombie_appends: u64,
+    /// Of those, how many a rebuild of a retained checkpoint (the oldest and the newest)
+    /// indexed: must be 0.
+    pub zombie_appends_replayed: u64,
 }
 
 /// A completed checkpoint: the runtime's own state (input position, next sequence number per
@@ -262,6 +281,14 @@ impl KeepCheckpoints for &RunDir {
 }
 
 type Log<S> = Arc<CrashLog<<S as LogSource>::Log>>;
+
+/// What every attempt of a run shares.
+struct Run<'a> {
+    source: &'a [(u32, i64)],
+    crashes: &'a Crashes,
+    ledger: &'a Mutex<Ledger>,
+    outcome: &'a mut Outcome,
+}
 
 struct Attempt<S: LogSource> {
     stores: Vec<ActionStateStore<Log<S>>>,
@@ -373,9 +400,16 @@ impl<S: LogSource> Sim<S> {
         let mut attempt_no = 0u64;
         let mut owners = self.config.owners;
         let mut restore_point: Option<Checkpoint> = None;
+        // A crashed attempt that keeps running after the next restore, and for how many rounds.
+        let mut zombie: Option<(Attempt<S>, u64)> = None;
+        let mut zombie_epochs: HashSet<u64> = HashSet::new();
         loop {
             ledger.lock().set_attempt(attempt_no);
-            let log: Log<S> = Arc::new(CrashLog::new(self.source.open().await?, Arc::clone(&crashes)));
+            let log: Log<S> = match &zombie {
+                // The zombie still holds the log (an embedded store allows one handle).
+                Some((z, _)) => Arc::clone(z.stores[0].log()),
+                None => Arc::new(CrashLog::new(self.source.open().await?, Arc::clone(&crashes))),
+            };
             let restored = self.restore(log, owners, attempt_no, restore_point.as_ref(), &mut outcome).await;
             let mut attempt = match restored {
                 Ok(attempt) => attempt,
@@ -412,12 +446,28 @@ impl<S: LogSource> Sim<S> {
                     }
                 }
             }
-            let result =
-                self.process(&mut attempt, &source, &crashes, &ledger, &mut outcome, &mut checkpoints, progress).await;
+            if let Some((z, _)) = &zombie {
+                zombie_epochs.extend(z.stores.iter().map(ActionStateStore::epoch));
+            }
+            let mut run = Run { source: &source, crashes: &crashes, ledger: &ledger, outcome: &mut outcome };
+            let result = self.process(&mut attempt, &mut run, &mut zombie, &mut checkpoints, progress).await;
+            if let Some((z, rounds)) = zombie.take() {
+                // The source ended first.
+                self.overlap(z, rounds, &mut run).await;
+            }
             match result {
                 Ok(()) => {
                     outcome.memory = attempt.memory.clone();
                     attempt.settle().await;
+                    if !zombie_epochs.is_empty() {
+                        let oldest = retained_floor(&outcome.completed_ids);
+                        let retained: Vec<&Checkpoint> =
+                            checkpoints.iter().filter(|c| oldest.is_none_or(|o| c.id >= o)).collect();
+                        let log = Arc::clone(attempt.stores[0].log());
+                        let (appends, replayed) = zombie_records(&log, &zombie_epochs, &retained).await?;
+                        outcome.zombie_appends = appends;
+                        outcome.zombie_appends_replayed = replayed;
+                    }
                     break;
                 }
                 Err(e) => {
@@ -456,7 +506,12 @@ impl<S: LogSource> Sim<S> {
                         self.change_source(&mut source, from, plan, &mut changed_keys, restore_point.as_ref());
                         outcome.inputs = source.len();
                     }
-                    drop(attempt);
+                    let overlap = plan.zombie_rounds.get(outcome.crashes as usize - 1).copied().unwrap_or(0);
+                    if overlap > 0 {
+                        zombie = Some((attempt, overlap));
+                    } else {
+                        drop(attempt);
+                    }
                 }
             }
         }
@@ -474,6 +529,33 @@ impl<S: LogSource> Sim<S> {
             .unwrap_or_default();
         outcome.lost_acknowledged = self.lost_acknowledged(&outcome.ledger, &changed_keys, &reclaimable).await?;
         Ok(outcome)
+    }
+
+    /// Lets the zombie `z` run `rounds` more rounds of `source` after the attempt that
+    /// replaced it restored, with crash injection held back (the crashes are the surviving
+    /// attempts'), then takes its snapshot, which must fail with [`StoreError::Fenced`].
+    async fn overlap(&self, mut z: Attempt<S>, rounds: u64, run: &mut Run<'_>) {
+        let Run { source, crashes, ledger, outcome } = run;
+        crashes.pause(true);
+        ledger.lock().set_zombie(true);
+        // Its rounds' results go nowhere: downstream listens to the surviving attempt.
+        let mut unseen = self.new_outcome(0);
+        for _ in 0..rounds {
+            let Some(&(k, v)) = source.get(z.pos) else { break };
+            if self.round(&mut z, k, v, crashes, ledger, &mut unseen).await.is_err() {
+                break;
+            }
+            z.pos += 1;
+        }
+        for store in &z.stores {
+            if matches!(store.snapshot(u64::MAX).await, Err(StoreError::Fenced { .. })) {
+                outcome.zombies_fenced += 1;
+            }
+        }
+        z.settle().await;
+        ledger.lock().set_zombie(false);
+        crashes.pause(false);
+        outcome.zombies += 1;
     }
 
     fn new_outcome(&self, inputs: usize) -> Outcome {
@@ -498,6 +580,10 @@ impl<S: LogSource> Sim<S> {
             restored_from: Vec::new(),
             operations: 0,
             appends: 0,
+            zombies: 0,
+            zombies_fenced: 0,
+            zombie_appends: 0,
+            zombie_appends_replayed: 0,
         }
     }
 
@@ -532,7 +618,8 @@ impl<S: LogSource> Sim<S> {
             Some(cp) => a.checkpoint_id = cp.id + 1,
             None => self.checkpoint(&mut a, 0, &crashes, &mut outcome, &mut keep).await?,
         }
-        self.process(&mut a, &source, &crashes, &ledger, &mut outcome, &mut keep, progress).await?;
+        let mut run = Run { source: &source, crashes: &crashes, ledger: &ledger, outcome: &mut outcome };
+        self.process(&mut a, &mut run, &mut None, &mut keep, progress).await?;
         dir.save_final_memory(&a.memory)?;
         outcome.memory = std::mem::take(&mut a.memory);
         outcome.ledger = ledger.into_inner();
@@ -594,12 +681,11 @@ impl<S: LogSource> Sim<S> {
             outcome.restores += 1;
             outcome.restored_from.push(cp.pos);
         } else {
-            // A fresh store assumes it owns every key; an owner of some tells it which, so
-            // that its retention never reclaims what the other owners' checkpoints need.
+            // Nothing to restore, but each owner takes its epoch and fences the attempts
+            // before it, and learns its keys (so that its retention never reclaims what the
+            // other owners' checkpoints need).
             for (store, ownership) in stores.iter().zip(&owners) {
-                if *ownership != Ownership::All {
-                    store.rebuild(&[], ownership, &HashMap::new()).await?;
-                }
+                store.rebuild(&[], ownership, &HashMap::new()).await?;
             }
         }
         Ok(Attempt {
@@ -614,25 +700,32 @@ impl<S: LogSource> Sim<S> {
         })
     }
 
-    #[allow(clippy::too_many_arguments, reason = "internal; the pieces are the run's state")]
+    /// Processes the rest of the source. A zombie waiting (see [`RunPlan::zombie_rounds`])
+    /// runs its rounds once this attempt has processed as many past the zombie's position,
+    /// so that it writes rounds this attempt has written already.
     async fn process(
         &self,
         a: &mut Attempt<S>,
-        source: &[(u32, i64)],
-        crashes: &Crashes,
-        ledger: &Mutex<Ledger>,
-        outcome: &mut Outcome,
+        run: &mut Run<'_>,
+        zombie: &mut Option<(Attempt<S>, u64)>,
         checkpoints: &mut dyn KeepCheckpoints,
         progress: &(dyn Fn(usize) + Sync),
     ) -> Result<(), SimError> {
-        while a.pos < source.len() {
-            let (k, v) = source[a.pos];
-            self.round(a, k, v, crashes, ledger, outcome).await?;
+        while a.pos < run.source.len() {
+            let (k, v) = run.source[a.pos];
+            self.round(a, k, v, run.crashes, run.ledger, run.outcome).await?;
             a.pos += 1;
             progress(a.pos);
+            if let Some((z, rounds)) = zombie.take() {
+                if a.pos as u64 >= z.pos as u64 + rounds {
+                    self.overlap(z, rounds, run).await;
+                } else {
+                    *zombie = Some((z, rounds));
+                }
+            }
             if a.pos.is_multiple_of(self.config.checkpoint_every.max(1)) {
                 let id = a.checkpoint_id;
-                self.checkpoint(a, id, crashes, outcome, checkpoints).await?;
+                self.checkpoint(a, id, run.crashes, run.outcome, checkpoints).await?;
             }
         }
         Ok(())
@@ -863,10 +956,21 @@ impl<S: LogSource> Sim<S> {
         let mut present: HashSet<StateKey> = HashSet::new();
         let mut gone: HashSet<StateKey> = HashSet::new();
         for (p, (&from, &to)) in (0u32..).zip(earliest.iter().zip(&end)) {
+            // A fenced writer's records are not history (checked by scanning, not by the
+            // store's rule).
+            let mut fences: Vec<(Ownership, u64)> = Vec::new();
             let mut range = RangeRead::new(p, from, to, 4096);
             while let Some(records) = range.next_batch(&log).await? {
                 for r in &records {
-                    match codec::decode(&r.key, &r.value).map_err(|e| e.at(p, r.offset))? {
+                    let record = codec::decode(&r.key, &r.value).map_err(|e| e.at(p, r.offset))?;
+                    let epoch = codec::writer_epoch(&r.value).map_err(|e| e.at(p, r.offset))?;
+                    if fences.iter().any(|(g, e)| *e > epoch && g.owns(&record.key_id()))
+                        && !matches!(record, LogRecord::Fence(_))
+                    {
+                        continue;
+                    }
+                    match record {
+                        LogRecord::Fence(f) => fences.push((f.groups, f.epoch)),
                         LogRecord::Upsert(s) if s.is_completed() => {
                             gone.remove(&s.key);
                             present.insert(s.key);
@@ -920,4 +1024,45 @@ fn apply_memory(memory: &mut BTreeMap<String, Vec<u8>>, state: &ActionState) {
             }
         }
     }
+}
+
+/// The upserts of writers of `epochs` in `log` that follow, in their partition, a fence of a
+/// newer epoch over their key (found by scanning, not by the store's rule), and how many of
+/// them a rebuild of the oldest or the newest of `checkpoints` indexes.
+async fn zombie_records<L: StateLog>(
+    log: &Arc<L>,
+    epochs: &HashSet<u64>,
+    checkpoints: &[&Checkpoint],
+) -> Result<(u64, u64), StoreError> {
+    let earliest = log.earliest_offsets().await?;
+    let end = log.end_offsets().await?;
+    let mut zombie: Vec<(StateKey, Position)> = Vec::new();
+    for (p, (&from, &to)) in (0u32..).zip(earliest.iter().zip(&end)) {
+        let mut fences: Vec<(Ownership, u64)> = Vec::new();
+        let mut range = RangeRead::new(p, from, to, 1024);
+        while let Some(records) = range.next_batch(&**log).await? {
+            for r in records {
+                let record = codec::decode(&r.key, &r.value).map_err(|e| e.at(p, r.offset))?;
+                let epoch = codec::writer_epoch(&r.value).map_err(|e| e.at(p, r.offset))?;
+                match record {
+                    LogRecord::Fence(f) => fences.push((f.groups, f.epoch)),
+                    LogRecord::Upsert(s)
+                        if epochs.contains(&epoch) && fences.iter().any(|(g, e)| *e > epoch && g.owns(&s.key.key)) =>
+                    {
+                        zombie.push((s.key, Position { partition: p, offset: r.offset, exact: true }));
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    let mut replayed = 0;
+    let ends = [checkpoints.first(), checkpoints.last()];
+    for cp in ends.into_iter().flatten() {
+        let config = StoreConfig { fence_on_rebuild: false, retention: Retention::KeepAll, ..StoreConfig::default() };
+        let observer = ActionStateStore::new(Arc::clone(log), config);
+        observer.rebuild(&cp.markers, &Ownership::All, &cp.completed).await?;
+        replayed += observer.with_index(|ix| zombie.iter().filter(|(sk, at)| ix.position(sk) == Some(*at)).count());
+    }
+    Ok((zombie.len() as u64, replayed as u64))
 }

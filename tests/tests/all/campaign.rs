@@ -8,6 +8,12 @@
 //! crash executed again, no acknowledged completion is missing from the log, and the final
 //! outputs and memory equal those of the crash-free run.
 //!
+//! The zombie campaign (`zombie_campaign_on_*`) lets each crashed attempt run on for 1–4
+//! rounds after the next restore, as a writer presumed dead does: then, as seen by the
+//! surviving attempts, still no acknowledged effect ran twice and none was lost, no record
+//! the zombie appended after the restore's fence is replayed by a rebuild of a retained
+//! checkpoint, and every zombie store's next snapshot failed with `Fenced`.
+//!
 //! `ACTIONSTATE_CAMPAIGN_RUNS` sets the number of runs per backend (default 500 on file, 300 in
 //! memory). The Kafka campaign runs on the broker the environment names (see
 //! `actionstate_tests::kafka_bootstrap`), each run on a fresh topic; it defaults to 20 runs and
@@ -54,7 +60,7 @@ fn config(backend: Backend, seed: u64) -> SimConfig {
 
 /// The crashes and restore policy of run `seed`, over a run whose crash-free version counts
 /// `operations` store operations and `appends` appends.
-fn plan(seed: u64, operations: u64, appends: u64) -> RunPlan {
+fn plan(seed: u64, operations: u64, appends: u64, zombies: bool) -> RunPlan {
     let mut rng = Rng::new(seed ^ 0xc4a5_4e5f);
     let n = rng.range(1, 3) as usize;
     let mut crashes = Vec::with_capacity(n);
@@ -82,7 +88,8 @@ fn plan(seed: u64, operations: u64, appends: u64) -> RunPlan {
         2 => vec![rng.range(1, 3) as u32],
         _ => (0..n).map(|_| rng.range(1, 3) as u32).collect(),
     };
-    RunPlan { crashes, restore_from, owners_after_restore, change: None, truncate_after_restore: None }
+    let zombie_rounds = if zombies { (0..n).map(|_| rng.range(1, 4)).collect() } else { Vec::new() };
+    RunPlan { crashes, restore_from, owners_after_restore, change: None, truncate_after_restore: None, zombie_rounds }
 }
 
 /// Totals over a campaign.
@@ -98,6 +105,10 @@ struct Totals {
     calls_reconciled: u64,
     duplicates: u64,
     lost: u64,
+    zombies: u64,
+    zombie_effects: u64,
+    zombie_appends: u64,
+    zombie_replayed: u64,
 }
 
 impl Totals {
@@ -113,15 +124,19 @@ impl Totals {
         self.calls_reconciled += o.ledger.calls_reconciled;
         self.duplicates += o.ledger.duplicates();
         self.lost += o.lost_acknowledged;
+        self.zombies += o.zombies;
+        self.zombie_effects += o.ledger.zombie_effects;
+        self.zombie_appends += o.zombie_appends;
+        self.zombie_replayed += o.zombie_appends_replayed;
     }
 }
 
 /// Runs one seed: the crash-free reference in memory, then the crashing run on `backend`.
 /// Returns the case, its outcome, and what went wrong.
-async fn one(backend: Backend, seed: u64) -> (Case, Option<Outcome>, Vec<String>) {
+async fn one(backend: Backend, seed: u64, zombies: bool) -> (Case, Option<Outcome>, Vec<String>) {
     let config = config(backend, seed);
     let clean = reference(Backend::Memory, &config, None).await.unwrap();
-    let case = Case { seed, plan: plan(seed, clean.operations, clean.appends), config };
+    let case = Case { seed, plan: plan(seed, clean.operations, clean.appends, zombies), config };
     let outcome = match run(backend, &case.config, &case.plan).await {
         Ok(o) => o,
         Err(e) => return (case, None, vec![format!("the run failed: {e}")]),
@@ -144,13 +159,20 @@ async fn one(backend: Backend, seed: u64) -> (Case, Option<Outcome>, Vec<String>
     if outcome.memory != clean.memory {
         problems.push("memory differs from the crash-free run".into());
     }
+    if outcome.zombie_appends_replayed != 0 {
+        problems.push(format!("{} records of zombies replayed", outcome.zombie_appends_replayed));
+    }
+    let zombie_stores = outcome.zombies_fenced;
+    if outcome.zombies > 0 && zombie_stores < outcome.zombies {
+        problems.push(format!("{} zombies, only {zombie_stores} zombie stores fenced", outcome.zombies));
+    }
     if outcome.crashes != outcome.crashed_at.len() as u64 || outcome.crashes > case.plan.crashes.len() as u64 {
         problems.push(format!("{} crashes fired for {} points", outcome.crashes, case.plan.crashes.len()));
     }
     (case, Some(outcome), problems)
 }
 
-async fn campaign(backend: Backend, default_runs: u64, first_seed: u64) {
+async fn campaign(backend: Backend, default_runs: u64, first_seed: u64, zombies: bool) {
     let started = Instant::now();
     let single = env_u64("ACTIONSTATE_CAMPAIGN_SEED");
     let seeds: Vec<u64> = match single {
@@ -173,7 +195,7 @@ async fn campaign(backend: Backend, default_runs: u64, first_seed: u64) {
         while set.len() < jobs
             && let Some(seed) = pending.next()
         {
-            set.spawn(one(backend, seed));
+            set.spawn(one(backend, seed, zombies));
         }
         let Some(joined) = set.join_next().await else { break };
         let (case, outcome, problems) = joined.unwrap();
@@ -218,8 +240,10 @@ async fn campaign(backend: Backend, default_runs: u64, first_seed: u64) {
     }
     let elapsed: Duration = started.elapsed();
     println!(
-        "campaign backend={} runs={} crashes={} restores={} rescaled={} reused={} resumed={} calls_replayed={} \
-         calls_reconciled={} duplicates={} lost={} failures={} time={:.1}s",
+        "{} backend={} runs={} crashes={} restores={} rescaled={} reused={} resumed={} calls_replayed={} \
+         calls_reconciled={} duplicates={} lost={} zombies={} zombie_effects={} zombie_appends={} \
+         zombie_appends_replayed={} failures={} time={:.1}s",
+        if zombies { "zombie-campaign" } else { "campaign" },
         backend.name(),
         totals.runs,
         totals.crashes,
@@ -231,6 +255,10 @@ async fn campaign(backend: Backend, default_runs: u64, first_seed: u64) {
         totals.calls_reconciled,
         totals.duplicates,
         totals.lost,
+        totals.zombies,
+        totals.zombie_effects,
+        totals.zombie_appends,
+        totals.zombie_replayed,
         failures.len(),
         elapsed.as_secs_f64()
     );
@@ -249,21 +277,47 @@ async fn campaign(backend: Backend, default_runs: u64, first_seed: u64) {
         assert!(totals.crashes >= totals.runs, "only {} crashes in {} runs", totals.crashes, totals.runs);
         assert!(totals.reused > 0 && totals.resumed > 0 && totals.calls_replayed > 0 && totals.calls_reconciled > 0);
     }
+    if zombies && single.is_none() {
+        // Zombies must have run and written after their fence, or the campaign proves nothing.
+        assert!(
+            totals.zombies > 0 && totals.zombie_appends > 0,
+            "zombies {} appends {}",
+            totals.zombies,
+            totals.zombie_appends
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_campaign_on_file() {
-    campaign(Backend::File, 500, 0).await;
+    campaign(Backend::File, 500, 0, false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_campaign_on_memory() {
-    campaign(Backend::Memory, 300, 1_000_000).await;
+    campaign(Backend::Memory, 300, 1_000_000, false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_campaign_on_kafka() {
     if actionstate_tests::kafka_available("campaign") {
-        campaign(Backend::Kafka, 20, 2_000_000).await;
+        campaign(Backend::Kafka, 20, 2_000_000, false).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zombie_campaign_on_memory() {
+    campaign(Backend::Memory, 200, 3_000_000, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zombie_campaign_on_file() {
+    campaign(Backend::File, 100, 4_000_000, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zombie_campaign_on_kafka() {
+    if actionstate_tests::kafka_available("zombie campaign") {
+        campaign(Backend::Kafka, 10, 5_000_000, true).await;
     }
 }
