@@ -10,9 +10,12 @@
 //! broker is configured (and panics instead when `ACTIONSTATE_REQUIRE_SERVICES` is set).
 //! The Fluss backend likewise needs a cluster: `FLUSS_BOOTSTRAP`, or
 //! `<workspace>/target/services/fluss.env` from `cargo xtask services up fluss`, checked by
-//! [`fluss_available`].
+//! [`fluss_available`]. The fault tests that kill nodes of the three-node Kafka cluster find it
+//! through [`kafka3::Kafka3`].
 #![forbid(unsafe_code)]
 #![deny(clippy::unwrap_used)]
+
+pub mod kafka3;
 
 use actionstate_core::{ActionDigest, KeyId, LogRecord, RangeRead, StateKey, StateLog, codec};
 use actionstate_recovery::{AnyLog, LogConfig, StoreError};

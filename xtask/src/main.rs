@@ -15,6 +15,8 @@
 //!   topic of a local broker started for it, measuring the topic's partition directories.
 //! - `fuzz [--time SECONDS]` — the decoder fuzz target (needs a nightly toolchain and
 //!   cargo-fuzz; both are installed on demand when missing).
+//! - `chaos kafka [--leader-kills N]` — the leader-kill scenario on a local three-node Kafka
+//!   cluster started for it and stopped after (10 kills by default), one JSON line of counts.
 //! - `services up|down|status [kafka] [kafka3] [fluss]` — a local Apache Kafka broker, a local
 //!   three-node Kafka cluster (replication factor 3; `services restart-node kafka3 N` restarts a
 //!   node), and a local Apache Fluss cluster (ZooKeeper, a coordinator and a tablet server), for
@@ -45,6 +47,7 @@ fn main() -> Result<()> {
         Some("ci") => ci(),
         Some("bench") => bench(args.get(1).map(String::as_str), args.get(2).map(String::as_str)),
         Some("fuzz") => fuzz(parse_time(&args[1..])?),
+        Some("chaos") => chaos(&args[1..]),
         Some("services") => services::run(&args[1..]),
         Some("help") | None => {
             print_help();
@@ -69,6 +72,7 @@ fn print_help() {
          bench soak           a million inputs, retention on and off: memory, disk, snapshots\n  \
          bench soak kafka     the same, 200,000 inputs on a local Kafka broker\n  \
          fuzz [--time SECS]   run the record-decoder fuzz target (default 60 s)\n  \
+         chaos kafka [--leader-kills N]   kill Kafka partition leaders under puts (local 3-node cluster)\n  \
          services up [kafka]  start a local Kafka broker; addresses in target/services/kafka.env\n  \
          services up kafka3   start a local 3-node Kafka cluster; addresses in target/services/kafka3.env\n  \
          services restart-node kafka3 N   stop node N of it and start it again\n  \
@@ -162,6 +166,8 @@ const BROKER_FAULT_FEATURE: &str = "actionstate-kafka/broker-fault-tests";
 const CLI_BACKENDS: &str = "actionstate/kafka,actionstate/fluss";
 /// The feature that builds the test which stops and restarts the Fluss tablet server.
 const TABLET_FAULT_FEATURE: &str = "actionstate-fluss/server-fault-tests";
+/// The feature that builds the tests which kill nodes of the three-node Kafka cluster.
+const CLUSTER_FAULT_FEATURE: &str = "actionstate-tests/cluster-fault-tests";
 
 fn ci() -> Result<()> {
     let started = Instant::now();
@@ -182,7 +188,7 @@ fn ci() -> Result<()> {
             "--all-targets",
             "--locked",
             "--features",
-            &format!("{BROKER_FAULT_FEATURE},{TABLET_FAULT_FEATURE},{CLI_BACKENDS}"),
+            &format!("{BROKER_FAULT_FEATURE},{TABLET_FAULT_FEATURE},{CLUSTER_FAULT_FEATURE},{CLI_BACKENDS}"),
             "--",
             "-D",
             "warnings",
@@ -240,6 +246,11 @@ fn ci() -> Result<()> {
     }
     let fluss_stopped = fluss::down_fluss();
     let stopped = services::down_kafka();
+    // The cluster after the single broker and Fluss are gone: three more JVMs beside them
+    // would crowd a small machine.
+    if tested.is_ok() {
+        tested = cluster_fault_tests();
+    }
     tested?;
     stopped.context("stopping the Kafka broker")?;
     fluss_stopped.context("stopping the Fluss cluster")?;
@@ -251,6 +262,69 @@ fn ci() -> Result<()> {
     )?;
     eprintln!("==> ci: all steps passed in {:.0}s", started.elapsed().as_secs_f64());
     Ok(())
+}
+
+/// The tests that kill nodes of the three-node Kafka cluster, on a cluster started for them and
+/// stopped after, whatever they did: leader kills and a lost quorum under puts
+/// (`tests/tests/kafka3.rs`) and the simulator's SIGKILL campaign with a broker kill
+/// (`sim_survives_sigkill_and_a_broker_kill_on_kafka3`). All their names contain `kafka3`; one
+/// at a time, since each kills nodes. Built with the workspace's features and theirs, so only
+/// the tests package is compiled again.
+fn cluster_fault_tests() -> Result<()> {
+    let started = services::up_kafka3();
+    let tested = started.context("starting the kafka3 cluster for the cluster fault tests").and_then(|_| {
+        let mut test = cargo();
+        test.args([
+            "test",
+            "--workspace",
+            "--locked",
+            "--features",
+            &format!("{CLI_BACKENDS},{CLUSTER_FAULT_FEATURE}"),
+            "--test",
+            "kafka3",
+            "--test",
+            "all",
+            "--",
+            "kafka3",
+            "--test-threads=1",
+            "--nocapture",
+        ])
+        .env("ACTIONSTATE_REQUIRE_SERVICES", "1")
+        .env("RUST_BACKTRACE", "1");
+        run_no_skips("kafka3 cluster fault tests", &mut test)
+    });
+    let stopped = services::down_kafka3();
+    tested?;
+    stopped.context("stopping the kafka3 cluster")
+}
+
+/// `cargo xtask chaos kafka [--leader-kills N]`: starts the three-node cluster, runs the
+/// leader-kill scenario (`tests/src/bin/chaos.rs`, which prints the JSON line) and stops the
+/// cluster, whatever the scenario did.
+fn chaos(args: &[String]) -> Result<()> {
+    const USAGE: &str = "usage: cargo xtask chaos kafka [--leader-kills N]";
+    let leader_kills = match args {
+        [backend] if backend == "kafka" => "10".to_owned(),
+        [backend, flag, n] if backend == "kafka" && flag == "--leader-kills" => {
+            n.parse::<u32>().with_context(|| format!("--leader-kills expects a number, got `{n}`\n{USAGE}"))?;
+            n.clone()
+        }
+        _ => bail!(USAGE),
+    };
+    // Built before the cluster starts, so that the build does not compete with three JVMs.
+    run("chaos build", cargo().args(["build", "-p", "actionstate-tests", "--bin", "chaos", "--locked"]))?;
+    services::up_kafka3().context("starting the kafka3 cluster")?;
+    let ran = run(
+        "chaos kafka",
+        cargo().args(["run", "-q", "-p", "actionstate-tests", "--bin", "chaos", "--locked", "--"]).args([
+            "kafka",
+            "--leader-kills",
+            &leader_kills,
+        ]),
+    );
+    let stopped = services::down_kafka3();
+    ran?;
+    stopped.context("stopping the kafka3 cluster")
 }
 
 /// `actionstate bench --log URL --json`, in release.

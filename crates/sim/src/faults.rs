@@ -8,7 +8,7 @@ use actionstate_core::{
 use actionstate_recovery::{ActionStateStore, Begin, Ownership, Round, StoreConfig};
 use actionstate_testkit::conformance;
 use actionstate_testkit::services::ServerProcess;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,13 +16,18 @@ use std::time::{Duration, Instant};
 
 /// What a failed put may take beyond the delivery timeout: encoding, the index lock and the
 /// scheduling of a loaded machine.
-const MARGIN: Duration = Duration::from_secs(3);
+pub(crate) const MARGIN: Duration = Duration::from_secs(3);
 /// Keys putting concurrently.
 const TASKS: u64 = 4;
 
+/// The business key of writer `k`.
+pub(crate) fn key(k: u64) -> KeyId {
+    KeyId::of(format!("server-stop-{k}").as_bytes())
+}
+
 /// A completed state of key `k`, round `seq`.
-fn state(k: u64, seq: u64) -> (ActionState, Event) {
-    let key = KeyId::of(format!("server-stop-{k}").as_bytes());
+pub(crate) fn state(k: u64, seq: u64) -> (ActionState, Event) {
+    let key = key(k);
     let mut a = Attributes::new();
     a.insert("n".into(), Value::Int(seq as i64));
     let input = Event { id: EventId(u128::from(k) << 64 | u128::from(seq)), event_type: "input".into(), attributes: a };
@@ -44,34 +49,50 @@ fn state(k: u64, seq: u64) -> (ActionState, Event) {
 }
 
 #[derive(Debug)]
-enum Outcome {
+pub(crate) enum Outcome {
     Acked(Arc<ActionState>),
-    Failed { took: Duration, error: String },
+    Failed {
+        error: String,
+        /// What [`StoreError::is_retryable`](actionstate_recovery::StoreError::is_retryable) said.
+        retryable: bool,
+    },
 }
 
+/// One put and how it ended.
 #[derive(Debug)]
-struct Put {
-    state: ActionState,
-    at: Instant,
-    outcome: Outcome,
+pub(crate) struct Put {
+    pub(crate) state: ActionState,
+    /// When it began.
+    pub(crate) at: Instant,
+    /// How long it took to succeed or fail.
+    pub(crate) took: Duration,
+    pub(crate) outcome: Outcome,
 }
 
-async fn put<L: StateLog>(store: &ActionStateStore<L>, k: u64, seq: u64) -> Put {
+impl Put {
+    pub(crate) fn acked(&self) -> bool {
+        matches!(self.outcome, Outcome::Acked(_))
+    }
+}
+
+pub(crate) async fn put<L: StateLog>(store: &ActionStateStore<L>, k: u64, seq: u64) -> Put {
     let (s, input) = state(k, seq);
     let round = Round::new(s.key.key, seq, &input);
     let at = Instant::now();
+    let failed =
+        |e: actionstate_recovery::StoreError| Outcome::Failed { error: e.to_string(), retryable: e.is_retryable() };
     let outcome = match store.begin(&round, &s.action, &input, &Trigger::Input).await {
         Ok(Begin::Fresh(handle, _)) => {
             let Progress::Completed { outputs, memory } = s.progress.clone() else { unreachable!() };
             match store.complete(handle, outputs, memory).await {
                 Ok(indexed) => Outcome::Acked(indexed),
-                Err(e) => Outcome::Failed { took: at.elapsed(), error: e.to_string() },
+                Err(e) => failed(e),
             }
         }
         Ok(other) => panic!("state {k}/{seq} was already recorded: {other:?}"),
-        Err(e) => Outcome::Failed { took: at.elapsed(), error: e.to_string() },
+        Err(e) => failed(e),
     };
-    Put { state: s, at, outcome }
+    Put { state: s, at, took: at.elapsed(), outcome }
 }
 
 /// Stops `server` (SIGTERM) while four keys put completed states through a store on the
@@ -150,7 +171,7 @@ pub async fn server_stop_during_puts<L, F, Fut>(
     let mut probes = Vec::new();
     loop {
         let p = put(&store, 100 + probes.len() as u64, 0).await;
-        let done = matches!(p.outcome, Outcome::Acked(_));
+        let done = p.acked();
         probes.push(p);
         if done {
             break;
@@ -166,8 +187,8 @@ pub async fn server_stop_during_puts<L, F, Fut>(
         puts.extend(joined.expect("a putting task"));
     }
 
-    let acked: Vec<&Put> = puts.iter().filter(|p| matches!(p.outcome, Outcome::Acked(_))).collect();
-    let failed: Vec<&Put> = puts.iter().filter(|p| matches!(p.outcome, Outcome::Failed { .. })).collect();
+    let acked: Vec<&Put> = puts.iter().filter(|p| p.acked()).collect();
+    let failed: Vec<&Put> = puts.iter().filter(|p| !p.acked()).collect();
     let acked_after_restart = acked.iter().filter(|p| p.at > restarted_at).count();
     println!(
         "{name}-stop puts={} acked={} failed={} acked_after_restart={acked_after_restart} recovered_after={:.1}s",
@@ -180,45 +201,19 @@ pub async fn server_stop_during_puts<L, F, Fut>(
     assert!(acked_after_restart > 0, "no put of the stream succeeded after the restart");
 
     // Failed puts: within the delivery timeout, nothing indexed.
-    for p in failed.iter().copied().chain(probes.iter().filter(|p| matches!(p.outcome, Outcome::Failed { .. }))) {
-        let Outcome::Failed { took, error } = &p.outcome else { unreachable!() };
-        assert!(*took <= delivery_timeout + MARGIN, "a put failed only after {took:?}: {error}");
+    for p in failed.iter().copied().chain(probes.iter().filter(|p| !p.acked())) {
+        let Outcome::Failed { error, .. } = &p.outcome else { unreachable!() };
+        let took = p.took;
+        assert!(took <= delivery_timeout + MARGIN, "a put failed only after {took:?}: {error}");
         assert!(store.with_index(|i| i.get(&p.state.key).is_none()), "failed put {:?} is indexed", p.state.key);
     }
     eprintln!("first failure: {:?}", failed.first().map(|p| &p.outcome));
 
     // Acknowledged puts: indexed, and readable at their position.
-    let log = store.log();
-    let end = log.end_offsets().await.expect("end offsets after the restart");
-    let mut stored = std::collections::BTreeMap::new();
-    for (partition, &to) in (0u32..).zip(&end) {
-        for (offset, key, value) in
-            conformance::read_all(log, partition, 0, to).await.expect("reading the log after the restart")
-        {
-            stored.insert((partition, offset), (key, value));
-        }
-    }
+    let stored = stored_records(store.log()).await.expect("reading the log after the restart");
     for p in &acked {
-        let Outcome::Acked(indexed) = &p.outcome else { unreachable!() };
-        assert_eq!(**indexed, p.state);
-        let position = store.with_index(|i| i.position(&p.state.key)).expect("an acknowledged state is indexed");
-        let want = LogRecord::Upsert(p.state.clone());
-        // An exact position names the record's offset; a lower bound (Fluss) one at or below it.
-        let found = stored.range((position.partition, position.offset)..(position.partition + 1, 0)).find(
-            |(at, (key, value))| {
-                codec::decode(key, value).is_ok_and(|r| r == want) && (!position.exact || at.1 == position.offset)
-            },
-        );
-        let found = found.map(|(at, _)| *at);
-        assert!(
-            found.is_some(),
-            "acknowledged record {:?} is not in partition {} at or after {}",
-            p.state.key,
-            position.partition,
-            position.offset
-        );
-        if position.exact {
-            assert_eq!(found, Some((position.partition, position.offset)), "record not at its acknowledged offset");
+        if let Err(e) = check_acked(&store, &stored, p) {
+            panic!("{e}");
         }
     }
 
@@ -229,7 +224,75 @@ pub async fn server_stop_during_puts<L, F, Fut>(
         .rebuild(std::slice::from_ref(&before.marker), &Ownership::All, &HashMap::new())
         .await
         .expect("the rebuild from the marker taken before the fault");
-    let states: std::collections::BTreeMap<StateKey, ActionState> = rebuilt.with_index(|i| {
+    let states = indexed_states(&rebuilt);
+    // Everything else the rebuild holds: states put before the marker, the probes after the
+    // restart, and puts that failed after their record reached the broker.
+    let mut expected: HashMap<StateKey, &ActionState> = early.iter().map(|s| (s.key, s)).collect();
+    expected.extend(acked.iter().map(|p| (p.state.key, &p.state)));
+    expected.extend(probes.iter().filter(|p| p.acked()).map(|p| (p.state.key, &p.state)));
+    let failed_states: HashMap<StateKey, &ActionState> =
+        failed.iter().copied().chain(probes.iter().filter(|p| !p.acked())).map(|p| (p.state.key, &p.state)).collect();
+    let check = compare_rebuilt(&states, &expected, &failed_states);
+    assert!(check.problems.is_empty(), "the rebuild from the marker taken before the fault: {:?}", check.problems);
+    let landed_although_failed = check.landed_although_failed;
+    println!(
+        "{name}-stop rebuild records={} states={} acked={} landed_although_failed={landed_although_failed}",
+        report.records,
+        states.len(),
+        expected.len()
+    );
+    assert_eq!(states.len() as u64, expected.len() as u64 + landed_although_failed);
+}
+
+/// Every record of a log, by partition and offset.
+pub(crate) type Stored = BTreeMap<(u32, u64), (Vec<u8>, Vec<u8>)>;
+
+/// Reads every partition of `log` from its start to the end offsets it reports now.
+pub(crate) async fn stored_records<L: StateLog>(log: &L) -> Result<Stored, Error> {
+    let end = log.end_offsets().await?;
+    let mut stored = BTreeMap::new();
+    for (partition, &to) in (0u32..).zip(&end) {
+        for (offset, key, value) in conformance::read_all(log, partition, 0, to).await? {
+            stored.insert((partition, offset), (key, value));
+        }
+    }
+    Ok(stored)
+}
+
+/// Whether the acknowledged put `p` is indexed as put and its record is in `stored` at the
+/// position it was acknowledged at (exact positions) or after it (lower bounds); `Err` says
+/// what is wrong.
+pub(crate) fn check_acked<L: StateLog>(store: &ActionStateStore<L>, stored: &Stored, p: &Put) -> Result<(), String> {
+    let key = &p.state.key;
+    let Outcome::Acked(indexed) = &p.outcome else { return Err(format!("put {key:?} was not acknowledged")) };
+    if **indexed != p.state {
+        return Err(format!("acknowledged state {key:?} was indexed as {indexed:?}"));
+    }
+    let Some(position) = store.with_index(|i| i.position(key)) else {
+        return Err(format!("acknowledged state {key:?} is not indexed"));
+    };
+    let want = LogRecord::Upsert(p.state.clone());
+    // An exact position names the record's offset; a lower bound (Fluss) one at or below it.
+    let found = stored
+        .range((position.partition, position.offset)..(position.partition + 1, 0))
+        .find(|(at, (k, v))| {
+            codec::decode(k, v).is_ok_and(|r| r == want) && (!position.exact || at.1 == position.offset)
+        })
+        .map(|(at, _)| *at);
+    match found {
+        None => Err(format!(
+            "acknowledged record {key:?} is not in partition {} {} offset {}",
+            position.partition,
+            if position.exact { "at" } else { "at or after" },
+            position.offset
+        )),
+        Some(_) => Ok(()),
+    }
+}
+
+/// Every state `store`'s index holds, decoded.
+pub(crate) fn indexed_states<L: StateLog>(store: &ActionStateStore<L>) -> BTreeMap<StateKey, ActionState> {
+    store.with_index(|i| {
         // A dump scans the whole index: allowed here, as the index's `scan-guard` feature
         // (on whenever the index's own tests are built alongside) requires.
         let _scan = actionstate_index::allow_scans();
@@ -237,37 +300,58 @@ pub async fn server_stop_during_puts<L, F, Fut>(
             .into_iter()
             .map(|(k, (r, _))| (k, ActionState::clone(&r.state().expect("a rebuilt state decodes"))))
             .collect()
-    });
-    // Everything else the rebuild holds: states put before the marker, the probes after the
-    // restart, and puts that failed after their record reached the broker.
-    let mut expected: HashMap<StateKey, &ActionState> = early.iter().map(|s| (s.key, s)).collect();
-    expected.extend(acked.iter().map(|p| (p.state.key, &p.state)));
-    expected.extend(probes.iter().filter(|p| matches!(p.outcome, Outcome::Acked(_))).map(|p| (p.state.key, &p.state)));
-    let failed_states: HashMap<StateKey, &ActionState> = failed
-        .iter()
-        .copied()
-        .chain(probes.iter().filter(|p| matches!(p.outcome, Outcome::Failed { .. })))
-        .map(|p| (p.state.key, &p.state))
-        .collect();
-    let mut landed_although_failed = 0;
-    for (key, s) in &states {
-        match (expected.get(key), failed_states.get(key)) {
-            (Some(e), _) => assert_eq!(s, *e),
-            (None, Some(f)) => {
-                assert_eq!(s, *f);
-                landed_although_failed += 1;
+    })
+}
+
+/// How the states a rebuild holds compare with what was put.
+#[derive(Debug, Default)]
+pub(crate) struct RebuildCheck {
+    /// States of failed puts the rebuild holds, equal to what was put: records that reached
+    /// the log although their put failed (a lost acknowledgement, which the put contract
+    /// allows).
+    pub(crate) landed_although_failed: u64,
+    /// Acknowledged states the rebuild lacks, or holds changed.
+    pub(crate) acked_lost: u64,
+    /// States nobody put, or failed puts' states changed.
+    pub(crate) unexpected: u64,
+    /// What is wrong, one line each.
+    pub(crate) problems: Vec<String>,
+}
+
+/// Compares the `states` a rebuild holds with the `expected` (acknowledged) ones and those
+/// whose put `failed`.
+pub(crate) fn compare_rebuilt(
+    states: &BTreeMap<StateKey, ActionState>,
+    expected: &HashMap<StateKey, &ActionState>,
+    failed: &HashMap<StateKey, &ActionState>,
+) -> RebuildCheck {
+    let mut check = RebuildCheck::default();
+    for (key, s) in states {
+        match (expected.get(key), failed.get(key)) {
+            (Some(_), _) => {}
+            (None, Some(f)) if s == *f => check.landed_although_failed += 1,
+            (None, Some(_)) => {
+                check.unexpected += 1;
+                check.problems.push(format!("the rebuild holds failed put {key:?} changed: {s:?}"));
             }
-            (None, None) => panic!("the rebuild holds a state nobody put: {key:?}"),
+            (None, None) => {
+                check.unexpected += 1;
+                check.problems.push(format!("the rebuild holds a state nobody put: {key:?}"));
+            }
         }
     }
-    for (key, e) in &expected {
-        assert_eq!(states.get(key), Some(*e), "acknowledged state {key:?} missing after rebuild");
+    for (key, e) in expected {
+        match states.get(key) {
+            Some(s) if s == *e => {}
+            Some(s) => {
+                check.acked_lost += 1;
+                check.problems.push(format!("acknowledged state {key:?} rebuilt as {s:?}"));
+            }
+            None => {
+                check.acked_lost += 1;
+                check.problems.push(format!("acknowledged state {key:?} missing after rebuild"));
+            }
+        }
     }
-    println!(
-        "{name}-stop rebuild records={} states={} acked={} landed_although_failed={landed_although_failed}",
-        report.records,
-        states.len(),
-        expected.len()
-    );
-    assert_eq!(states.len(), expected.len() + landed_although_failed);
+    check
 }

@@ -16,6 +16,7 @@
 #![warn(missing_docs)]
 
 pub mod agent;
+pub mod chaos;
 mod crash;
 pub mod faults;
 mod ledger;

@@ -35,6 +35,14 @@ impl Service {
                 .collect();
             return Some(Service { vars, source: "environment".to_owned() });
         }
+        Service::in_env_file(name, prefix)
+    }
+
+    /// The service `name` as `target/services/NAME.env` describes it, whatever the
+    /// environment says: for a fault test that restarts the service's processes, since the
+    /// restart rewrites that file's pids (see [`ServerProcess::restart`]) but cannot change
+    /// the environment the test was started with.
+    pub fn in_env_file(name: &str, prefix: &str) -> Option<Service> {
         let path = env_file(name)?;
         let text = std::fs::read_to_string(&path).ok()?;
         let vars: HashMap<String, String> = text
@@ -42,7 +50,7 @@ impl Service {
             .filter_map(|line| line.split_once('='))
             .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
             .collect();
-        vars.get(&bootstrap)
+        vars.get(&format!("{prefix}_BOOTSTRAP"))
             .is_some_and(|v| !v.is_empty())
             .then(|| Service { vars, source: path.display().to_string() })
     }
@@ -142,6 +150,19 @@ impl ServerProcess {
                 killed = true;
             }
             std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        Ok(())
+    }
+
+    /// Kills it with SIGKILL (no shutdown: what a crash or a power cut leaves) and waits until
+    /// it is gone.
+    pub fn kill(&self) -> std::io::Result<()> {
+        let status = std::process::Command::new("kill").args(["-KILL", &self.pid.to_string()]).status()?;
+        if !status.success() && self.alive() {
+            return Err(std::io::Error::other(format!("kill -KILL {} failed", self.pid)));
+        }
+        while self.alive() {
+            std::thread::sleep(std::time::Duration::from_millis(10));
         }
         Ok(())
     }

@@ -20,14 +20,27 @@
 //! (default 10); `ACTIONSTATE_SIM_KILL_SEED` the seed of
 //! the run configurations and kill delays. The Kafka variant runs on the broker the
 //! environment names (see `actionstate_tests::kafka_bootstrap`).
+//!
+//! With the `cluster-fault-tests` feature, `sim_survives_sigkill_and_a_broker_kill_on_kafka3`
+//! runs the campaign on the three-node cluster of `cargo xtask services up kafka3` (topics
+//! replicated three times) and kills a broker too: the leader of the run's partition 0, a few
+//! seconds into the campaign, started again once another node leads that partition. Runs go
+//! on until at least one broker was killed and back in sync. `ACTIONSTATE_SIM_KILLS_KAFKA3`
+//! sets the agent kills (default 6), `ACTIONSTATE_SIM_BROKER_KILLS` the broker kills
+//! (default 1).
 
+use actionstate_kafka::{KafkaConfig, KafkaLog};
 use actionstate_recovery::LogConfig;
+use actionstate_sim::chaos::Cluster;
 use actionstate_sim::{Ledger, LogSource, RunDir, Sim, SimConfig};
+use actionstate_tests::kafka3::Kafka3;
 use actionstate_tests::{Backend, ChildArgs, PARTITIONS, Rng, reference};
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 fn env_u64(name: &str) -> Option<u64> {
@@ -54,6 +67,9 @@ struct Target {
     working_ms: (u64, u64),
     /// Inputs per run.
     inputs: usize,
+    /// Kafka only: run on the three-node cluster and kill brokers as well (see
+    /// [`BrokerKiller`]).
+    broker_kills: u64,
 }
 
 /// The configuration of run `seed`, varied like the in-process campaign's.
@@ -223,8 +239,108 @@ async fn one_run(target: Target, seed: u64, rng: &mut Rng, log: String, root: &P
     report
 }
 
+/// Kills brokers of the three-node cluster while a campaign runs on it: the leader of partition
+/// 0 of the run's topic, once every replica of that topic is in sync; keeps it down until
+/// another node leads the partition (an election happened), starts it again and waits until
+/// it is back in sync before the next kill.
+struct BrokerKiller {
+    bootstrap: String,
+    /// The topic of the run in progress.
+    topic: Arc<Mutex<Option<String>>>,
+    stop: Arc<AtomicBool>,
+    kills: Arc<AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl BrokerKiller {
+    fn start(cluster: Kafka3, wanted: u64) -> BrokerKiller {
+        let bootstrap = cluster.bootstrap().to_owned();
+        let topic: Arc<Mutex<Option<String>>> = Arc::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let kills = Arc::new(AtomicU64::new(0));
+        let (t, s, k, b) = (Arc::clone(&topic), Arc::clone(&stop), Arc::clone(&kills), bootstrap.clone());
+        // The task owns the cluster: should it panic, dropping it starts the node it killed.
+        let mut cluster = cluster;
+        let task = tokio::spawn(async move {
+            // Into the campaign first: children open, rebuild and work on the log.
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            while !s.load(Ordering::Relaxed) && k.load(Ordering::Relaxed) < wanted {
+                let Some(name) = t.lock().unwrap().clone() else {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                };
+                let mut config = KafkaConfig::new(&b, &name, PARTITIONS);
+                config.read_only = true;
+                config.request_timeout = Duration::from_secs(10);
+                // Absent until the run's first child created it.
+                let Ok(log) = KafkaLog::open(config).await else {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                };
+                let leader = cluster.leaders(&log).await.ok().and_then(|l| l.first().copied().flatten());
+                let (Some(victim), Ok(true)) = (leader, cluster.in_sync(&log).await) else {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                };
+                let killed_at = Instant::now();
+                cluster.kill(victim).await.unwrap();
+                eprintln!("sim-sigkill: broker {victim}, leader of partition 0 of {name}, killed");
+                while cluster.leaders(&log).await.ok().and_then(|l| l.first().copied().flatten()) == Some(victim)
+                    && killed_at.elapsed() < Duration::from_secs(60)
+                {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                let elected = killed_at.elapsed();
+                cluster.restart(victim).await.unwrap();
+                let restarted = Instant::now();
+                while !cluster.in_sync(&log).await.unwrap_or(false) {
+                    assert!(
+                        restarted.elapsed() < Duration::from_secs(120),
+                        "broker {victim} not back in sync in 120 s"
+                    );
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                k.fetch_add(1, Ordering::Relaxed);
+                eprintln!(
+                    "sim-sigkill: another broker led partition 0 {:.1}s after the kill; broker {victim} restarted, \
+                     back in sync {:.1}s later",
+                    elected.as_secs_f64(),
+                    restarted.elapsed().as_secs_f64()
+                );
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            }
+        });
+        BrokerKiller { bootstrap, topic, stop, kills, task }
+    }
+
+    /// The URL of the run's topic `name`, which the next kill targets.
+    fn run_on(&self, name: &str) -> String {
+        *self.topic.lock().unwrap() = Some(name.to_owned());
+        format!(
+            "kafka://{}/{name}?partitions={PARTITIONS}&replication={}&delivery_timeout=30s&read_stall_timeout=30s\
+             &request_timeout=30s",
+            self.bootstrap,
+            actionstate_tests::kafka3::NODES
+        )
+    }
+
+    fn kills(&self) -> u64 {
+        self.kills.load(Ordering::Relaxed)
+    }
+
+    /// Stops killing (a kill in progress finishes: its broker back in sync) and returns how many
+    /// brokers were killed.
+    async fn finish(self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        self.task.await.expect("the broker killer");
+        self.kills.load(Ordering::Relaxed)
+    }
+}
+
 async fn sigkill_campaign(target: Target, kills: u64) {
     let started = Instant::now();
+    let killer = (target.broker_kills > 0)
+        .then(|| BrokerKiller::start(Kafka3::find().expect("the three-node cluster"), target.broker_kills));
     let seed = env_u64("ACTIONSTATE_SIM_KILL_SEED").unwrap_or(0x51_6b11);
     let mut rng = Rng::new(seed);
     let (mut runs, mut total_kills, mut before_work, mut children, mut duplicates, mut lost, mut executed) =
@@ -232,18 +348,24 @@ async fn sigkill_campaign(target: Target, kills: u64) {
     let mut reexecuted: BTreeMap<String, u64> = BTreeMap::new();
     let mut failures = Vec::new();
     let mut kept = Vec::new();
-    while total_kills < kills {
+    while total_kills < kills || killer.as_ref().is_some_and(|k| k.kills() < target.broker_kills) {
         let run_seed = seed.wrapping_add(runs);
         let root = tempfile::Builder::new().prefix("sim-sigkill-").tempdir().unwrap();
         let log = match target.backend {
             Backend::Kafka => {
-                let bootstrap = actionstate_tests::kafka_bootstrap().unwrap();
                 let topic = format!(
                     "actionstate-sim-sigkill-{}-{runs}-{}",
                     std::process::id(),
                     &uuid::Uuid::new_v4().simple().to_string()[..8]
                 );
-                actionstate_tests::kafka_topic_url(bootstrap, &topic, PARTITIONS)
+                match &killer {
+                    Some(killer) => killer.run_on(&topic),
+                    None => actionstate_tests::kafka_topic_url(
+                        actionstate_tests::kafka_bootstrap().unwrap(),
+                        &topic,
+                        PARTITIONS,
+                    ),
+                }
             }
             Backend::Fluss => {
                 let bootstrap = actionstate_tests::fluss_bootstrap().unwrap();
@@ -277,11 +399,16 @@ async fn sigkill_campaign(target: Target, kills: u64) {
             kept.push(root.keep());
         }
     }
+    let broker_kills = match killer {
+        Some(killer) => killer.finish().await,
+        None => 0,
+    };
     println!(
-        "sim-sigkill backend={} runs={runs} children={children} kills={total_kills} kills_before_work={before_work} \
-         executed={executed} reexecuted={reexecuted:?} duplicates={duplicates} lost={lost} failures={} \
-         seed={seed:#x} time={:.1}s",
+        "sim-sigkill backend={}{} runs={runs} children={children} kills={total_kills} kills_before_work={before_work} \
+         broker_kills={broker_kills} executed={executed} reexecuted={reexecuted:?} duplicates={duplicates} lost={lost} \
+         failures={} seed={seed:#x} time={:.1}s",
         target.backend.name(),
+        if target.broker_kills > 0 { " (kafka3)" } else { "" },
         failures.len(),
         started.elapsed().as_secs_f64()
     );
@@ -296,18 +423,21 @@ async fn sigkill_campaign(target: Target, kills: u64) {
     );
     // The kills must land while children do work, not only while they start, or they prove little.
     assert!(total_kills > before_work, "all {total_kills} kills hit children before they did any work");
+    assert!(broker_kills >= target.broker_kills, "{broker_kills} brokers killed, {} wanted", target.broker_kills);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sim_survives_sigkill_on_file() {
-    let target = Target { backend: Backend::File, early_ms: (1, 25), working_ms: (0, 400), inputs: 24 };
+    let target =
+        Target { backend: Backend::File, early_ms: (1, 25), working_ms: (0, 400), inputs: 24, broker_kills: 0 };
     sigkill_campaign(target, env_u64("ACTIONSTATE_SIM_KILLS").unwrap_or(20)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sim_survives_sigkill_on_fluss() {
     if actionstate_tests::fluss_available("sim-sigkill") {
-        let target = Target { backend: Backend::Fluss, early_ms: (5, 500), working_ms: (0, 600), inputs: 120 };
+        let target =
+            Target { backend: Backend::Fluss, early_ms: (5, 500), working_ms: (0, 600), inputs: 120, broker_kills: 0 };
         sigkill_campaign(target, env_u64("ACTIONSTATE_SIM_KILLS_FLUSS").unwrap_or(10)).await;
     }
 }
@@ -315,7 +445,20 @@ async fn sim_survives_sigkill_on_fluss() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sim_survives_sigkill_on_kafka() {
     if actionstate_tests::kafka_available("sim-sigkill") {
-        let target = Target { backend: Backend::Kafka, early_ms: (5, 500), working_ms: (0, 600), inputs: 120 };
+        let target =
+            Target { backend: Backend::Kafka, early_ms: (5, 500), working_ms: (0, 600), inputs: 120, broker_kills: 0 };
         sigkill_campaign(target, env_u64("ACTIONSTATE_SIM_KILLS_KAFKA").unwrap_or(20)).await;
     }
+}
+
+#[cfg(feature = "cluster-fault-tests")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sim_survives_sigkill_and_a_broker_kill_on_kafka3() {
+    if Kafka3::require("sim-sigkill").is_none() {
+        return;
+    }
+    let broker_kills = env_u64("ACTIONSTATE_SIM_BROKER_KILLS").unwrap_or(1).max(1);
+    let target =
+        Target { backend: Backend::Kafka, early_ms: (5, 500), working_ms: (0, 600), inputs: 120, broker_kills };
+    sigkill_campaign(target, env_u64("ACTIONSTATE_SIM_KILLS_KAFKA3").unwrap_or(6)).await;
 }

@@ -27,6 +27,7 @@ pub(crate) mod fluss;
 pub(crate) mod kafka;
 mod process;
 
+pub(crate) use kafka::cluster::{down_kafka3, up_kafka3};
 pub(crate) use kafka::{down_kafka, kafka_log_dir, up_kafka};
 
 use anyhow::{Context, Result, bail};

@@ -1,0 +1,90 @@
+//! Nodes of the three-node Kafka cluster die under a stream of puts, and nothing acknowledged
+//! is lost (`cargo xtask services up kafka3`: replication factor 3, `min.insync.replicas=2`, no
+//! unclean leader election).
+//!
+//! - `leader_kills_lose_no_acknowledged_state_on_kafka3` SIGKILLs the node leading the most
+//!   partitions while writers put into every partition, three times (starting it again and
+//!   waiting until every replica is back in sync before the next kill), then once more a
+//!   moment after a rebuild began: see [`chaos::leader_kills`].
+//! - `lost_quorum_fails_puts_retryably_and_loses_nothing_on_kafka3` kills two nodes at once:
+//!   every put fails with a retryable error and nothing is indexed, until one node is back and
+//!   puts resume: see [`chaos::lost_quorum`].
+//!
+//! Both kill nodes of the shared cluster, so they are built only with the
+//! `cluster-fault-tests` feature, and `cargo xtask ci` runs them on their own after the other
+//! tests, one at a time:
+//!
+//! ```text
+//! cargo xtask services up kafka3
+//! cargo test -p actionstate-tests --features cluster-fault-tests --test kafka3 -- --nocapture
+//! ```
+//!
+//! `ACTIONSTATE_LEADER_KILLS` sets the number of kills during puts (default 3).
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+use actionstate_kafka::KafkaLog;
+use actionstate_sim::chaos::{self, ChaosReport, LeaderKillPlan};
+use actionstate_tests::kafka3::Kafka3;
+use std::time::Duration;
+
+const DELIVERY_TIMEOUT: Duration = Duration::from_secs(5);
+const PARTITIONS: u32 = 4;
+
+/// Held by each test for its whole run: two tests killing nodes of one cluster at once would
+/// take it below its quorum.
+static CLUSTER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn topic(name: &str) -> String {
+    format!("{name}-{}", uuid::Uuid::new_v4().simple())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_kills_lose_no_acknowledged_state_on_kafka3() {
+    let _alone = CLUSTER.lock().await;
+    let Some(mut cluster) = Kafka3::require("leader-kill") else { return };
+    let kills = std::env::var("ACTIONSTATE_LEADER_KILLS").map_or(3, |v| v.trim().parse().unwrap());
+    let config = cluster.config(&topic("leader-kill"), PARTITIONS, DELIVERY_TIMEOUT);
+    let open = move || KafkaLog::open(config.clone());
+    let plan = LeaderKillPlan::new(kills, 1, DELIVERY_TIMEOUT);
+    let report = chaos::leader_kills(&mut cluster, open, &plan).await;
+    let line = ChaosReport { backend: "kafka".into(), leader_kill: Some(report.clone()) }.json_line();
+    println!("leader-kill {line}");
+    assert!(report.problems.is_empty(), "{} problems:\n{}", report.problems.len(), report.problems.join("\n"));
+    assert_eq!(report.leader_kills, u64::from(kills));
+    assert_eq!(report.unavailable_ms.len(), kills as usize, "puts did not resume after every kill");
+    assert_eq!(report.rebuild_kills, 1);
+    assert!(report.acked > 0, "no put was acknowledged");
+    assert_eq!((report.acked_lost, report.failed_indexed, report.rebuild_unexpected), (0, 0, 0));
+    assert_eq!((report.failed_late, report.failed_terminal), (0, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_quorum_fails_puts_retryably_and_loses_nothing_on_kafka3() {
+    let _alone = CLUSTER.lock().await;
+    let Some(mut cluster) = Kafka3::require("lost-quorum") else { return };
+    let config = cluster.config(&topic("lost-quorum"), PARTITIONS, DELIVERY_TIMEOUT);
+    let open = move || KafkaLog::open(config.clone());
+    // Down long enough that puts begun after the kills fail by their delivery timeout, twice.
+    let down_for = 2 * DELIVERY_TIMEOUT + Duration::from_secs(2);
+    let r = chaos::lost_quorum(&mut cluster, open, DELIVERY_TIMEOUT, down_for).await;
+    println!(
+        "lost-quorum puts={} acked={} failed={} puts_without_quorum={} acked_without_quorum={} \
+         failed_terminal={} failed_indexed={} acked_lost={} landed_although_failed={} resumed_after_ms={} \
+         first_error={:?}",
+        r.puts,
+        r.acked,
+        r.failed,
+        r.puts_without_quorum,
+        r.acked_without_quorum,
+        r.failed_terminal,
+        r.failed_indexed,
+        r.acked_lost,
+        r.landed_although_failed,
+        r.resumed_after_ms,
+        r.first_error
+    );
+    assert!(r.problems.is_empty(), "{} problems:\n{}", r.problems.len(), r.problems.join("\n"));
+    assert!(r.puts_without_quorum > 0 && r.acked_without_quorum == 0);
+    assert!(r.acked > 0, "no put was acknowledged");
+    assert_eq!((r.acked_lost, r.failed_indexed, r.failed_terminal, r.failed_late), (0, 0, 0, 0));
+}
