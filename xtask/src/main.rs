@@ -2,8 +2,9 @@
 //!
 //! - `ci` — everything CI checks: formatting, clippy with warnings denied on all targets, all
 //!   tests including doc tests (with a local Kafka broker and a local Fluss cluster started for
-//!   them and stopped after), and rustdoc with warnings denied. A test that reports a skip (a missing server) fails the
-//!   run.
+//!   them and stopped after; then the tests that kill nodes of a three-node Kafka cluster, on
+//!   one started for them and stopped after), and rustdoc with warnings denied. A test that
+//!   reports a skip (a missing server) fails the run.
 //! - `bench index` — criterion benchmarks of the replay index and its summary line.
 //! - `bench file` — store put and rebuild on the embedded backend against raw redb.
 //! - `bench kafka` — store put and rebuild on a Kafka topic against raw rdkafka clients, on a
