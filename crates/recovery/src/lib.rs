@@ -15,6 +15,11 @@
 //! - [`snapshot`](ActionStateStore::snapshot), [`checkpoint_complete`](ActionStateStore::checkpoint_complete)
 //!   and [`checkpoint_aborted`](ActionStateStore::checkpoint_aborted) follow the runtime's
 //!   checkpoints; [`rebuild`](ActionStateStore::rebuild) restores one.
+//! - A rebuild also takes a new owner epoch for its key groups and appends a fence to every
+//!   partition: no record the owner it replaced (a zombie, presumed dead but still running)
+//!   appends afterwards is replayed by any later rebuild, and that owner's next snapshot (or
+//!   [`check_fenced`](ActionStateStore::check_fenced)) fails with [`StoreError::Fenced`].
+//!   Side effects outside the store are what a zombie can still do until then.
 //!
 //! A store records its hits, misses, invalidations, durable calls, put latency, rebuilds and
 //! reclaims through the `metrics` facade: [`metrics`] lists their names, types, labels and
