@@ -10,7 +10,12 @@
 //!   every put fails with a retryable error and nothing is indexed, until one node is back and
 //!   puts resume: see [`chaos::lost_quorum`].
 //!
-//! Both kill nodes of the shared cluster, so they are built only with the
+//! - `zombie_writers_are_fenced_out_on_kafka3` runs zombie episodes of the simulator on the
+//!   cluster: an attempt crashes, the next restores, the crashed one runs on; none of its
+//!   records after the fence is replayed and its next snapshot fails with `Fenced`: see
+//!   [`chaos::zombie_episodes`].
+//!
+//! The first two kill nodes of the shared cluster, so they are built only with the
 //! `cluster-fault-tests` feature, and `cargo xtask ci` runs them on their own after the other
 //! tests, one at a time:
 //!
@@ -23,6 +28,7 @@
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 use actionstate_kafka::KafkaLog;
+use actionstate_recovery::LogConfig;
 use actionstate_sim::chaos::{self, ChaosReport, LeaderKillPlan};
 use actionstate_tests::kafka3::Kafka3;
 use std::time::Duration;
@@ -47,7 +53,7 @@ async fn leader_kills_lose_no_acknowledged_state_on_kafka3() {
     let open = move || KafkaLog::open(config.clone());
     let plan = LeaderKillPlan::new(kills, 1, DELIVERY_TIMEOUT);
     let report = chaos::leader_kills(&mut cluster, open, &plan).await;
-    let line = ChaosReport { backend: "kafka".into(), leader_kill: Some(report.clone()) }.json_line();
+    let line = ChaosReport { backend: "kafka".into(), leader_kill: Some(report.clone()), zombies: None }.json_line();
     println!("leader-kill {line}");
     assert!(report.problems.is_empty(), "{} problems:\n{}", report.problems.len(), report.problems.join("\n"));
     assert_eq!(report.leader_kills, u64::from(kills));
@@ -87,4 +93,24 @@ async fn lost_quorum_fails_puts_retryably_and_loses_nothing_on_kafka3() {
     assert!(r.puts_without_quorum > 0 && r.acked_without_quorum == 0);
     assert!(r.acked > 0, "no put was acknowledged");
     assert_eq!((r.acked_lost, r.failed_indexed, r.failed_terminal, r.failed_late), (0, 0, 0, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zombie_writers_are_fenced_out_on_kafka3() {
+    let _alone = CLUSTER.lock().await;
+    let Some(cluster) = Kafka3::require("zombie writers") else { return };
+    let run = topic("zombie");
+    let source = |episode: u64| {
+        LogConfig::Kafka(Box::new(cluster.config(&format!("{run}-{episode}"), PARTITIONS, DELIVERY_TIMEOUT)))
+    };
+    let r = chaos::zombie_episodes(source, 3).await;
+    println!(
+        "zombie {}",
+        ChaosReport { backend: "kafka".into(), leader_kill: None, zombies: Some(r.clone()) }.json_line()
+    );
+    assert!(r.problems.is_empty(), "{} problems:\n{}", r.problems.len(), r.problems.join("\n"));
+    assert_eq!(r.zombie_episodes, 3);
+    assert!(r.zombie_appends > 0, "the zombies appended nothing after their fence");
+    assert_eq!((r.zombie_appends_replayed, r.zombie_duplicates, r.zombie_lost), (0, 0, 0));
+    assert!(r.zombies_fenced >= r.zombie_episodes, "{} zombies, {} stores fenced", r.zombie_episodes, r.zombies_fenced);
 }

@@ -16,8 +16,9 @@
 //!   topic of a local broker started for it, measuring the topic's partition directories.
 //! - `fuzz [--time SECONDS]` — the decoder fuzz target (needs a nightly toolchain and
 //!   cargo-fuzz; both are installed on demand when missing).
-//! - `chaos kafka [--leader-kills N]` — the leader-kill scenario on a local three-node Kafka
-//!   cluster started for it and stopped after (10 kills by default), one JSON line of counts.
+//! - `chaos kafka [--leader-kills N] [--zombie-episodes N]` — the leader-kill and zombie-writer
+//!   scenarios on a local three-node Kafka cluster started for it and stopped after (10 kills
+//!   and 10 zombie episodes by default), one JSON line of counts.
 //! - `services up|down|status [kafka] [kafka3] [fluss]` — a local Apache Kafka broker, a local
 //!   three-node Kafka cluster (replication factor 3; `services restart-node kafka3 N` restarts a
 //!   node), and a local Apache Fluss cluster (ZooKeeper, a coordinator and a tablet server), for
@@ -68,12 +69,12 @@ fn print_help() {
          ci                   fmt check, clippy -D warnings, all tests, rustdoc -D warnings\n  \
          bench index          replay-index benchmarks and their summary line\n  \
          bench file           store put and rebuild on the embedded backend vs raw redb\n  \
-         bench kafka          store put and rebuild on a local Kafka broker vs raw rdkafka\n  \
+         bench kafka          store put and rebuild vs raw rdkafka: a local broker, then the 3-node cluster\n  \
          bench fluss          store put and rebuild on a local Fluss cluster vs raw fluss-rs\n  \
          bench soak           a million inputs, retention on and off: memory, disk, snapshots\n  \
          bench soak kafka     the same, 200,000 inputs on a local Kafka broker\n  \
          fuzz [--time SECS]   run the record-decoder fuzz target (default 60 s)\n  \
-         chaos kafka [--leader-kills N]   kill Kafka partition leaders under puts (local 3-node cluster)\n  \
+         chaos kafka [--leader-kills N] [--zombie-episodes N]   kill Kafka partition leaders under puts, run zombie writers (local 3-node cluster)\n  \
          services up [kafka]  start a local Kafka broker; addresses in target/services/kafka.env\n  \
          services up kafka3   start a local 3-node Kafka cluster; addresses in target/services/kafka3.env\n  \
          services restart-node kafka3 N   stop node N of it and start it again\n  \
@@ -266,8 +267,8 @@ fn ci() -> Result<()> {
 }
 
 /// The tests that kill nodes of the three-node Kafka cluster, on a cluster started for them and
-/// stopped after, whatever they did: leader kills and a lost quorum under puts
-/// (`tests/tests/kafka3.rs`) and the simulator's SIGKILL campaign with a broker kill
+/// stopped after, whatever they did: leader kills and a lost quorum under puts, and zombie
+/// writers fenced out (`tests/tests/kafka3.rs`) and the simulator's SIGKILL campaign with a broker kill
 /// (`sim_survives_sigkill_and_a_broker_kill_on_kafka3`). All their names contain `kafka3`; one
 /// at a time, since each kills nodes. Built with the workspace's features and theirs, so only
 /// the tests package is compiled again.
@@ -299,29 +300,22 @@ fn cluster_fault_tests() -> Result<()> {
     stopped.context("stopping the kafka3 cluster")
 }
 
-/// `cargo xtask chaos kafka [--leader-kills N]`: starts the three-node cluster, runs the
-/// leader-kill scenario (`tests/src/bin/chaos.rs`, which prints the JSON line) and stops the
-/// cluster, whatever the scenario did.
+/// `cargo xtask chaos kafka [--leader-kills N] [--rebuild-kills N] [--zombie-episodes N]`:
+/// starts the three-node cluster, runs the leader-kill and zombie scenarios
+/// (`tests/src/bin/chaos.rs`, which prints the JSON line) and stops the cluster, whatever the
+/// scenarios did.
 fn chaos(args: &[String]) -> Result<()> {
-    const USAGE: &str = "usage: cargo xtask chaos kafka [--leader-kills N]";
-    let leader_kills = match args {
-        [backend] if backend == "kafka" => "10".to_owned(),
-        [backend, flag, n] if backend == "kafka" && flag == "--leader-kills" => {
-            n.parse::<u32>().with_context(|| format!("--leader-kills expects a number, got `{n}`\n{USAGE}"))?;
-            n.clone()
-        }
-        _ => bail!(USAGE),
-    };
+    const USAGE: &str = "usage: cargo xtask chaos kafka [--leader-kills N] [--rebuild-kills N] [--zombie-episodes N]";
+    // The scenario binary checks the options; what it is given is passed on as it is.
+    if args.first().map(String::as_str) != Some("kafka") {
+        bail!(USAGE);
+    }
     // Built before the cluster starts, so that the build does not compete with three JVMs.
     run("chaos build", cargo().args(["build", "-p", "actionstate-tests", "--bin", "chaos", "--locked"]))?;
     services::up_kafka3().context("starting the kafka3 cluster")?;
     let ran = run(
         "chaos kafka",
-        cargo().args(["run", "-q", "-p", "actionstate-tests", "--bin", "chaos", "--locked", "--"]).args([
-            "kafka",
-            "--leader-kills",
-            &leader_kills,
-        ]),
+        cargo().args(["run", "-q", "-p", "actionstate-tests", "--bin", "chaos", "--locked", "--"]).args(args),
     );
     let stopped = services::down_kafka3();
     ran?;
@@ -379,7 +373,15 @@ fn bench(what: Option<&str>, on: Option<&str>) -> Result<()> {
             let measured = bench_on("kafka", &format!("kafka://{}/actionstate-bench?replication=1", kafka.bootstrap));
             let stopped = services::down_kafka();
             measured?;
-            stopped.context("stopping the Kafka broker")
+            stopped.context("stopping the Kafka broker")?;
+            // The same on the three-node cluster: replication 3, two in-sync replicas for an
+            // acknowledgement, the raw producer with the same acks on a topic like the store's.
+            let cluster = services::up_kafka3().context("starting the kafka3 cluster for the benchmark")?;
+            let url = format!("kafka://{}/actionstate-bench3?replication=3", cluster.bootstrap());
+            let measured = bench_on("kafka3", &url);
+            let stopped = services::down_kafka3();
+            measured?;
+            stopped.context("stopping the kafka3 cluster")
         }
         Some("fluss") => {
             let env = fluss::up_fluss().context("starting the Fluss cluster for the benchmark")?;

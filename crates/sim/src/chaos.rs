@@ -170,6 +170,9 @@ pub struct ChaosReport {
     /// [`leader_kills`], if it ran.
     #[serde(flatten)]
     pub leader_kill: Option<LeaderKillReport>,
+    /// [`zombie_episodes`], if they ran.
+    #[serde(flatten)]
+    pub zombies: Option<ZombieReport>,
 }
 
 impl ChaosReport {
@@ -183,6 +186,9 @@ impl ChaosReport {
         let mut out = Vec::new();
         if let Some(r) = &self.leader_kill {
             out.extend(r.problems.iter().map(|p| format!("leader-kill: {p}")));
+        }
+        if let Some(r) = &self.zombies {
+            out.extend(r.problems.iter().map(|p| format!("zombie: {p}")));
         }
         out
     }
@@ -669,6 +675,99 @@ where
     report
 }
 
+/// What [`zombie_episodes`] counted.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ZombieReport {
+    /// Episodes: an attempt crashed, the next one restored, and the crashed one ran on.
+    pub zombie_episodes: u64,
+    /// Records the zombies appended after the fence of the restore that replaced them (the
+    /// log holds them, acknowledged to the zombie).
+    pub zombie_appends: u64,
+    /// Of those, the ones a rebuild of a retained checkpoint indexed: must be 0.
+    pub zombie_appends_replayed: u64,
+    /// Zombie stores whose next snapshot failed with `Fenced`.
+    pub zombies_fenced: u64,
+    /// The most puts a zombie had acknowledged before it learned it was fenced (at its next
+    /// snapshot: the puts of the rounds it ran on).
+    pub zombie_fenced_within_puts: u64,
+    /// Side effects (action bodies, durable calls) the zombies ran meanwhile: what fencing
+    /// cannot take back.
+    pub zombie_effects: u64,
+    /// Acknowledged effects of the surviving attempts that ran again: must be 0.
+    pub zombie_duplicates: u64,
+    /// Acknowledged completions of the surviving attempts missing at the end: must be 0.
+    pub zombie_lost: u64,
+    /// How long the episodes took.
+    pub zombie_seconds: f64,
+    /// What went wrong, one line each; empty when every episode passed.
+    #[serde(skip)]
+    pub problems: Vec<String>,
+}
+
+/// Runs `episodes` simulator runs over the logs `source` gives (one fresh log per episode
+/// number), each crashing once part way and letting the crashed attempt run on for two to four
+/// rounds after the next one restored — a zombie — as [`RunPlan::zombie_rounds`] describes;
+/// counts what the zombies did and what the surviving attempts saw.
+pub async fn zombie_episodes<S: crate::LogSource>(mut source: impl FnMut(u64) -> S, episodes: u32) -> ZombieReport {
+    let started = Instant::now();
+    let mut report = ZombieReport::default();
+    for episode in 0..u64::from(episodes) {
+        let config = crate::SimConfig {
+            seed: 7_000_000 + episode,
+            keys: 4,
+            inputs: 12,
+            checkpoint_every: 3,
+            abort_every: 0,
+            owners: 1 + u32::try_from(episode % 2).unwrap_or(0),
+            reconcile: episode % 3 == 0,
+        };
+        let plan = crate::RunPlan {
+            crashes: vec![crate::CrashPoint::BeforeOperation(30 + (episode * 17) % 40)],
+            zombie_rounds: vec![2 + episode % 3],
+            ..crate::RunPlan::clean()
+        };
+        let sim = crate::Sim::new(source(episode), config);
+        let outcome = match sim.run(&plan, &|_| {}).await {
+            Ok(o) => o,
+            Err(e) => {
+                report.problems.push(format!("episode {episode}: the run failed: {e}"));
+                continue;
+            }
+        };
+        if outcome.zombies == 0 {
+            report.problems.push(format!("episode {episode}: no zombie ran (the crash did not fire)"));
+        }
+        report.zombie_episodes += outcome.zombies;
+        report.zombie_appends += outcome.zombie_appends;
+        report.zombie_appends_replayed += outcome.zombie_appends_replayed;
+        report.zombies_fenced += outcome.zombies_fenced;
+        report.zombie_fenced_within_puts = report.zombie_fenced_within_puts.max(outcome.ledger.zombie_acks);
+        report.zombie_effects += outcome.ledger.zombie_effects;
+        report.zombie_duplicates += outcome.ledger.duplicates();
+        report.zombie_lost += outcome.lost_acknowledged;
+        if outcome.zombie_appends_replayed > 0 {
+            report
+                .problems
+                .push(format!("episode {episode}: {} zombie records replayed", outcome.zombie_appends_replayed));
+        }
+        if outcome.zombies_fenced < outcome.zombies {
+            report.problems.push(format!("episode {episode}: a zombie store was not fenced at its snapshot"));
+        }
+        if outcome.ledger.duplicates() > 0 || outcome.lost_acknowledged > 0 {
+            report.problems.push(format!(
+                "episode {episode}: {} duplicates, {} lost",
+                outcome.ledger.duplicates(),
+                outcome.lost_acknowledged
+            ));
+        }
+    }
+    if report.zombie_appends == 0 {
+        report.problems.push("the zombies appended nothing after their fence: the episodes prove nothing".into());
+    }
+    report.zombie_seconds = (started.elapsed().as_secs_f64() * 10.0).round() / 10.0;
+    report
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -691,6 +790,7 @@ mod tests {
         let report = ChaosReport {
             backend: "kafka".into(),
             leader_kill: Some(LeaderKillReport { leader_kills: 10, acked: 5, ..LeaderKillReport::default() }),
+            zombies: Some(ZombieReport { zombie_episodes: 10, zombie_appends: 7, ..ZombieReport::default() }),
         };
         let line = report.json_line();
         assert!(!line.contains('\n'));
@@ -699,6 +799,8 @@ mod tests {
         assert_eq!(v["leader_kills"], 10);
         assert_eq!(v["acked_lost"], 0);
         assert_eq!(v["failed_indexed"], 0);
+        assert_eq!(v["zombie_episodes"], 10);
+        assert_eq!(v["zombie_appends_replayed"], 0);
         assert!(v.get("problems").is_none());
         assert_eq!(ChaosReport::default().json_line(), r#"{"backend":""}"#);
     }

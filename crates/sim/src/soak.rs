@@ -6,8 +6,9 @@
 //! the run.
 
 use actionstate_core::{ActionId, Attributes, Event, KeyId, StateLog, Trigger, Value};
-use actionstate_recovery::{ActionStateStore, Begin, Round, StoreError};
+use actionstate_recovery::{ActionStateStore, Begin, Ownership, Round, StoreError};
 use parking_lot::Mutex;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -131,6 +132,9 @@ pub async fn soak<L: StateLog>(
     bytes_held: &(dyn Fn() -> u64 + Sync),
     on_sample: &mut (dyn FnMut(&SoakSample) + Send),
 ) -> Result<SoakReport, StoreError> {
+    // A runtime starts its store with a restore: the store takes its owner epoch and fences the
+    // partitions, and every snapshot then looks for newer fences in what the log gained.
+    store.rebuild(&[], &Ownership::All, &HashMap::new()).await?;
     let started = Instant::now();
     let next = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicU64::new(0));

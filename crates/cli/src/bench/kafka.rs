@@ -203,6 +203,9 @@ async fn put_latency(base: &KafkaConfig, args: &BenchArgs, topics: &mut Vec<Stri
     let config = log.config().clone();
     let partitions = log.identity().partitions;
     let store = ActionStateStore::new(log, StoreConfig::default());
+    // Fencing on, as a runtime runs it: the store restores first, takes its owner epoch and
+    // fences the partitions; every put then carries the epoch.
+    store.rebuild(&[], &Ownership::All, &HashMap::new()).await?;
     let raw = raw_producer(&config)?;
     let key = KeyId::of(b"bench-put");
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
@@ -285,6 +288,7 @@ async fn concurrent_throughput(base: &KafkaConfig, topics: &mut Vec<String>) -> 
     let config = log.config().clone();
     let partitions = log.identity().partitions;
     let store = Arc::new(ActionStateStore::new(log, StoreConfig::default()));
+    store.rebuild(&[], &Ownership::All, &HashMap::new()).await?;
     let raw = raw_producer(&config)?;
     let keys = concurrent_keys();
     let mut rounds = Vec::new();
