@@ -446,3 +446,10 @@ fn raw_scan(file: &Path) -> Result<(u64, f64)> {
     std::hint::black_box(sink);
     Ok((n, n as f64 / t.elapsed().as_secs_f64()))
 }
+
+/// Whether a rebuild that read `records` read the `written` records and the fence records of
+/// round `round`'s rebuild and of every one before it (one per partition each).
+#[cfg(any(feature = "kafka", feature = "fluss"))]
+fn fenced_count(records: u64, written: u64, round: usize, partitions: u64) -> bool {
+    u64::try_from(round + 1).is_ok_and(|rebuilds| records == written + rebuilds * partitions)
+}
