@@ -206,8 +206,11 @@ pub struct Outcome {
     pub restores: u64,
     /// Total rebuild time.
     pub rebuild_time: Duration,
-    /// Records read by rebuilds.
+    /// Records read by rebuilds (every store's, from a checkpoint or not).
     pub rebuild_records: u64,
+    /// Rebuilds that finished: one per store of every attempt (a store without a checkpoint to
+    /// restore rebuilds too, to take its epoch and fence the attempts before it).
+    pub rebuilds: u64,
     /// Acknowledged completions that are neither in the log at the end nor legitimately
     /// invalidated.
     pub lost_acknowledged: u64,
@@ -571,6 +574,7 @@ impl<S: LogSource> Sim<S> {
             restores: 0,
             rebuild_time: Duration::ZERO,
             rebuild_records: 0,
+            rebuilds: 0,
             lost_acknowledged: 0,
             checkpoints: 0,
             completed_ids: Vec::new(),
@@ -676,6 +680,7 @@ impl<S: LogSource> Sim<S> {
             for (store, ownership) in stores.iter().zip(&owners) {
                 let report = store.rebuild(&cp.markers, ownership, &cp.completed).await?;
                 outcome.rebuild_records += report.records;
+                outcome.rebuilds += 1;
             }
             outcome.rebuild_time += started.elapsed();
             outcome.restores += 1;
@@ -685,7 +690,9 @@ impl<S: LogSource> Sim<S> {
             // before it, and learns its keys (so that its retention never reclaims what the
             // other owners' checkpoints need).
             for (store, ownership) in stores.iter().zip(&owners) {
-                store.rebuild(&[], ownership, &HashMap::new()).await?;
+                let report = store.rebuild(&[], ownership, &HashMap::new()).await?;
+                outcome.rebuild_records += report.records;
+                outcome.rebuilds += 1;
             }
         }
         Ok(Attempt {
