@@ -42,6 +42,10 @@ pub struct FlussConfig {
     pub table: String,
     /// Bucket count of the table; used when creating it and checked when it exists.
     pub buckets: u32,
+    /// Replication factor of a table the log creates (`table.replication.factor`); `None`
+    /// (the default) takes the cluster's `default.replication.factor`. An existing table is
+    /// used with the replication it has.
+    pub replication: Option<i32>,
     /// SASL/PLAIN credentials, if the listener needs them.
     pub security: Option<Security>,
     /// How long an append may wait for its acknowledgement.
@@ -73,8 +77,8 @@ pub struct FlussConfig {
 
 impl FlussConfig {
     /// A configuration with default timeouts (30 s delivery, 30 s read stall, 30 s requests),
-    /// a 1 ms batch timeout, a flush after every append, no authentication and no deletion
-    /// by age (`log_ttl: None`).
+    /// a 1 ms batch timeout, a flush after every append, the cluster's replication factor, no
+    /// authentication and no deletion by age (`log_ttl: None`).
     pub fn new(
         bootstrap: impl Into<String>,
         database: impl Into<String>,
@@ -86,6 +90,7 @@ impl FlussConfig {
             database: database.into(),
             table: table.into(),
             buckets,
+            replication: None,
             security: None,
             delivery_timeout: Duration::from_secs(30),
             read_stall_timeout: Duration::from_secs(30),
@@ -131,6 +136,7 @@ impl fmt::Debug for FlussConfig {
             .field("database", &self.database)
             .field("table", &self.table)
             .field("buckets", &self.buckets)
+            .field("replication", &self.replication)
             .field("security", &self.security)
             .field("delivery_timeout", &self.delivery_timeout)
             .field("read_stall_timeout", &self.read_stall_timeout)

@@ -207,11 +207,41 @@ pub(crate) fn is_authentication(e: &ClientError) -> bool {
     matches!(e.api_error(), Some(ApiError::AuthenticateException | ApiError::RetriableAuthenticateException))
 }
 
-/// Whether a failed request hit a bucket without a (known) leader.
+/// Whether a failed request hit a bucket without a (known) leader: none elected yet, or a
+/// server that has not yet taken up the leadership the metadata gives it (a table just created
+/// on a cluster of several tablet servers: `UnknownTableOrBucketException` from the bucket's
+/// leader, which has not yet heard of the table).
 pub(crate) fn leader_moving(e: &ClientError) -> bool {
     match e.api_error() {
-        Some(ApiError::NotLeaderOrFollower | ApiError::LeaderNotAvailableException) => true,
+        Some(
+            ApiError::NotLeaderOrFollower
+            | ApiError::LeaderNotAvailableException
+            | ApiError::UnknownTableOrBucketException,
+        ) => true,
         Some(_) => false,
         None => matches!(e, ClientError::UnexpectedError { message, .. } if message.contains("No leader found")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(error: ApiError) -> ClientError {
+        ClientError::FlussAPIError { api_error: fluss::rpc::ApiError { code: error.code(), message: String::new() } }
+    }
+
+    #[test]
+    fn a_bucket_whose_leader_has_not_taken_it_up_yet_counts_as_a_moving_leader() {
+        for moving in [
+            ApiError::NotLeaderOrFollower,
+            ApiError::LeaderNotAvailableException,
+            ApiError::UnknownTableOrBucketException,
+        ] {
+            assert!(leader_moving(&api(moving)), "{moving:?}");
+        }
+        for other in [ApiError::TableNotExist, ApiError::NotEnoughReplicasException, ApiError::AuthenticateException] {
+            assert!(!leader_moving(&api(other)), "{other:?}");
+        }
     }
 }

@@ -16,6 +16,9 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// The table property that sets a table's replication factor ([`FlussConfig::replication`]).
+pub(crate) const REPLICATION_PROPERTY: &str = "table.replication.factor";
+
 pub(crate) fn log_schema() -> Result<Schema, ClientError> {
     Schema::builder()
         .column(COLUMNS[0], DataTypes::bytes())
@@ -276,16 +279,18 @@ async fn create_table(
         source: Box::new(source),
     })?;
     let buckets = i32::try_from(config.buckets).unwrap_or(i32::MAX);
-    let descriptor = TableDescriptor::builder()
+    let mut descriptor = TableDescriptor::builder()
         .schema(schema)
         .distributed_by(Some(buckets), vec![BUCKET_KEY.to_owned()])
-        .property(retention::LOG_TTL_PROPERTY, log_ttl)
-        .build()
-        .map_err(|source| FlussError::Client {
-            operation: "building the table descriptor",
-            table: config.table_name(),
-            source: Box::new(source),
-        })?;
+        .property(retention::LOG_TTL_PROPERTY, log_ttl);
+    if let Some(replication) = config.replication {
+        descriptor = descriptor.property(REPLICATION_PROPERTY, replication.to_string());
+    }
+    let descriptor = descriptor.build().map_err(|source| FlussError::Client {
+        operation: "building the table descriptor",
+        table: config.table_name(),
+        source: Box::new(source),
+    })?;
     match request(config, "creating the table", admin.create_table(path, &descriptor, false)).await {
         Ok(()) => Ok(Origin::Created),
         Err(FlussError::Client { source, .. }) if source.api_error() == Some(ApiError::TableAlreadyExist) => {

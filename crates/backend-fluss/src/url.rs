@@ -17,6 +17,7 @@ impl FlussConfig {
     /// | parameter | meaning | default |
     /// |---|---|---|
     /// | `buckets=N` | buckets of a created table; an existing one must have `N` | 8 |
+    /// | `replication=R` | replication factor of a created table (`table.replication.factor`) | the cluster's |
     /// | `request_timeout=30s` | connecting, metadata, admin and offset requests | 30 s |
     /// | `delivery_timeout=30s` | an append's acknowledgement | 30 s |
     /// | `read_stall_timeout=30s` | a read that receives nothing | 30 s |
@@ -47,6 +48,13 @@ impl FlussConfig {
             return Err(url.error(format!("`buckets={buckets}` is more than a table can have")));
         }
         let mut config = FlussConfig::new(bootstrap, database, table, buckets);
+        config.replication = match url.take_count("replication")? {
+            Some(r) => Some(
+                i32::try_from(r)
+                    .map_err(|_| url.error(format!("`replication={r}` is more than a cluster can have")))?,
+            ),
+            None => None,
+        };
         config.request_timeout = url.take_duration("request_timeout")?.unwrap_or(config.request_timeout);
         config.delivery_timeout = url.take_duration("delivery_timeout")?.unwrap_or(config.delivery_timeout);
         config.read_stall_timeout = url.take_duration("read_stall_timeout")?.unwrap_or(config.read_stall_timeout);
@@ -93,12 +101,12 @@ mod tests {
         let file = dir.join("password");
         std::fs::write(&file, "fluss-pa55\n").unwrap();
         let c = FlussConfig::from_url(&format!(
-            "fluss://a:1,b:2/db/t?buckets=3&request_timeout=5s&delivery_timeout=2s&read_stall_timeout=1m\
+            "fluss://a:1,b:2/db/t?buckets=3&replication=3&request_timeout=5s&delivery_timeout=2s&read_stall_timeout=1m\
              &log_ttl=7d&username=agent&password_file={}",
             file.display()
         ))
         .unwrap();
-        assert_eq!((c.bootstrap.as_str(), c.buckets), ("a:1,b:2", 3));
+        assert_eq!((c.bootstrap.as_str(), c.buckets, c.replication), ("a:1,b:2", 3, Some(3)));
         assert_eq!(c.request_timeout, Duration::from_secs(5));
         assert_eq!(c.delivery_timeout, Duration::from_secs(2));
         assert_eq!(c.read_stall_timeout, Duration::from_secs(60));
@@ -116,6 +124,9 @@ mod tests {
             ("fluss://h/db/t", "numeric port"),
             ("kafka://h:1/db/t", "expected `fluss://"),
             ("fluss://h:1/db/t?buckets=0", "positive integer"),
+            ("fluss://h:1/db/t?replication=0", "positive integer"),
+            ("fluss://h:1/db/t?replication=4294967296", "positive integer"),
+            ("fluss://h:1/db/t?replication=2147483648", "more than a cluster can have"),
             ("fluss://h:1/db/t?log_ttl=0s", "leave log_ttl out"),
             ("fluss://h:1/db/t?log_ttl=7", "unit"),
             ("fluss://h:1/db/t?ca_file=/ca", "TLS is not available"),

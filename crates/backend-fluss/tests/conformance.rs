@@ -247,6 +247,24 @@ async fn existing_table_with_other_bucket_count_is_refused() {
     assert!(!err.is_retryable());
 }
 
+/// A table the log creates gets the configured replication factor as its
+/// `table.replication.factor`; more replicas than the cluster has tablet servers are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn created_tables_take_the_configured_replication() {
+    let Some(cluster) = cluster("replication") else { return };
+    let mut config = test_config(&cluster.bootstrap(), &unique_table("replication"), 2);
+    config.replication = Some(1);
+    let log = FlussLog::open(config).await.unwrap();
+    let properties = log.table_info().get_properties();
+    assert_eq!(properties.get("table.replication.factor").map(String::as_str), Some("1"), "{properties:?}");
+    drop_table(&log).await;
+
+    let mut config = test_config(&cluster.bootstrap(), &unique_table("replication"), 2);
+    config.replication = Some(1000);
+    let err = FlussLog::open(config).await.unwrap_err();
+    assert!(err.to_string().contains("Replication factor: 1000"), "{err}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recreated_table_with_the_same_buckets_is_a_changed_log() {
     let Some(cluster) = cluster("recreated-table") else { return };
