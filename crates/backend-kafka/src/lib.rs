@@ -232,17 +232,17 @@ impl KafkaLog {
             let client = inner.producer.client();
             let one = |p: u32| {
                 // A partition whose leadership is still moving (right after the topic was
-                // created, or during a leader election) answers NotLeader for a moment:
-                // ask again until the request timeout.
+                // created, or during a leader election) answers NotLeader for a moment, and a
+                // request outstanding on a broker that just died fails at once
+                // (`DestroyBroker`, a refused connection): ask again until the request timeout,
+                // as long as the failure may clear.
                 let started = Instant::now();
                 let (lo, hi) = loop {
                     match client.fetch_watermarks(&inner.config.topic, p as i32, inner.config.request_timeout) {
                         Ok(w) => break w,
                         Err(e)
-                            if matches!(
-                                e.rdkafka_error_code(),
-                                Some(RDKafkaErrorCode::NotLeaderForPartition | RDKafkaErrorCode::LeaderNotAvailable)
-                            ) && started.elapsed() < inner.config.request_timeout =>
+                            if e.rdkafka_error_code().is_some_and(crate::error::code_is_retryable)
+                                && started.elapsed() < inner.config.request_timeout =>
                         {
                             std::thread::sleep(Duration::from_millis(50));
                         }

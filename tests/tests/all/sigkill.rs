@@ -133,6 +133,9 @@ struct RunReport {
     kills: u64,
     /// Kills of children that had not recorded anything yet (opening the log, rebuilding).
     kills_before_work: u64,
+    /// Children that failed with a retryable error of the log while brokers were being killed
+    /// (restarted, as the runtime restarts a failed task).
+    transient_failures: u64,
     children: u64,
     duplicates: u64,
     lost: u64,
@@ -192,6 +195,13 @@ async fn one_run(target: Target, seed: u64, rng: &mut Rng, log: String, root: &P
         }
         if !status.success() {
             let err = std::fs::read_to_string(root.join(format!("child-{attempt}.err"))).unwrap_or_default();
+            // While brokers are being killed, a child that failed with a retryable error of the
+            // log is a task the runtime restarts from its checkpoint, as it restarts a killed one.
+            if target.broker_kills > 0 && err.contains("[retryable]") {
+                report.transient_failures += 1;
+                killed_attempts.push(attempt);
+                continue;
+            }
             report.problems.push(format!(
                 "child {attempt} failed ({status}): {}; config {config:?}, killed attempts {killed_attempts:?}, \
                  state in {}",
@@ -346,6 +356,7 @@ async fn sigkill_campaign(target: Target, kills: u64) {
     let (mut runs, mut total_kills, mut before_work, mut children, mut duplicates, mut lost, mut executed) =
         (0u64, 0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
     let mut reexecuted: BTreeMap<String, u64> = BTreeMap::new();
+    let mut transient = 0u64;
     let mut failures = Vec::new();
     let mut kept = Vec::new();
     while total_kills < kills || killer.as_ref().is_some_and(|k| k.kills() < target.broker_kills) {
@@ -383,6 +394,7 @@ async fn sigkill_campaign(target: Target, kills: u64) {
         runs += 1;
         total_kills += report.kills;
         before_work += report.kills_before_work;
+        transient += report.transient_failures;
         children += report.children;
         duplicates += report.duplicates;
         lost += report.lost;
@@ -405,8 +417,8 @@ async fn sigkill_campaign(target: Target, kills: u64) {
     };
     println!(
         "sim-sigkill backend={}{} runs={runs} children={children} kills={total_kills} kills_before_work={before_work} \
-         broker_kills={broker_kills} executed={executed} reexecuted={reexecuted:?} duplicates={duplicates} lost={lost} \
-         failures={} seed={seed:#x} time={:.1}s",
+         broker_kills={broker_kills} transient_failures={transient} executed={executed} reexecuted={reexecuted:?} \
+         duplicates={duplicates} lost={lost} failures={} seed={seed:#x} time={:.1}s",
         target.backend.name(),
         if target.broker_kills > 0 { " (kafka3)" } else { "" },
         failures.len(),
