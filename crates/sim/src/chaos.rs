@@ -706,7 +706,7 @@ pub struct ZombieReport {
 
 /// Runs `episodes` simulator runs over the logs `source` gives (one fresh log per episode
 /// number), each crashing once part way and letting the crashed attempt run on for two to four
-/// rounds after the next one restored — a zombie — as [`RunPlan::zombie_rounds`] describes;
+/// rounds after the next one restored — a zombie — as [`RunPlan::zombie_rounds`](crate::RunPlan::zombie_rounds) describes;
 /// counts what the zombies did and what the surviving attempts saw.
 pub async fn zombie_episodes<S: crate::LogSource>(mut source: impl FnMut(u64) -> S, episodes: u32) -> ZombieReport {
     let started = Instant::now();
