@@ -971,9 +971,7 @@ impl<S: LogSource> Sim<S> {
                 for r in &records {
                     let record = codec::decode(&r.key, &r.value).map_err(|e| e.at(p, r.offset))?;
                     let epoch = codec::writer_epoch(&r.value).map_err(|e| e.at(p, r.offset))?;
-                    if fences.iter().any(|(g, e)| *e > epoch && g.owns(&record.key_id()))
-                        && !matches!(record, LogRecord::Fence(_))
-                    {
+                    if fenced_out(&fences, &record.key_id(), epoch) && !matches!(record, LogRecord::Fence(_)) {
                         continue;
                     }
                     match record {
@@ -1033,6 +1031,13 @@ fn apply_memory(memory: &mut BTreeMap<String, Vec<u8>>, state: &ActionState) {
     }
 }
 
+/// Whether a record of `key` written with `epoch` after `fences` (keys and epoch of each fence
+/// met so far in its partition) is a fenced writer's: found by scanning, not by the store's
+/// rule, so that the simulator checks the rule instead of repeating it.
+fn fenced_out(fences: &[(Ownership, u64)], key: &KeyId, epoch: u64) -> bool {
+    fences.iter().any(|(groups, fenced)| *fenced > epoch && groups.owns(key))
+}
+
 /// The upserts of writers of `epochs` in `log` that follow, in their partition, a fence of a
 /// newer epoch over their key (found by scanning, not by the store's rule), and how many of
 /// them a rebuild of the oldest or the newest of `checkpoints` indexes.
@@ -1053,9 +1058,7 @@ async fn zombie_records<L: StateLog>(
                 let epoch = codec::writer_epoch(&r.value).map_err(|e| e.at(p, r.offset))?;
                 match record {
                     LogRecord::Fence(f) => fences.push((f.groups, f.epoch)),
-                    LogRecord::Upsert(s)
-                        if epochs.contains(&epoch) && fences.iter().any(|(g, e)| *e > epoch && g.owns(&s.key.key)) =>
-                    {
+                    LogRecord::Upsert(s) if epochs.contains(&epoch) && fenced_out(&fences, &s.key.key, epoch) => {
                         zombie.push((s.key, Position { partition: p, offset: r.offset, exact: true }));
                     }
                     _ => {}

@@ -295,25 +295,8 @@ fn golden_dir_has_no_stray_files() {
 /// never rewritten.
 #[test]
 fn version_1_golden_files_still_decode() {
-    for (name, record) in v1_cases() {
-        let path = golden_dir().join("v1").join(format!("{name}.hex"));
-        let (key, value) = parse_golden(&std::fs::read_to_string(&path).unwrap());
-        assert_eq!(value[4], 1, "{}", path.display());
-        let payload = postcard::to_allocvec(&record).unwrap();
-        assert_eq!(value, envelope(1, record.kind() as u8, &payload), "{}", path.display());
-        assert_eq!(codec::decode(&key, &value).unwrap(), record, "{}", path.display());
-        let expected = match &record {
-            LogRecord::Upsert(s) => codec::Peeked::Upsert(Evidence::of(s)),
-            other => codec::Peeked::Other(Box::new(other.clone())),
-        };
-        assert_eq!(codec::peek(&key, &value).unwrap(), expected, "{}", path.display());
-        // Its 16-byte blake3 checksum still protects every payload and checksum byte.
-        for at in (codec::V1_HEADER_LEN..value.len()).chain(10..codec::V1_HEADER_LEN) {
-            let mut bad = value.clone();
-            bad[at] ^= 0x10;
-            assert!(matches!(codec::decode(&key, &bad), Err(Error::BadChecksum)), "{} byte {at}", path.display());
-        }
-    }
+    // Its 16-byte blake3 checksum still protects every payload and checksum byte.
+    old_version_files_decode(1, v1_cases(), codec::V1_HEADER_LEN);
 }
 
 /// Records written by format version 2 (no writer epoch, 14-byte header) stay readable, as
@@ -321,12 +304,19 @@ fn version_1_golden_files_still_decode() {
 /// golden records. They are never rewritten.
 #[test]
 fn version_2_golden_files_still_decode_as_epoch_0() {
-    for (name, record) in v2_cases() {
-        let path = golden_dir().join("v2").join(format!("{name}.hex"));
+    old_version_files_decode(2, v2_cases(), codec::V2_HEADER_LEN);
+}
+
+/// The files of `tests/golden/v{version}` hold exactly the envelope of that version around each
+/// case's payload, decode and peek to the case's record as written by epoch 0, and fail the
+/// checksum when any payload or checksum byte changes (the header is `header_len` bytes).
+fn old_version_files_decode(version: u8, cases: Vec<(&'static str, LogRecord)>, header_len: usize) {
+    for (name, record) in cases {
+        let path = golden_dir().join(format!("v{version}")).join(format!("{name}.hex"));
         let (key, value) = parse_golden(&std::fs::read_to_string(&path).unwrap());
-        assert_eq!(value[4], 2, "{}", path.display());
+        assert_eq!(value[4], version, "{}", path.display());
         let payload = postcard::to_allocvec(&record).unwrap();
-        assert_eq!(value, envelope(2, record.kind() as u8, &payload), "{}", path.display());
+        assert_eq!(value, envelope(version, record.kind() as u8, &payload), "{}", path.display());
         assert_eq!(codec::decode(&key, &value).unwrap(), record, "{}", path.display());
         assert_eq!(codec::writer_epoch(&value).unwrap(), 0, "{}", path.display());
         let expected = match &record {
@@ -334,7 +324,7 @@ fn version_2_golden_files_still_decode_as_epoch_0() {
             other => codec::Peeked::Other(Box::new(other.clone())),
         };
         assert_eq!(codec::peek(&key, &value).unwrap(), expected, "{}", path.display());
-        for at in (codec::V2_HEADER_LEN..value.len()).chain(10..codec::V2_HEADER_LEN) {
+        for at in (header_len..value.len()).chain(10..header_len) {
             let mut bad = value.clone();
             bad[at] ^= 0x10;
             assert!(matches!(codec::decode(&key, &bad), Err(Error::BadChecksum)), "{} byte {at}", path.display());
