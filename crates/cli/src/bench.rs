@@ -9,6 +9,7 @@
 //!   against a raw scan of the same records in the same database file, copying each key and
 //!   value out as any reader must.
 
+use crate::claim;
 use actionstate_core::{
     ActionId, ActionState, Attributes, Event, EventId, KeyId, LogRecord, MemoryOp, MemoryUpdate, Progress, StateKey,
     StateLog, TaggedBytes, Trigger, Value, codec,
@@ -26,8 +27,9 @@ use std::time::Instant;
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct BenchArgs {
-    /// What to measure, as a log URL: `file:DIR` (the embedded default, in that directory,
-    /// cleared first; without `--log`, a fresh directory under the system temp dir),
+    /// What to measure, as a log URL: `file:DIR` (the embedded default; DIR must be absent or
+    /// empty, the benchmark writes into `DIR/bench` and removes that, and DIR if it created it,
+    /// when done; without `--log`, a fresh directory under the system temp dir),
     /// `kafka://HOST:PORT/TOPIC` (fresh topics `TOPIC-<pid>-<n>` on that cluster, with the
     /// URL's partitions, timeouts and credentials) or `fluss://HOST:PORT/DATABASE/TABLE` (fresh
     /// tables `DATABASE.TABLE_<pid>_<n>`).
@@ -283,6 +285,12 @@ pub(crate) async fn run(args: BenchArgs) -> Result<ExitCode> {
         }
     };
     args.partitions = log.partitions();
+    // The server benchmarks measure on fresh topics or tables named after the URL's; the one
+    // it names must not hold a history either, so that a bench pointed at a live log by
+    // mistake refuses rather than running beside it. (A data directory is claimed below.)
+    if !matches!(log, LogConfig::File(_)) {
+        claim::refuse_if_holding(&log, "bench").await?;
+    }
     let dir = match log {
         LogConfig::File(c) => c.dir,
         #[cfg(feature = "kafka")]
@@ -291,18 +299,11 @@ pub(crate) async fn run(args: BenchArgs) -> Result<ExitCode> {
         LogConfig::Fluss(c) => return fluss::run(args, *c).await,
         other => bail!("the benchmark runs on file, kafka or fluss logs, not {other}"),
     };
-    if dir.exists() {
-        std::fs::remove_dir_all(&dir).with_context(|| format!("clearing {}", dir.display()))?;
-    }
-    std::fs::create_dir_all(&dir)?;
-    let (ours, raw) = put_latency(&dir, &args).await?;
-    let (records, bytes, rounds) = rebuild_throughput(&dir, &args).await?;
-    let report = Report {
-        backend: "file",
-        put: PutFigures::of(args.puts, &ours, &raw),
-        rebuild: RebuildFigures::of(records, bytes, RawRead::Scan, &rounds),
-    };
-    let _ = std::fs::remove_dir_all(&dir);
+    // Only what the benchmark creates is removed: `DIR/bench`, and `DIR` if it was absent.
+    let scratch = claim::Scratch::claim(&dir, "bench", "bench")?;
+    let measured = measure_file(&scratch.path, &args).await;
+    scratch.remove()?;
+    let report = measured?;
     if args.json {
         outln!("{}", serde_json::to_string(&report)?);
     } else {
@@ -311,6 +312,16 @@ pub(crate) async fn run(args: BenchArgs) -> Result<ExitCode> {
         report.rebuild.print("raw scan", "partitions");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+async fn measure_file(dir: &Path, args: &BenchArgs) -> Result<Report> {
+    let (ours, raw) = put_latency(dir, args).await?;
+    let (records, bytes, rounds) = rebuild_throughput(dir, args).await?;
+    Ok(Report {
+        backend: "file",
+        put: PutFigures::of(args.puts, &ours, &raw),
+        rebuild: RebuildFigures::of(records, bytes, RawRead::Scan, &rounds),
+    })
 }
 
 /// Alternates store puts and raw commits so both see the same disk and background load.

@@ -87,27 +87,19 @@ pub(crate) async fn run(args: DemoArgs) -> Result<ExitCode> {
         owners: 1,
         reconcile: false,
     };
+    // The log is claimed before anything else runs, so that a second command started during
+    // the rehearsals below finds it taken (`claim`). The rehearsals run on as many partitions
+    // as the log has: the appends of a run, and so its crash points, depend on them.
+    let partitions = crate::claim::claim_empty(&target, "demo").await?.identity().partitions;
     // A crash-free reference run in memory: the expected outputs and memory, and the number
     // of appends, which places the crash.
-    let reference_log = MemoryLog::new(8);
+    let reference_log = MemoryLog::new(partitions);
     let reference = Sim::new(MemorySource { log: reference_log.clone() }, config.clone())
         .run(&RunPlan::clean(), &|_| {})
         .await
         .context("crash-free reference run")?;
     let crash_append = ((reference_log.appends() as f64) * args.crash_at.clamp(0.0, 1.0)).max(1.0) as u64;
 
-    // Refuse to mix the demo's history with what the log already holds.
-    {
-        let log = actionstate_recovery::open(&target).await.with_context(|| {
-            format!(
-                "cannot use {target} (for a broker or cluster on this machine, `cargo xtask services up kafka` or \
-                 `fluss` starts one and writes its address to target/services/)"
-            )
-        })?;
-        if log.end_offsets().await?.iter().any(|&e| e > 0) {
-            bail!("{target} already holds records; the demo needs an empty log (a new directory, topic or table)");
-        }
-    }
     let bar = if args.json {
         ProgressBar::hidden()
     } else {
@@ -128,7 +120,7 @@ pub(crate) async fn run(args: DemoArgs) -> Result<ExitCode> {
     let appends = reference_log.appends();
     let mut journal_crash = None;
     for k in (crash_append / 2..crash_append).take(200) {
-        let probe = Sim::new(MemorySource { log: MemoryLog::new(8) }, config.clone());
+        let probe = Sim::new(MemorySource { log: MemoryLog::new(partitions) }, config.clone());
         let o = probe.run(&RunPlan::crashing([CrashPoint::AfterAppend(k)]), &|_| {}).await?;
         if o.resumed > 0 {
             journal_crash = Some(k);
@@ -139,6 +131,7 @@ pub(crate) async fn run(args: DemoArgs) -> Result<ExitCode> {
     let mut crashes =
         vec![CrashPoint::AfterAppend(crash_append), CrashPoint::BeforeAppend(second.max(crash_append + 1))];
     crashes.extend(journal_crash.map(CrashPoint::AfterAppend));
+    let planned_crashes = crashes.len() as u64;
     let plan = RunPlan::crashing(crashes);
     // After the rehearsals, so the metrics count the demo's run alone.
     bar.suspend(|| crate::metrics::serve(&args.metrics))?;
@@ -174,7 +167,39 @@ pub(crate) async fn run(args: DemoArgs) -> Result<ExitCode> {
         print_summary(&summary);
     }
     let ok = summary.duplicate_side_effects == 0 && summary.lost_acknowledged == 0 && summary.matches_crash_free_run;
-    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    if !ok {
+        return Ok(ExitCode::FAILURE);
+    }
+    let missed = missed_plan(&summary, planned_crashes, journal_crash.is_some());
+    if !missed.is_empty() {
+        bail!(
+            "the demo's plan did not happen on {}: {} (the run's results are above; try more --inputs, or \
+             fewer partitions)",
+            summary.data,
+            missed.join("; ")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What the demo set out to show and the run did not: its planned crashes and restores, a
+/// resume from a journal when one was planned, and reuse after a restore. A run that matched
+/// the crash-free one without them proves nothing about recovery.
+fn missed_plan(s: &Summary, planned_crashes: u64, planned_resume: bool) -> Vec<String> {
+    let mut missed = Vec::new();
+    if s.crashes < planned_crashes {
+        missed.push(format!("{planned_crashes} crashes were planned, {} took place", s.crashes));
+    }
+    if s.restores < s.crashes.max(1) {
+        missed.push(format!("{} crashes but {} restores", s.crashes, s.restores));
+    }
+    if planned_resume && s.resumed == 0 {
+        missed.push("a crash was placed to resume an action from its journal, and none resumed".to_owned());
+    }
+    if s.reused == 0 {
+        missed.push("no completed action was reused after a restore".to_owned());
+    }
+    missed
 }
 
 fn print_summary(s: &Summary) {

@@ -25,6 +25,8 @@ struct Loaded {
     corrupt: Vec<(u32, u64, String)>,
     records: u64,
     partitions: u32,
+    /// The first offset retained in each partition: above 0 once retention reclaimed history.
+    earliest: Vec<u64>,
     /// The fence records read: where, the keys fenced, the epoch.
     fences: Vec<(Position, Ownership, u64)>,
     /// Records skipped as a fenced writer's.
@@ -33,18 +35,17 @@ struct Loaded {
 
 /// The log `url` names, parsed (errors say what is wrong with the URL).
 pub(crate) fn config(url: &str) -> Result<LogConfig> {
-    url.parse().with_context(|| format!("--log {url}"))
+    // The error repeats the URL, redacted: a URL as typed may carry a secret the grammar refuses.
+    url.parse().context("--log")
 }
 
-/// Opens the log `url` names as it is, for reading only.
+/// Opens the log `url` names as it is, for reading only: nothing is created, migrated or
+/// written. A failure carries the hint its kind calls for (`hint`).
 pub(crate) async fn open(url: &str) -> Result<AnyLog> {
     let config = config(url)?.read_only();
-    actionstate_recovery::open(&config).await.with_context(|| {
-        format!(
-            "cannot open {config} (pass --log with a log an actionstate store wrote, e.g. `file:DIR` after \
-             `actionstate demo --log file:DIR`; a data directory another process has open must be closed first)"
-        )
-    })
+    actionstate_recovery::open(&config)
+        .await
+        .map_err(|e| crate::hint::with_hint(anyhow::Error::new(e).context(format!("cannot open {config}")), &config))
 }
 
 /// Records above which `inspect` and `verify` show a progress bar (on a terminal).
@@ -74,6 +75,7 @@ async fn load<L: StateLog>(log: &L, progress: bool) -> Result<Loaded> {
         corrupt: Vec::new(),
         records: 0,
         partitions: log.identity().partitions,
+        earliest: earliest.clone(),
         fences: Vec::new(),
         fenced: 0,
     };
@@ -412,15 +414,25 @@ pub(crate) async fn explain(url: &str, key: &str, seq: u64, action: &str, json: 
         let out = serde_json::json!({
             "key": key, "seq": seq, "action": action,
             "states": lines, "later_states": later, "audit": audits,
+            "reclaimed": mine.is_empty() && reclaimed_before(&loaded, &rounds, seq).is_some(),
         });
         outln!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(ExitCode::SUCCESS);
     }
     outln!("key {key} ({}) round {seq} action {action}", short(key_id));
     if mine.is_empty() {
-        outln!(
-            "  no recorded state: a lookup misses (absent) and invalidates the {later} states of later rounds of this key"
-        );
+        match reclaimed_before(&loaded, &rounds, seq) {
+            Some(first) => outln!(
+                "  no recorded state: round {seq} is older than the history this log retains (the first retained \
+                 round of this key is {first}; records below offsets {:?} were reclaimed once later checkpoints \
+                 completed), so a replay from a retained checkpoint starts after it and never looks it up",
+                loaded.earliest
+            ),
+            None => outln!(
+                "  no recorded state: a lookup misses (absent) and invalidates the {later} states of later rounds of \
+                 this key"
+            ),
+        }
     }
     for l in &lines {
         outln!(
@@ -436,6 +448,13 @@ pub(crate) async fn explain(url: &str, key: &str, seq: u64, action: &str, json: 
         outln!("  audit: {} removed {} — {} ({})", a.reason_text(), a.removed, a.detail, a.position);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The first retained round of a key whose round `seq` left no state, when `seq` lies before
+/// it and the log has reclaimed history: the round was reclaimed, not never recorded.
+fn reclaimed_before<T>(loaded: &Loaded, rounds: &[(u64, T)], seq: u64) -> Option<u64> {
+    let first = rounds.iter().map(|(s, _)| *s).min()?;
+    (seq < first && loaded.earliest.iter().any(|&e| e > 0)).then_some(first)
 }
 
 pub(crate) async fn verify(url: &str, json: bool) -> Result<ExitCode> {

@@ -37,7 +37,9 @@ fn keep_freed_memory() {
 }
 
 mod bench;
+mod claim;
 mod demo;
+mod hint;
 mod inspect;
 mod metrics;
 mod reset;
@@ -126,7 +128,9 @@ pub(crate) fn write_line(args: std::fmt::Arguments<'_>) {
 /// printed (error types that show their source in their own message).
 fn one_line(e: &anyhow::Error) -> String {
     let mut out = String::new();
-    for cause in e.chain() {
+    // A hint is printed on its own line (`main`).
+    let skip = usize::from(e.downcast_ref::<hint::Hint>().is_some());
+    for cause in e.chain().skip(skip) {
         let text = cause.to_string();
         if out.contains(&text) {
             continue;
@@ -168,6 +172,9 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {}", one_line(&e));
+            if let Some(hint) = e.downcast_ref::<hint::Hint>() {
+                eprintln!("hint: {hint}");
+            }
             ExitCode::FAILURE
         }
     }

@@ -9,7 +9,7 @@
 //! `--dry-run` only prints.
 
 use actionstate_core::{InvalidationReason, KeyId, Marker, Progress, StateLog};
-use actionstate_recovery::{ActionStateStore, Ownership, Retention, StoreConfig};
+use actionstate_recovery::{ActionStateStore, AnyLog, Ownership, Retention, StoreConfig};
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -45,12 +45,27 @@ pub(crate) struct ResetArgs {
     json: bool,
 }
 
-/// Opens the log `reset` repairs: an existing one only (it is first opened read-only, which
-/// creates nothing), then for writing with the partition count it has.
-async fn open_log(args: &ResetArgs) -> Result<impl StateLog + 'static> {
-    let partitions = crate::inspect::open(&args.log).await?.identity().partitions;
+/// Opens the log `reset` repairs: an existing one only. It is first opened read-only, which
+/// creates, migrates and writes nothing, and that is all a dry run or a run without `--yes`
+/// gets; only `--yes` opens it for writing, with the partition count it has.
+async fn open_log(args: &ResetArgs) -> Result<AnyLog> {
+    let existing = crate::inspect::open(&args.log).await?;
+    if !args.writes() {
+        return Ok(existing);
+    }
+    let partitions = existing.identity().partitions;
+    // A data directory admits one handle at a time.
+    drop(existing);
     let config = crate::inspect::config(&args.log)?.with_partitions(partitions);
-    actionstate_recovery::open(&config).await.with_context(|| format!("opening {config} for writing"))
+    actionstate_recovery::open(&config).await.map_err(|e| {
+        crate::hint::with_hint(anyhow::Error::new(e).context(format!("opening {config} for writing")), &config)
+    })
+}
+
+impl ResetArgs {
+    fn writes(&self) -> bool {
+        self.yes && !self.dry_run
+    }
 }
 
 /// One state the reset removes (or removed).
@@ -64,7 +79,11 @@ struct Planned {
 }
 
 pub(crate) async fn run(args: ResetArgs) -> Result<ExitCode> {
-    // A reason the log cannot hold is refused before anything is opened.
+    // A reason the log cannot hold, or none at all, is refused before anything is opened: the
+    // audit record is the only account of why history was removed.
+    if args.reason.trim().is_empty() {
+        bail!("--reason is empty: say why the key's history is removed (it is written into the audit record)");
+    }
     InvalidationReason::operator(args.reason.as_str()).context("--reason")?;
     let log = open_log(&args).await?;
     reset(log, &args).await
@@ -82,8 +101,27 @@ async fn reset<L: StateLog>(log: L, args: &ResetArgs) -> Result<ExitCode> {
     let key = KeyId::of(args.key.as_bytes());
     let planned = plan(&store, &key, args.from_seq)?;
     let rounds: std::collections::BTreeSet<u64> = planned.iter().map(|p| p.round).collect();
+    if planned.is_empty() {
+        // An audit record that removes nothing would report a repair that did not happen
+        // (often a mistyped key): refused, whatever the flags.
+        let known = store.with_index(|ix| ix.rounds_of(&key).into_iter().map(|(seq, _)| seq).collect::<Vec<_>>());
+        match (known.iter().min(), known.iter().max()) {
+            (Some(first), Some(last)) => bail!(
+                "key {} has no state from round {} on (its recorded rounds are {first} to {last}); nothing written",
+                args.key,
+                args.from_seq
+            ),
+            _ => bail!(
+                "key {} ({}) has no recorded state in {} records read; nothing written (check the key's name: \
+                 `actionstate inspect` lists the keys)",
+                args.key,
+                crate::inspect::short(key),
+                rebuilt.records
+            ),
+        }
+    }
 
-    let write = args.yes && !args.dry_run;
+    let write = args.writes();
     if !args.json {
         // What it removes is on the screen before anything is written.
         outln!(

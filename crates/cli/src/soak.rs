@@ -35,8 +35,10 @@ pub(crate) struct SoakArgs {
     /// Run once with `--retention` and once keeping everything, and report both.
     #[arg(long)]
     compare: bool,
-    /// The log (default: `file:` on a fresh directory under the system temp dir, removed
-    /// after). With `--compare`, the second run uses `DIR/all` (file) or `TOPIC-all` (Kafka).
+    /// The log, which must be new or empty: the soak writes into it and reclaims what it wrote
+    /// (a log that holds anything is refused, and nothing is written to it). Default: `file:`
+    /// on a fresh directory under the system temp dir, removed after. With `--compare`, the
+    /// second run uses `DIR/all` (file), `TOPIC-all` (Kafka) or `TABLE_all` (Fluss).
     #[arg(long, value_name = "URL")]
     log: Option<String>,
     /// The broker's `log.dirs` on this machine, to measure a Kafka topic's bytes on disk.
@@ -142,7 +144,8 @@ async fn once(args: &SoakArgs, config: &SoakConfig, retention: Retention) -> Res
     let temp = tempfile::tempdir().context("creating a temporary data directory")?;
     let log_config = log_of(args, retention == Retention::KeepAll && args.compare, temp.path())?;
     let held = bytes_held(&log_config, args.broker_log_dir.as_deref())?;
-    let log = actionstate_recovery::open(&log_config).await.with_context(|| format!("opening {log_config}"))?;
+    // The soak writes a history of its own and reclaims it: never into a log that holds one.
+    let log = crate::claim::claim_empty(&log_config, "soak").await?;
     let store = Arc::new(ActionStateStore::new(log, StoreConfig { retention, ..StoreConfig::default() }));
     let name = match retention {
         Retention::KeepAll => "all".to_owned(),

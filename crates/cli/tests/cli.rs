@@ -106,7 +106,10 @@ fn inspecting_a_directory_without_a_store_is_a_clear_error() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no actionstate database"), "{err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "the error is one line: {err}");
+    let lines: Vec<&str> = err.trim_end().lines().collect();
+    assert_eq!(lines.len(), 2, "the error is one line, then its hint: {err}");
+    assert!(lines[0].starts_with("error: ") && lines[1].starts_with("hint: no store there"), "{err}");
+    assert!(!err.contains("xtask services") && !err.contains("close"), "a hint for another problem: {err}");
     assert_eq!(err.matches("no actionstate database").count(), 1, "a cause is repeated: {err}");
 }
 

@@ -53,7 +53,7 @@ impl FromStr for LogConfig {
     fn from_str(value: &str) -> Result<Self> {
         let (scheme, rest) = value.trim().split_once(':').unwrap_or((value.trim(), ""));
         let not_compiled = |feature: &str| StoreError::Config {
-            value: value.to_owned(),
+            value: actionstate_core::url::redact(value),
             detail: format!("the {feature} backend is not compiled in (enable the `{feature}` cargo feature)"),
         };
         match scheme {
@@ -68,7 +68,7 @@ impl FromStr for LogConfig {
                     DEFAULT_PARTITIONS
                 } else {
                     rest.parse().map_err(|_| StoreError::Config {
-                        value: value.to_owned(),
+                        value: actionstate_core::url::redact(value),
                         detail: "`memory:N` takes a partition count".into(),
                     })?
                 };
@@ -77,7 +77,7 @@ impl FromStr for LogConfig {
             #[allow(unreachable_patterns, reason = "reachable when a backend feature is off")]
             "file" | "kafka" | "fluss" => Err(not_compiled(scheme)),
             _ => Err(StoreError::Config {
-                value: value.to_owned(),
+                value: actionstate_core::url::redact(value),
                 detail: "unknown backend; expected `file:DIR`, `kafka://HOST:PORT/TOPIC`, \
                          `fluss://HOST:PORT/DATABASE/TABLE` or `memory[:N]`"
                     .into(),

@@ -43,7 +43,7 @@ pub enum StoreError {
     /// A configuration value could not be understood.
     #[error("invalid log configuration `{value}`: {detail}")]
     Config {
-        /// The value.
+        /// The value, with any secret it carries shown as `***` (`url::redact`).
         value: String,
         /// What is wrong.
         detail: String,

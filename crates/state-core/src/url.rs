@@ -54,9 +54,14 @@ fn is_secret_name(name: &str) -> bool {
     !reference && SECRET_WORDS.iter().any(|w| name.contains(w))
 }
 
-/// `text` with the value of every secret-looking query parameter replaced by `***`.
-fn redacted(text: &str) -> String {
-    let Some((head, query)) = text.split_once('?') else { return text.to_owned() };
+/// `text`, a log URL as an operator typed it (valid or not), with every secret it may carry
+/// replaced by `***`: the value of each secret-looking query parameter (`password=`,
+/// `sasl.password=`, `token=`, ...) and the password of a `SCHEME://USER:PASSWORD@HOST`
+/// form, which no grammar accepts but a user may still type. Every error and context line
+/// that repeats a URL shows it through this.
+pub fn redact(text: &str) -> String {
+    let text = redact_userinfo(text);
+    let Some((head, query)) = text.split_once('?') else { return text };
     let params: Vec<String> = query
         .split('&')
         .map(|p| match p.split_once('=') {
@@ -67,11 +72,26 @@ fn redacted(text: &str) -> String {
     format!("{head}?{}", params.join("&"))
 }
 
+/// `SCHEME://USER:PASSWORD@HOST...` with the password replaced by `***`.
+fn redact_userinfo(text: &str) -> String {
+    let Some((scheme, rest)) = text.split_once("://") else { return text.to_owned() };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
+            let hidden = if userinfo.contains(':') { format!("{user}:***") } else { user.to_owned() };
+            format!("{scheme}://{hidden}@{host}{tail}")
+        }
+        None => text.to_owned(),
+    }
+}
+
 impl LogUrl {
     /// Splits `text` into scheme, servers, path and parameters. Fails on a missing scheme, an
     /// empty or repeated parameter name, or a parameter that would carry a secret itself.
     pub fn parse(text: &str) -> Result<LogUrl, Error> {
-        let shown = redacted(text.trim());
+        let shown = redact(text.trim());
         let bad = |detail: String| Error::BadUrl { url: shown.clone(), detail };
         let text = text.trim();
         let (scheme, rest) = text

@@ -19,7 +19,7 @@
 use super::{BenchArgs, PutFigures, RawRead, RebuildFigures, RebuildRound, fenced_count, log_read};
 use actionstate_core::{KeyId, LogRecord, Marker, StateLog, WireRecord, codec};
 use actionstate_fluss::{COLUMNS, FlussConfig, FlussLog, bucket};
-use actionstate_recovery::{ActionStateStore, Ownership, StoreConfig};
+use actionstate_recovery::{ActionStateStore, LogConfig, Ownership, StoreConfig};
 use anyhow::{Context, Result, anyhow, bail};
 use fluss::client::{AppendWriter, FlussConnection};
 use fluss::config::Config;
@@ -91,6 +91,10 @@ async fn fresh_log(base: &FlussConfig, tables: &mut Vec<String>) -> Result<Fluss
     for n in tables.len()..tables.len() + 100 {
         let table = format!("{}_{pid}_{n}", base.table);
         let config = FlussConfig { table: table.clone(), ..base.clone() };
+        // A table that is there already is someone's: never written to, never dropped.
+        if crate::claim::exists(&LogConfig::Fluss(Box::new(config.clone()))).await {
+            continue;
+        }
         let log = FlussLog::open(config).await.with_context(|| {
             format!(
                 "cannot use fluss://{}/{}/{table} (is a Fluss cluster running there? `cargo xtask \

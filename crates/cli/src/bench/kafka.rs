@@ -27,7 +27,7 @@ use super::{
 };
 use actionstate_core::{KeyId, LogRecord, Marker, StateLog, codec};
 use actionstate_kafka::{KafkaConfig, KafkaLog};
-use actionstate_recovery::{ActionStateStore, Ownership, StoreConfig};
+use actionstate_recovery::{ActionStateStore, LogConfig, Ownership, StoreConfig};
 use actionstate_testkit::MemoryLog;
 use anyhow::{Context, Result, anyhow, bail};
 use rdkafka::admin::{AdminClient, AdminOptions};
@@ -153,6 +153,10 @@ async fn fresh_log(base: &KafkaConfig, topics: &mut Vec<String>) -> Result<Kafka
     for n in topics.len()..topics.len() + 100 {
         let topic = format!("{}-{pid}-{n}", base.topic);
         let config = KafkaConfig { topic: topic.clone(), ..base.clone() };
+        // A topic that is there already is someone's: never written to, never deleted.
+        if crate::claim::exists(&LogConfig::Kafka(Box::new(config.clone()))).await {
+            continue;
+        }
         let log = KafkaLog::open(config).await.with_context(|| {
             format!(
                 "cannot use kafka://{}/{topic} (is a broker running there? `cargo xtask services up kafka` \
