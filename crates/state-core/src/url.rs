@@ -110,6 +110,13 @@ impl LogUrl {
             },
             None => (String::new(), rest.to_owned()),
         };
+        if servers.contains('@') {
+            return Err(bad(
+                "credentials in the host part (`USER:PASSWORD@HOST`) are refused: give `username=USER` and \
+                 name where the password is with `password_env=VARIABLE` or `password_file=PATH`"
+                    .into(),
+            ));
+        }
         let mut params: Vec<(String, String)> = Vec::new();
         for param in query.split('&').filter(|p| !p.is_empty()) {
             let (name, value) = param.split_once('=').unwrap_or((param, ""));
@@ -361,6 +368,22 @@ mod tests {
         assert_eq!(d("c"), Duration::from_secs(300));
         assert_eq!(d("d"), Duration::from_secs(7_200));
         assert_eq!(d("e"), Duration::from_secs(604_800));
+    }
+
+    #[test]
+    fn redact_hides_every_secret_an_operator_may_type() {
+        for (typed, shown) in [
+            ("kafka://h:1/t?username=u&password=s", "kafka://h:1/t?username=u&password=***"),
+            ("kafak://h:1/t?sasl.password=s&token=t", "kafak://h:1/t?sasl.password=***&token=***"),
+            ("kafka://u:s@h:1/t?x=1", "kafka://u:***@h:1/t?x=1"),
+            ("fluss://u@h:1/d/t", "fluss://u@h:1/d/t"),
+            ("kafka://h:1/t?password_env=V&password_file=/f", "kafka://h:1/t?password_env=V&password_file=/f"),
+            ("file:/d", "file:/d"),
+        ] {
+            assert_eq!(redact(typed), shown);
+        }
+        let e = LogUrl::parse("kafka://u:s3cret@h:1/t").unwrap_err().to_string();
+        assert!(!e.contains("s3cret") && e.contains("username=USER"), "{e}");
     }
 
     #[test]
