@@ -288,14 +288,20 @@ impl From<FileError> for Error {
     /// [`Error::Unsupported`]; everything else is a terminal [`Error::Backend`] whose source
     /// is the [`FileError`] (see [`FileError::find`]).
     fn from(e: FileError) -> Self {
-        match e {
-            FileError::PartitionsChanged { path, stored, requested } => Error::LogChanged {
-                expected: format!("{BACKEND}:{} ({requested} partitions)", path.display()),
-                found: format!("{BACKEND}:{} ({stored} partitions)", path.display()),
-            },
-            FileError::ReadOnly { operation, .. } => read_only(operation),
-            e => Error::Backend(BackendError::terminal(BACKEND, e.operation(), e)),
-        }
+        let operation = e.operation();
+        into_core(e, operation)
+    }
+}
+
+/// [`Error::from`], naming `operation` as the one that failed.
+fn into_core(e: FileError, operation: &'static str) -> Error {
+    match e {
+        FileError::PartitionsChanged { path, stored, requested } => Error::LogChanged {
+            expected: format!("{BACKEND}:{} ({requested} partitions)", path.display()),
+            found: format!("{BACKEND}:{} ({stored} partitions)", path.display()),
+        },
+        FileError::ReadOnly { operation, .. } => read_only(operation),
+        e => Error::Backend(BackendError::terminal(BACKEND, operation, e)),
     }
 }
 
@@ -761,13 +767,13 @@ impl Inner {
 
     /// Runs engine work `f`, turning a panic into [`FileError::Corrupt`] and breaking the
     /// handle; on a broken handle, fails with that error without running `f`.
-    fn guarded<T, E: From<FileError>>(&self, f: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
+    fn guarded<T>(&self, f: impl FnOnce() -> Result<T, FileError>) -> Result<T, FileError> {
         if let Some(detail) = lock(&self.broken).clone() {
-            return Err(corrupt(&self.path, detail).into());
+            return Err(corrupt(&self.path, detail));
         }
         guard::engine(f).unwrap_or_else(|detail| {
             *lock(&self.broken) = Some(detail.clone());
-            Err(corrupt(&self.path, detail).into())
+            Err(corrupt(&self.path, detail))
         })
     }
 
@@ -811,7 +817,7 @@ impl Inner {
         if offset <= writer.earliest[p] {
             return Ok(writer.earliest[p]);
         }
-        self.guarded(|| self.delete_below(partition, offset))?;
+        self.guarded(|| self.delete_below(partition, offset)).map_err(|e| into_core(e, "truncate"))?;
         writer.earliest[p] = offset;
         *lock(&self.published) = writer.clone();
         Ok(offset)
@@ -866,7 +872,7 @@ impl Inner {
         if from >= to || max == 0 {
             return Ok(ReadBatch { records: Vec::new(), next: from });
         }
-        self.guarded(|| self.read_range(partition, from, to, max)).map_err(Error::from)
+        self.guarded(|| self.read_range(partition, from, to, max)).map_err(|e| into_core(e, "read"))
     }
 
     fn read_range(&self, partition: u32, from: u64, to: u64, max: usize) -> Result<ReadBatch, FileError> {
@@ -955,8 +961,9 @@ impl StateLog for FileLog {
     async fn current_identity(&self) -> Result<LogIdentity, Error> {
         let inner = self.inner.clone();
         blocking("identity", move || {
-            let identity = inner.guarded(|| read_identity(&inner.db, &inner.path))?;
-            identity.ok_or_else(|| corrupt(&inner.path, "the meta record is missing".into()).into())
+            let identity = inner.guarded(|| read_identity(&inner.db, &inner.path));
+            let missing = || corrupt(&inner.path, "the meta record is missing".into());
+            identity.and_then(|i| i.ok_or_else(missing)).map_err(|e| into_core(e, "identity"))
         })
         .await
     }
