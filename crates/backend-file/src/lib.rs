@@ -620,9 +620,7 @@ fn open_error(path: &Path, e: redb::DatabaseError) -> FileError {
         redb::DatabaseError::DatabaseAlreadyOpen => FileError::Locked { path },
         // Only a read-only open aborts a repair (this crate sets no repair callback).
         redb::DatabaseError::RepairAborted => FileError::NeedsRecovery { path },
-        redb::DatabaseError::Storage(redb::StorageError::Io(source)) if is_damage(&source) => {
-            FileError::Corrupt { path, source: Box::new(source) }
-        }
+        redb::DatabaseError::Storage(redb::StorageError::Io(source)) if is_damage(&source) => damage(path, source),
         redb::DatabaseError::Storage(redb::StorageError::Io(source)) => FileError::Io { path, source },
         e @ (redb::DatabaseError::Storage(redb::StorageError::Corrupted(_))
         | redb::DatabaseError::UpgradeRequired(_)) => FileError::Corrupt { path, source: Box::new(e) },
@@ -637,12 +635,21 @@ fn is_damage(e: &std::io::Error) -> bool {
     matches!(e.kind(), std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::InvalidData)
 }
 
+/// The corruption an I/O error of [`is_damage`] stands for, in words about the file.
+fn damage(path: PathBuf, source: std::io::Error) -> FileError {
+    if source.kind() != std::io::ErrorKind::UnexpectedEof {
+        return FileError::Corrupt { path, source: Box::new(source) };
+    }
+    let len = std::fs::metadata(&path).map_or_else(|_| "?".to_owned(), |m| m.len().to_string());
+    corrupt(&path, format!("truncated: the file ends at {len} bytes, before the data it records"))
+}
+
 /// An engine error during `operation`, classified: damage is [`FileError::Corrupt`], a file
 /// system refusal [`FileError::Io`], a held lock [`FileError::Locked`].
 fn engine_error(path: &Path, operation: &'static str, e: redb::Error) -> FileError {
     let path = path.to_path_buf();
     match e {
-        redb::Error::Io(source) if is_damage(&source) => FileError::Corrupt { path, source: Box::new(source) },
+        redb::Error::Io(source) if is_damage(&source) => damage(path, source),
         redb::Error::Io(source) => FileError::Io { path, source },
         redb::Error::DatabaseAlreadyOpen => FileError::Locked { path },
         // Every database this crate creates has all its tables with their types, so a missing
