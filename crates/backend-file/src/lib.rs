@@ -48,13 +48,38 @@
 //! | `earliest` | `u32` partition | `u64` earliest retained offset, present once truncated |
 //!
 //! The value bytes are stored as given; the backend never decodes the envelope.
+//!
+//! ## Damaged, foreign and read-only files
+//!
+//! - An existing file is never initialized or replaced: only a missing database is created.
+//!   An empty file, a file that is not a redb database, a redb database without this crate's
+//!   tables, a truncated or otherwise damaged file are each [`FileError::Corrupt`], naming the
+//!   file.
+//! - redb trusts the pages it reads, and may panic on a damaged one. Every engine call runs
+//!   under [`std::panic::catch_unwind`]: such a panic becomes [`FileError::Corrupt`], and the
+//!   handle is then broken (every later call fails with the same error). While an engine call
+//!   runs, the panic hook this crate installs on first use keeps a caught panic off stderr;
+//!   any other panic goes to the hook installed before it.
+//! - A read-only open ([`FileConfig::read_only`]) uses redb's read-only database: the file is
+//!   opened for reading only, nothing is written or created, and read permission is enough.
+//!   Its checksum pass ([`FileConfig::verify_on_open`]) runs redb's integrity check with every
+//!   write it makes kept in memory. A file its writer did not close (a crash, or a writer still
+//!   running) is [`FileError::NeedsRecovery`]: recovery writes, which a read-only open does
+//!   not do.
+//!
+//! [`FileError::find`] finds the [`FileError`] behind an [`Error`] this crate returned, for a
+//! caller that tells its user what to do about it.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+
+mod guard;
+mod overlay;
 
 use actionstate_core::{
     BackendError, Capabilities, Error, LogIdentity, Position, ReadBatch, ReadRecord, StateLog, WireRecord,
 };
 use redb::{ReadableDatabase, ReadableTableMetadata, TableDefinition};
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::sync::oneshot;
@@ -102,9 +127,12 @@ pub struct FileConfig {
     /// read through the operating system's cache. Default [`DEFAULT_CACHE_BYTES`].
     pub cache_bytes: usize,
     /// Opens an existing data directory as it is, for tools that only read (`actionstate
-    /// inspect`): nothing is created, the partition count is the stored one (`partitions` is
-    /// not checked), and [`append`](StateLog::append) and [`reclaim`](StateLog::reclaim) fail
-    /// with [`Error::Unsupported`]. Default `false`.
+    /// inspect`): the file is opened with redb's read-only database, so nothing is written or
+    /// created and read permission is enough; the partition count is the stored one
+    /// (`partitions` is not checked); [`append`](StateLog::append),
+    /// [`reclaim`](StateLog::reclaim) and [`FileLog::truncate_before`] fail with
+    /// [`Error::Unsupported`]. A file that was not closed cleanly is refused with
+    /// [`FileError::NeedsRecovery`]. Default `false`.
     pub read_only: bool,
 }
 
@@ -137,8 +165,10 @@ pub enum FileError {
         /// The underlying error.
         source: std::io::Error,
     },
-    /// The database file is not a valid actionstate database (garbage, damaged pages, missing
-    /// or malformed metadata).
+    /// The database file is not a valid actionstate database: empty, not a redb database, a
+    /// redb database without this crate's tables, truncated, damaged pages (found by the
+    /// checksum pass, by an engine error, or by the engine failing on a page it read), missing
+    /// or malformed metadata.
     #[error("{path} is corrupt or not an actionstate database: {source}")]
     Corrupt {
         /// The database file.
@@ -189,6 +219,25 @@ pub enum FileError {
         /// The database file.
         path: PathBuf,
     },
+    /// A read-only open found a file its writer did not close (the writer crashed). Recovering
+    /// it writes, which a read-only open never does; opening it for writing once (restarting
+    /// its writer) does.
+    #[error(
+        "{path} was not closed cleanly (its writer crashed); a read-only open does not recover \
+         it: open it for writing once, e.g. by restarting its writer, then retry"
+    )]
+    NeedsRecovery {
+        /// The database file.
+        path: PathBuf,
+    },
+    /// A write on a log opened read-only.
+    #[error("{operation} on {path} refused: the log was opened read-only")]
+    ReadOnly {
+        /// The database file.
+        path: PathBuf,
+        /// The refused operation.
+        operation: &'static str,
+    },
     /// The database engine failed during an operation.
     #[error("{operation} on {path} failed: {source}")]
     Engine {
@@ -204,22 +253,55 @@ pub enum FileError {
 impl FileError {
     fn operation(&self) -> &'static str {
         match self {
-            FileError::Engine { operation, .. } => operation,
+            FileError::Engine { operation, .. } | FileError::ReadOnly { operation, .. } => operation,
             FileError::TooLarge { .. } => "append",
             _ => "open",
         }
     }
+
+    /// The [`FileError`] behind `error`, found by following its [`source`] chain: for an
+    /// [`Error`] this crate returned (an [`Error::Backend`]) or any error wrapping one. `None`
+    /// for errors that did not come from a file problem. Lets a caller tell a damaged file
+    /// ([`FileError::Corrupt`]) from one held by another process ([`FileError::Locked`]) or a
+    /// file system refusal ([`FileError::Io`]: permission denied, not a directory, read-only
+    /// file system).
+    ///
+    /// [`source`]: std::error::Error::source
+    pub fn find<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a FileError> {
+        let mut at = Some(error);
+        while let Some(e) = at {
+            if let Some(found) = e.downcast_ref::<FileError>() {
+                return Some(found);
+            }
+            // Appends share one error among the records committed together.
+            if let Some(found) = e.downcast_ref::<Arc<FileError>>() {
+                return Some(found);
+            }
+            at = e.source();
+        }
+        None
+    }
 }
 
 impl From<FileError> for Error {
+    /// A changed partition count is [`Error::LogChanged`] and a write on a read-only log
+    /// [`Error::Unsupported`]; everything else is a terminal [`Error::Backend`] whose source
+    /// is the [`FileError`] (see [`FileError::find`]).
     fn from(e: FileError) -> Self {
-        match e {
-            FileError::PartitionsChanged { path, stored, requested } => Error::LogChanged {
-                expected: format!("{BACKEND}:{} ({requested} partitions)", path.display()),
-                found: format!("{BACKEND}:{} ({stored} partitions)", path.display()),
-            },
-            e => Error::Backend(BackendError::terminal(BACKEND, e.operation(), e)),
-        }
+        let operation = e.operation();
+        into_core(e, operation)
+    }
+}
+
+/// [`Error::from`], naming `operation` as the one that failed.
+fn into_core(e: FileError, operation: &'static str) -> Error {
+    match e {
+        FileError::PartitionsChanged { path, stored, requested } => Error::LogChanged {
+            expected: format!("{BACKEND}:{} ({requested} partitions)", path.display()),
+            found: format!("{BACKEND}:{} ({stored} partitions)", path.display()),
+        },
+        FileError::ReadOnly { operation, .. } => read_only(operation),
+        e => Error::Backend(BackendError::terminal(BACKEND, operation, e)),
     }
 }
 
@@ -234,13 +316,59 @@ pub struct FileLog {
     identity: LogIdentity,
 }
 
+/// The engine's handle on the file.
+enum Db {
+    /// Opened for writing.
+    Write(redb::Database),
+    /// Opened by [`FileConfig::read_only`]: appends and reclaims are refused.
+    Read(redb::ReadOnlyDatabase),
+    /// Closed (while dropping).
+    Closed,
+}
+
+impl fmt::Debug for Db {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Db::Write(_) => "Db::Write",
+            Db::Read(_) => "Db::Read",
+            Db::Closed => "Db::Closed",
+        })
+    }
+}
+
+impl Db {
+    fn begin_read(&self) -> Result<redb::ReadTransaction, redb::Error> {
+        match self {
+            Db::Write(db) => Ok(db.begin_read()?),
+            Db::Read(db) => Ok(db.begin_read()?),
+            Db::Closed => Err(redb::Error::DatabaseClosed),
+        }
+    }
+
+    /// The handle for a write transaction, or why there is none.
+    fn writable(&self, path: &Path, operation: &'static str) -> Result<&redb::Database, FileError> {
+        match self {
+            Db::Write(db) => Ok(db),
+            Db::Read(_) => Err(FileError::ReadOnly { path: path.to_path_buf(), operation }),
+            Db::Closed => Err(engine_error(path, operation, redb::Error::DatabaseClosed)),
+        }
+    }
+}
+
+/// Drops `db`, which closes it (a database opened for writing commits on close), catching a
+/// panic the engine raises on a damaged file.
+fn close_quietly(db: Db) {
+    let _ = guard::engine(move || drop(db));
+}
+
 #[derive(Debug)]
 struct Inner {
-    db: redb::Database,
+    db: Db,
     path: PathBuf,
     partitions: u32,
-    /// Opened by [`FileConfig::read_only`]: appends and reclaims are refused.
-    read_only: bool,
+    /// Set once an engine call panicked: what it said. Every later call fails with it, as the
+    /// engine's state after the panic cannot be trusted.
+    broken: Mutex<Option<String>>,
     /// Appends waiting for the next commit.
     queue: Mutex<Queue>,
     /// Held while writing; guards the offsets the next records get.
@@ -281,39 +409,81 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl FileLog {
-    /// Opens the log in `config.dir`, creating the directory and the database if absent.
+    /// Opens the log in `config.dir`, creating the directory and the database if absent (and
+    /// only then: an existing file is opened as it is, never initialized). With
+    /// [`FileConfig::read_only`], see there: nothing is created or written.
     ///
     /// Errors name the file or directory at fault: [`FileError::UnknownFormat`],
     /// [`FileError::Corrupt`], [`FileError::PartitionsChanged`], [`FileError::Locked`],
-    /// [`FileError::Io`]. This call blocks on disk I/O.
+    /// [`FileError::NeedsRecovery`], [`FileError::Io`]. This call blocks on disk I/O.
     pub fn open(config: FileConfig) -> Result<FileLog, FileError> {
         if config.read_only {
-            let mut log = FileLog::open_existing_with(FileConfig { read_only: false, ..config })?;
-            if let Some(inner) = Arc::get_mut(&mut log.inner) {
-                inner.read_only = true;
-            }
-            return Ok(log);
+            return FileLog::open_read_only(&config);
         }
-        let dir = config.dir;
+        let dir = &config.dir;
         if config.partitions == 0 {
-            return Err(FileError::NoPartitions { path: dir });
+            return Err(FileError::NoPartitions { path: dir.clone() });
         }
-        std::fs::create_dir_all(&dir).map_err(|source| FileError::Io { path: dir.clone(), source })?;
+        std::fs::create_dir_all(dir).map_err(|source| FileError::Io { path: dir.clone(), source })?;
         let path = dir.join(DB_FILE_NAME);
-        if std::fs::symlink_metadata(&path).is_err() {
-            create_database(&dir, &path, config.partitions)?;
+        match std::fs::symlink_metadata(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => create_database(dir, &path, config.partitions)?,
+            Err(source) => return Err(FileError::Io { path, source }),
+            Ok(_) => {}
         }
-        let db = redb::Database::builder()
-            .set_check_integrity_on_open(config.verify_on_open)
-            .set_cache_size(config.cache_bytes)
-            .create(&path)
-            .map_err(|e| open_error(&path, e))?;
-        let (identity, offsets) = load_or_init(&db, &path, config.partitions)?;
+        check_database_file(&path)?;
+        let mut builder = redb::Database::builder();
+        builder.set_check_integrity_on_open(config.verify_on_open).set_cache_size(config.cache_bytes);
+        // `open`, not `create`: redb's `create` initializes a new database in an empty file.
+        let db = engine_open(&path, || builder.open(&path))?;
+        FileLog::finish_open(Db::Write(db), path, Some(config.partitions))
+    }
+
+    /// [`FileLog::open`] with [`FileConfig::read_only`].
+    fn open_read_only(config: &FileConfig) -> Result<FileLog, FileError> {
+        let path = config.dir.join(DB_FILE_NAME);
+        check_database_file(&path)?;
+        let mut builder = redb::Database::builder();
+        builder.set_cache_size(config.cache_bytes);
+        // Opened before the checksum pass, so that its lock keeps a writer out while it runs.
+        let db = match engine_open(&path, || builder.open_read_only(&path)) {
+            Ok(db) => Db::Read(db),
+            // redb refuses a read-only open alike for a file its writer did not close and for
+            // one whose length is not the one its header records (truncated). The integrity
+            // check, run without writing, tells them apart: it recovers the first and finds the
+            // second corrupt.
+            Err(FileError::NeedsRecovery { path }) => {
+                verify_without_writing(&path, config.cache_bytes)?;
+                return Err(FileError::NeedsRecovery { path });
+            }
+            Err(e) => return Err(e),
+        };
+        if config.verify_on_open
+            && let Err(e) = verify_without_writing(&path, config.cache_bytes)
+        {
+            close_quietly(db);
+            return Err(e);
+        }
+        FileLog::finish_open(db, path, None)
+    }
+
+    /// Reads the identity and offsets of an opened database (checking the partition count
+    /// against `partitions`, if given) and wraps it into a log.
+    fn finish_open(db: Db, path: PathBuf, partitions: Option<u32>) -> Result<FileLog, FileError> {
+        let loaded =
+            guard::engine(|| load(&db, &path, partitions)).unwrap_or_else(|detail| Err(corrupt(&path, detail)));
+        let (identity, offsets) = match loaded {
+            Ok(loaded) => loaded,
+            Err(e) => {
+                close_quietly(db);
+                return Err(e);
+            }
+        };
         let inner = Inner {
             db,
             path,
             partitions: identity.partitions,
-            read_only: false,
+            broken: Mutex::new(None),
             queue: Mutex::new(Queue::default()),
             writer: Mutex::new(offsets.clone()),
             published: Mutex::new(offsets),
@@ -333,6 +503,9 @@ impl FileLog {
     /// Markers pointing below the new earliest offset then fail validation with
     /// [`Error::DataLoss`]. Fails with [`Error::OffsetBeyondEnd`] if `offset` is past the end.
     pub async fn truncate_before(&self, partition: u32, offset: u64) -> Result<u64, Error> {
+        if self.inner.is_read_only() {
+            return Err(read_only("truncate"));
+        }
         self.check_partition(partition)?;
         let inner = self.inner.clone();
         blocking("truncate", move || inner.truncate_before(partition, offset)).await
@@ -373,9 +546,10 @@ async fn blocking<T: Send + 'static>(
 fn create_database(dir: &Path, path: &Path, partitions: u32) -> Result<(), FileError> {
     let tmp = dir.join(format!("{DB_FILE_NAME}.{}.new", uuid::Uuid::new_v4().simple()));
     let created = (|| {
-        let db = redb::Database::builder().create(&tmp).map_err(|e| open_error(&tmp, e))?;
-        load_or_init(&db, &tmp, partitions)?;
-        drop(db);
+        let db = engine_open(&tmp, || redb::Database::builder().create(&tmp))?;
+        let initialized = guard::engine(|| init(&db, &tmp, partitions)).unwrap_or_else(|d| Err(corrupt(&tmp, d)));
+        close_quietly(Db::Write(db));
+        initialized?;
         match std::fs::hard_link(&tmp, path) {
             // The new file's directory entry must survive a crash as well as its contents.
             Ok(()) => sync_dir(dir),
@@ -394,20 +568,99 @@ fn sync_dir(dir: &Path) -> Result<(), FileError> {
     std::fs::File::open(dir).map_err(io)?.sync_all().map_err(io)
 }
 
+/// Refuses what cannot be an existing database before the engine sees it: a missing path
+/// (a read-only open creates nothing), a directory, an empty file (which redb would
+/// initialize as a new database).
+fn check_database_file(path: &Path) -> Result<(), FileError> {
+    let io = |source| FileError::Io { path: path.to_path_buf(), source };
+    let meta = std::fs::metadata(path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            io(std::io::Error::new(std::io::ErrorKind::NotFound, "no actionstate database in this directory"))
+        } else {
+            io(e)
+        }
+    })?;
+    if !meta.is_file() {
+        return Err(io(std::io::Error::other("not a regular file")));
+    }
+    if meta.len() == 0 {
+        return Err(corrupt(path, "the file is empty (0 bytes); an existing file is never made into a new log".into()));
+    }
+    Ok(())
+}
+
+/// Runs the engine's open of `path`, mapping its errors and a panic to [`FileError`]s.
+fn engine_open<D>(path: &Path, open: impl FnOnce() -> Result<D, redb::DatabaseError>) -> Result<D, FileError> {
+    match guard::engine(open) {
+        Ok(Ok(db)) => Ok(db),
+        Ok(Err(e)) => Err(open_error(path, e)),
+        Err(detail) => Err(corrupt(path, detail)),
+    }
+}
+
+/// Runs redb's integrity check (every page's checksum, the allocator state) on the file at
+/// `path` without writing to it: the check's writes go to an in-memory overlay.
+fn verify_without_writing(path: &Path, cache_bytes: usize) -> Result<(), FileError> {
+    let io = |source| FileError::Io { path: path.to_path_buf(), source };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let overlay = overlay::Overlay::new(file).map_err(io)?;
+    let mut builder = redb::Database::builder();
+    builder.set_check_integrity_on_open(true).set_cache_size(cache_bytes);
+    let db = engine_open(path, || builder.create_with_backend(overlay))?;
+    match guard::engine(|| db.close()) {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(open_error(path, e)),
+        Err(detail) => Err(corrupt(path, detail)),
+    }
+}
+
 fn open_error(path: &Path, e: redb::DatabaseError) -> FileError {
     let path = path.to_path_buf();
     match e {
         redb::DatabaseError::DatabaseAlreadyOpen => FileError::Locked { path },
-        redb::DatabaseError::Storage(redb::StorageError::Io(source))
-            if source.kind() == std::io::ErrorKind::InvalidData =>
-        {
-            FileError::Corrupt { path, source: Box::new(source) }
-        }
+        // Only a read-only open aborts a repair (this crate sets no repair callback).
+        redb::DatabaseError::RepairAborted => FileError::NeedsRecovery { path },
+        redb::DatabaseError::Storage(redb::StorageError::Io(source)) if is_damage(&source) => damage(path, source),
         redb::DatabaseError::Storage(redb::StorageError::Io(source)) => FileError::Io { path, source },
         e @ (redb::DatabaseError::Storage(redb::StorageError::Corrupted(_))
-        | redb::DatabaseError::UpgradeRequired(_)
-        | redb::DatabaseError::RepairAborted) => FileError::Corrupt { path, source: Box::new(e) },
+        | redb::DatabaseError::UpgradeRequired(_)) => FileError::Corrupt { path, source: Box::new(e) },
         e => FileError::Engine { path, operation: "open", source: Box::new(e.into()) },
+    }
+}
+
+/// Whether an I/O error from the engine means the file's content is wrong rather than that
+/// the file system refused: a read past the end is a truncated file, invalid data a file that
+/// is not a database.
+fn is_damage(e: &std::io::Error) -> bool {
+    matches!(e.kind(), std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::InvalidData)
+}
+
+/// The corruption an I/O error of [`is_damage`] stands for, in words about the file.
+fn damage(path: PathBuf, source: std::io::Error) -> FileError {
+    if source.kind() != std::io::ErrorKind::UnexpectedEof {
+        return FileError::Corrupt { path, source: Box::new(source) };
+    }
+    let len = std::fs::metadata(&path).map_or_else(|_| "?".to_owned(), |m| m.len().to_string());
+    corrupt(&path, format!("truncated: the file ends at {len} bytes, before the data it records"))
+}
+
+/// An engine error during `operation`, classified: damage is [`FileError::Corrupt`], a file
+/// system refusal [`FileError::Io`], a held lock [`FileError::Locked`].
+fn engine_error(path: &Path, operation: &'static str, e: redb::Error) -> FileError {
+    let path = path.to_path_buf();
+    match e {
+        redb::Error::Io(source) if is_damage(&source) => damage(path, source),
+        redb::Error::Io(source) => FileError::Io { path, source },
+        redb::Error::DatabaseAlreadyOpen => FileError::Locked { path },
+        // Every database this crate creates has all its tables with their types, so a missing
+        // or different one is a file that is not (or no longer) an actionstate database.
+        e @ (redb::Error::Corrupted(_)
+        | redb::Error::TableDoesNotExist(_)
+        | redb::Error::TableTypeMismatch { .. }
+        | redb::Error::TableIsMultimap(_)
+        | redb::Error::TypeDefinitionChanged { .. }
+        | redb::Error::UpgradeRequired(_)) => FileError::Corrupt { path, source: Box::new(e) },
+        e => FileError::Engine { path, operation, source: Box::new(e) },
     }
 }
 
@@ -418,7 +671,7 @@ trait OrEngine<T> {
 
 impl<T, E: Into<redb::Error>> OrEngine<T> for Result<T, E> {
     fn or_engine(self, path: &Path, operation: &'static str) -> Result<T, FileError> {
-        self.map_err(|e| FileError::Engine { path: path.to_path_buf(), operation, source: Box::new(e.into()) })
+        self.map_err(|e| engine_error(path, operation, e.into()))
     }
 }
 
@@ -426,19 +679,21 @@ fn corrupt(path: &Path, detail: String) -> FileError {
     FileError::Corrupt { path: path.to_path_buf(), source: detail.into() }
 }
 
-/// Reads the meta record (writing it on a fresh database) and the offsets of every partition.
-fn load_or_init(db: &redb::Database, path: &Path, partitions: u32) -> Result<(LogIdentity, Offsets), FileError> {
-    if let Some(identity) = read_identity(db, path)? {
-        if identity.partitions != partitions {
-            return Err(FileError::PartitionsChanged {
-                path: path.to_path_buf(),
-                stored: identity.partitions,
-                requested: partitions,
-            });
-        }
-        let offsets = read_offsets(db, path, partitions)?;
-        return Ok((identity, offsets));
+/// Reads the meta record and the offsets of every partition, checking the partition count
+/// against `partitions` if given. A database without the meta record is not an actionstate
+/// database: only [`init`] writes one, into a file it has just created.
+fn load(db: &Db, path: &Path, partitions: Option<u32>) -> Result<(LogIdentity, Offsets), FileError> {
+    let identity = read_identity(db, path)?
+        .ok_or_else(|| corrupt(path, "a redb database without the actionstate meta table".into()))?;
+    if let Some(requested) = partitions.filter(|&p| p != identity.partitions) {
+        return Err(FileError::PartitionsChanged { path: path.to_path_buf(), stored: identity.partitions, requested });
     }
+    let offsets = read_offsets(db, path, identity.partitions)?;
+    Ok((identity, offsets))
+}
+
+/// Writes the meta record and creates the tables of a database just created.
+fn init(db: &redb::Database, path: &Path, partitions: u32) -> Result<(), FileError> {
     let id = uuid::Uuid::new_v4().to_string();
     let txn = db.begin_write().or_engine(path, "open")?;
     {
@@ -451,14 +706,11 @@ fn load_or_init(db: &redb::Database, path: &Path, partitions: u32) -> Result<(Lo
         meta.insert(META_ID, id.as_bytes()).or_engine(path, "open")?;
         meta.insert(META_PARTITIONS, partitions.to_le_bytes().as_slice()).or_engine(path, "open")?;
     }
-    txn.commit().or_engine(path, "open")?;
-    let identity = LogIdentity { backend: BACKEND.to_string(), id, partitions };
-    let offsets = Offsets { earliest: vec![0; partitions as usize], end: vec![0; partitions as usize] };
-    Ok((identity, offsets))
+    txn.commit().or_engine(path, "open")
 }
 
 /// The identity stored in the meta table; `None` for a database not yet initialized.
-fn read_identity(db: &redb::Database, path: &Path) -> Result<Option<LogIdentity>, FileError> {
+fn read_identity(db: &Db, path: &Path) -> Result<Option<LogIdentity>, FileError> {
     let txn = db.begin_read().or_engine(path, "read meta")?;
     let meta = match txn.open_table(META) {
         Ok(t) => t,
@@ -490,7 +742,7 @@ fn read_identity(db: &redb::Database, path: &Path) -> Result<Option<LogIdentity>
     Ok(Some(LogIdentity { backend: BACKEND.to_string(), id, partitions }))
 }
 
-fn read_offsets(db: &redb::Database, path: &Path, partitions: u32) -> Result<Offsets, FileError> {
+fn read_offsets(db: &Db, path: &Path, partitions: u32) -> Result<Offsets, FileError> {
     let txn = db.begin_read().or_engine(path, "read offsets")?;
     let records = txn.open_table(RECORDS).or_engine(path, "read offsets")?;
     let earliest_table = txn.open_table(EARLIEST).or_engine(path, "read offsets")?;
@@ -509,11 +761,33 @@ fn read_offsets(db: &redb::Database, path: &Path, partitions: u32) -> Result<Off
     Ok(offsets)
 }
 
+impl Drop for Inner {
+    fn drop(&mut self) {
+        close_quietly(std::mem::replace(&mut self.db, Db::Closed));
+    }
+}
+
 impl Inner {
+    fn is_read_only(&self) -> bool {
+        matches!(self.db, Db::Read(_))
+    }
+
+    /// Runs engine work `f`, turning a panic into [`FileError::Corrupt`] and breaking the
+    /// handle; on a broken handle, fails with that error without running `f`.
+    fn guarded<T>(&self, f: impl FnOnce() -> Result<T, FileError>) -> Result<T, FileError> {
+        if let Some(detail) = lock(&self.broken).clone() {
+            return Err(corrupt(&self.path, detail));
+        }
+        guard::engine(f).unwrap_or_else(|detail| {
+            *lock(&self.broken) = Some(detail.clone());
+            Err(corrupt(&self.path, detail))
+        })
+    }
+
     /// Commits `batch` in one transaction and publishes the new end offsets.
     fn commit(&self, batch: &[Pending]) -> Result<Vec<Position>, Arc<FileError>> {
         let mut writer = lock(&self.writer);
-        let positions = self.write(&mut writer, batch).map_err(Arc::new)?;
+        let positions = self.guarded(|| self.write(&mut writer, batch)).map_err(Arc::new)?;
         *lock(&self.published) = writer.clone();
         Ok(positions)
     }
@@ -521,7 +795,7 @@ impl Inner {
     fn write(&self, offsets: &mut Offsets, batch: &[Pending]) -> Result<Vec<Position>, FileError> {
         let mut end = offsets.end.clone();
         let mut positions = Vec::with_capacity(batch.len());
-        let txn = self.db.begin_write().or_engine(&self.path, "append")?;
+        let txn = self.db.writable(&self.path, "append")?.begin_write().or_engine(&self.path, "append")?;
         {
             let mut records = txn.open_table(RECORDS).or_engine(&self.path, "append")?;
             for pending in batch {
@@ -550,17 +824,22 @@ impl Inner {
         if offset <= writer.earliest[p] {
             return Ok(writer.earliest[p]);
         }
-        let txn = self.db.begin_write().or_engine(&self.path, "truncate")?;
+        self.guarded(|| self.delete_below(partition, offset)).map_err(|e| into_core(e, "truncate"))?;
+        writer.earliest[p] = offset;
+        *lock(&self.published) = writer.clone();
+        Ok(offset)
+    }
+
+    /// Deletes the records of `partition` below `offset` and stores `offset` as its earliest.
+    fn delete_below(&self, partition: u32, offset: u64) -> Result<(), FileError> {
+        let txn = self.db.writable(&self.path, "truncate")?.begin_write().or_engine(&self.path, "truncate")?;
         {
             let mut records = txn.open_table(RECORDS).or_engine(&self.path, "truncate")?;
             records.retain_in((partition, 0)..(partition, offset), |_, _| false).or_engine(&self.path, "truncate")?;
             let mut earliest = txn.open_table(EARLIEST).or_engine(&self.path, "truncate")?;
             earliest.insert(partition, offset).or_engine(&self.path, "truncate")?;
         }
-        txn.commit().or_engine(&self.path, "truncate")?;
-        writer.earliest[p] = offset;
-        *lock(&self.published) = writer.clone();
-        Ok(offset)
+        txn.commit().or_engine(&self.path, "truncate")
     }
 
     /// Reclaims every partition below its offset in `before`, a chunk of records per
@@ -600,6 +879,10 @@ impl Inner {
         if from >= to || max == 0 {
             return Ok(ReadBatch { records: Vec::new(), next: from });
         }
+        self.guarded(|| self.read_range(partition, from, to, max)).map_err(|e| into_core(e, "read"))
+    }
+
+    fn read_range(&self, partition: u32, from: u64, to: u64, max: usize) -> Result<ReadBatch, FileError> {
         let txn = self.db.begin_read().or_engine(&self.path, "read")?;
         let table = txn.open_table(RECORDS).or_engine(&self.path, "read")?;
         let mut records = Vec::new();
@@ -684,15 +967,16 @@ impl StateLog for FileLog {
 
     async fn current_identity(&self) -> Result<LogIdentity, Error> {
         let inner = self.inner.clone();
-        blocking("identity", move || match read_identity(&inner.db, &inner.path)? {
-            Some(identity) => Ok(identity),
-            None => Err(corrupt(&inner.path, "the meta record is missing".into()).into()),
+        blocking("identity", move || {
+            let identity = inner.guarded(|| read_identity(&inner.db, &inner.path));
+            let missing = || corrupt(&inner.path, "the meta record is missing".into());
+            identity.and_then(|i| i.ok_or_else(missing)).map_err(|e| into_core(e, "identity"))
         })
         .await
     }
 
     async fn append(&self, record: WireRecord) -> Result<Position, Error> {
-        if self.inner.read_only {
+        if self.inner.is_read_only() {
             return Err(read_only("append"));
         }
         let len = record.key.len().saturating_add(record.value.len());
@@ -741,7 +1025,7 @@ impl StateLog for FileLog {
     }
 
     async fn reclaim(&self, before: &[u64]) -> Result<Vec<u64>, Error> {
-        if self.inner.read_only {
+        if self.inner.is_read_only() {
             return Err(read_only("reclaim"));
         }
         let inner = self.inner.clone();
@@ -761,17 +1045,11 @@ impl FileLog {
     /// [`FileLog::open_existing`] with the other settings of `config`.
     fn open_existing_with(config: FileConfig) -> Result<FileLog, FileError> {
         let path = config.dir.join(DB_FILE_NAME);
-        if !path.is_file() {
-            let source = std::io::Error::new(std::io::ErrorKind::NotFound, "no actionstate database in this directory");
-            return Err(FileError::Io { path, source });
-        }
-        // The stored count is read by `open`, which refuses a different one and names it.
-        match FileLog::open(FileConfig { partitions: 1, ..config.clone() }) {
-            Err(FileError::PartitionsChanged { stored, .. }) => {
-                FileLog::open(FileConfig { partitions: stored, ..config })
-            }
-            other => other,
-        }
+        check_database_file(&path)?;
+        let mut builder = redb::Database::builder();
+        builder.set_check_integrity_on_open(config.verify_on_open).set_cache_size(config.cache_bytes);
+        let db = engine_open(&path, || builder.open(&path))?;
+        FileLog::finish_open(Db::Write(db), path, None)
     }
 }
 
@@ -781,8 +1059,11 @@ pub const DEFAULT_PARTITIONS: u32 = 8;
 impl FileConfig {
     /// The configuration a log URL names:
     ///
-    /// `file:DIR[?PARAMETER=VALUE&...]` (or `file:///ABSOLUTE/DIR`)
+    /// `file:DIR[?PARAMETER=VALUE&...]` (or `file:///ABSOLUTE/DIR`, or
+    /// `file://localhost/ABSOLUTE/DIR`, the same directory)
     ///
+    /// A `file://HOST/...` URL with any other host is refused: a file log is on this machine,
+    /// and reading the host's path as a local one would open another directory.
     /// | parameter | meaning | default |
     /// |---|---|---|
     /// | `partitions=N` | partitions of a created directory; an existing one must have `N` | [`DEFAULT_PARTITIONS`] |
@@ -795,10 +1076,24 @@ impl FileConfig {
         if url.scheme() != "file" {
             return Err(url.error("expected `file:DIR`"));
         }
-        if url.path().is_empty() {
+        let dir = match url.authority() {
+            "" => url.path().to_owned(),
+            // `file://localhost/DIR` is `file:///DIR`; the path after the host is absolute.
+            host if host.eq_ignore_ascii_case("localhost") && !url.path().is_empty() => format!("/{}", url.path()),
+            host if host.eq_ignore_ascii_case("localhost") => String::new(),
+            host => {
+                // Only the host: what precedes an `@` would be credentials.
+                let host = host.rsplit_once('@').map_or(host, |(_, host)| host);
+                return Err(url.error(format!(
+                    "`file://{host}/...` names host `{host}`, but a file log is a local directory; \
+                     write `file:///ABSOLUTE/DIR` (or `file://localhost/ABSOLUTE/DIR`) or `file:DIR`"
+                )));
+            }
+        };
+        if dir.is_empty() {
             return Err(url.error("`file:` needs a directory, e.g. `file:./actionstate-data`"));
         }
-        let mut config = FileConfig::new(url.path(), DEFAULT_PARTITIONS);
+        let mut config = FileConfig::new(dir, DEFAULT_PARTITIONS);
         config.partitions = url.take_count("partitions")?.unwrap_or(config.partitions);
         if let Some(mb) = url.take_count("cache_mb")? {
             config.cache_bytes = usize::try_from(mb).unwrap_or(usize::MAX).saturating_mul(1 << 20);

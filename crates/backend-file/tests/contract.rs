@@ -387,7 +387,18 @@ fn a_url_names_the_directory_and_its_settings() {
     assert_eq!(c.dir, std::path::PathBuf::from("./state"));
     assert_eq!((c.partitions, c.cache_bytes, c.verify_on_open, c.read_only), (3, 16 << 20, false, false));
     assert_eq!(FileConfig::from_url("file:///var/lib/s").unwrap(), FileConfig::new("/var/lib/s", 8));
+    assert_eq!(FileConfig::from_url("file://localhost/var/lib/s").unwrap(), FileConfig::new("/var/lib/s", 8));
+    assert_eq!(
+        FileConfig::from_url("file://LocalHost/var/lib/s?partitions=2").unwrap(),
+        FileConfig::new("/var/lib/s", 2)
+    );
     for (url, says) in [
+        ("file://host/tmp/x", "names host `host`"),
+        ("file://db.example:22/tmp/x", "names host `db.example:22`"),
+        ("file://u@remote/tmp/x", "names host `remote`"),
+        ("file://localhost", "needs a directory"),
+        ("file://localhost/", "needs a directory"),
+        ("file://", "needs a directory"),
         ("file:", "needs a directory"),
         ("kafka://h:1/t", "expected `file:DIR`"),
         ("file:d?partitions=0", "positive integer"),

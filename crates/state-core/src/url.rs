@@ -147,6 +147,12 @@ impl LogUrl {
         &self.path
     }
 
+    /// What a `SCHEME://AUTHORITY/PATH` URL names between `//` and the path, unchecked: the
+    /// host of `file://HOST/DIR`. Empty for `SCHEME:PATH` and `SCHEME:///PATH`.
+    pub fn authority(&self) -> &str {
+        &self.servers
+    }
+
     /// The `HOST:PORT[,HOST:PORT]` list of a `SCHEME://` URL, each checked to be a non-empty
     /// host and a port from 1 to 65535.
     pub fn servers(&self) -> Result<&str, Error> {
