@@ -51,6 +51,7 @@ pub(crate) async fn claim_empty(config: &LogConfig, command: &str) -> Result<Arc
 
 /// Whether the log `config` names exists: it opens read-only, which creates and changes
 /// nothing (an unreachable server counts as absent; the open that follows reports it).
+#[cfg(any(feature = "kafka", feature = "fluss"))]
 pub(crate) async fn exists(config: &LogConfig) -> bool {
     actionstate_recovery::open(&config.clone().read_only()).await.is_ok()
 }

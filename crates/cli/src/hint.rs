@@ -10,7 +10,7 @@ use std::io::ErrorKind;
 /// there is to say (a bad URL, a changed log).
 pub(crate) fn for_open(error: &anyhow::Error, config: &LogConfig) -> Option<String> {
     for cause in error.chain() {
-        if let Some(file) = cause.downcast_ref::<FileError>() {
+        if let Some(file) = FileError::find(cause) {
             return file_hint(file);
         }
     }
@@ -44,6 +44,11 @@ fn file_hint(error: &FileError) -> Option<String> {
             ErrorKind::ReadOnlyFilesystem => "the file system is mounted read-only".to_owned(),
             _ => "check that the path names a data directory this user can read".to_owned(),
         },
+        FileError::NeedsRecovery { .. } => {
+            "its writer did not close it: open it for writing once (restart its writer, or run `actionstate verify` \
+             on a copy you may write), then read it again"
+                .to_owned()
+        }
         FileError::PartitionsChanged { stored, .. } => {
             format!("the store has {stored} partitions: drop `partitions=` from the URL, or give {stored}")
         }
@@ -52,13 +57,9 @@ fn file_hint(error: &FileError) -> Option<String> {
 }
 
 fn server_hint(config: &LogConfig) -> Option<String> {
-    let service = match config {
-        #[cfg(feature = "kafka")]
-        LogConfig::Kafka(_) => "kafka",
-        #[cfg(feature = "fluss")]
-        LogConfig::Fluss(_) => "fluss",
-        _ => return None,
-    };
+    // The scheme names the service `cargo xtask services` starts (`kafka`, `fluss`).
+    let url = config.to_string();
+    let service = url.split(':').next().filter(|s| matches!(*s, "kafka" | "fluss"))?;
     Some(format!(
         "is the cluster reachable, and does it accept these credentials? (for a local one, `cargo xtask services up \
          {service}` starts it and writes its address to target/services/{service}.env)"

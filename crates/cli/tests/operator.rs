@@ -167,7 +167,7 @@ fn a_second_demo_on_the_same_log_refuses_while_the_first_runs() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let url = format!("file:{}", data.display());
-    let mut first = Command::new(env!("CARGO_BIN_EXE_actionstate"))
+    let first = Command::new(env!("CARGO_BIN_EXE_actionstate"))
         .args(["demo", "--json", "--inputs", "200", "--log", &url])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
