@@ -211,6 +211,25 @@ fn ci() -> Result<()> {
             "warnings",
         ]),
     )?;
+    // No secret is printed whether or not the server backends are compiled in: the secret
+    // tests once more on the default build (the step below builds them with the backends).
+    run(
+        "secret tests without server backends",
+        cargo().args(["test", "-p", "actionstate-recovery", "--locked", "--test", "secrets"]),
+    )?;
+    run(
+        "secret tests of the command line without server backends",
+        cargo().args([
+            "test",
+            "-p",
+            "actionstate",
+            "--locked",
+            "--test",
+            "operator",
+            "--",
+            "no_command_prints_a_secret_from_a_url",
+        ]),
+    )?;
     // The backend tests run against real servers started here and always stopped again.
     let kafka = services::up_kafka().context("starting the Kafka broker for the tests")?;
     let fluss_env = match fluss::up_fluss() {
