@@ -1,6 +1,7 @@
 //! [`FlussConfig`]: where the log lives and how the client reaches it (its URL grammar is in
 //! `url`).
 
+use actionstate_core::url::SecretSource;
 use fluss::config::Config;
 use std::fmt;
 use std::time::Duration;
@@ -12,12 +13,22 @@ pub struct Security {
     pub username: String,
     /// The password; never printed.
     pub password: String,
+    /// Where the password came from (`password_env=VAR` or `password_file=PATH` of a log
+    /// URL), so that the configuration's URL ([`FlussConfig`]'s `Display`) names it by
+    /// reference; `None` for a password given in code, which the URL then shows as
+    /// `password=***`.
+    pub password_source: Option<SecretSource>,
 }
 
 impl Security {
     /// SASL/PLAIN with these credentials.
     pub fn sasl_plain(username: impl Into<String>, password: impl Into<String>) -> Self {
-        Security { username: username.into(), password: password.into() }
+        Security { username: username.into(), password: password.into(), password_source: None }
+    }
+
+    /// The same credentials, noting that the password came from `source`.
+    pub fn with_password_source(self, source: SecretSource) -> Self {
+        Security { password_source: Some(source), ..self }
     }
 }
 
@@ -27,6 +38,7 @@ impl fmt::Debug for Security {
             .field("mechanism", &"PLAIN")
             .field("username", &self.username)
             .field("password", &"***")
+            .field("password_source", &self.password_source)
             .finish()
     }
 }
@@ -147,4 +159,61 @@ impl fmt::Debug for FlussConfig {
             .field("read_only", &self.read_only)
             .finish()
     }
+}
+
+/// The log URL naming this configuration, as an operator passes it back to any command:
+/// `fluss://SERVERS/DATABASE/TABLE` and every parameter whose value differs from its default,
+/// so that [`FlussConfig::from_url`] reads it back to an equal configuration. The password is
+/// named by reference (`password_env=VAR` or `password_file=PATH`), never shown; a password
+/// given in code without one shows as `password=***`, which `from_url` refuses with a hint.
+/// Not shown, since no URL parameter sets them: `read_only`, `batch_timeout` and
+/// `flush_on_append`.
+impl fmt::Display for FlussConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "fluss://{}/{}/{}", self.bootstrap, self.database, self.table)?;
+        let defaults = FlussConfig::new("", "", "", crate::DEFAULT_BUCKETS);
+        let mut params: Vec<String> = Vec::new();
+        if self.buckets != defaults.buckets {
+            params.push(format!("buckets={}", self.buckets));
+        }
+        if let Some(r) = self.replication.filter(|r| *r > 0) {
+            params.push(format!("replication={r}"));
+        }
+        for (name, value, default) in [
+            ("request_timeout", self.request_timeout, defaults.request_timeout),
+            ("delivery_timeout", self.delivery_timeout, defaults.delivery_timeout),
+            ("read_stall_timeout", self.read_stall_timeout, defaults.read_stall_timeout),
+        ] {
+            if value != default {
+                params.push(format!("{name}={}", url_duration(value)));
+            }
+        }
+        if let Some(ttl) = self.log_ttl.filter(|t| !t.is_zero()) {
+            params.push(format!("log_ttl={}", url_duration(ttl)));
+        }
+        if let Some(s) = &self.security {
+            params.push(format!("username={}", s.username));
+            params.push(match &s.password_source {
+                Some(SecretSource::Env(var)) => format!("password_env={var}"),
+                Some(SecretSource::File(path)) => format!("password_file={}", path.display()),
+                None => "password=***".to_owned(),
+            });
+        }
+        if !params.is_empty() {
+            write!(f, "?{}", params.join("&"))?;
+        }
+        Ok(())
+    }
+}
+
+/// A duration as a log URL writes it: in the largest of `d`, `h`, `m`, `s` and `ms` that
+/// divides it (a remainder below a millisecond, which no URL can give, is rounded up).
+pub(crate) fn url_duration(d: Duration) -> String {
+    let ms = d.as_nanos().div_ceil(1_000_000);
+    for (unit, per) in [("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000)] {
+        if ms >= per && ms.is_multiple_of(per) {
+            return format!("{}{unit}", ms / per);
+        }
+    }
+    format!("{ms}ms")
 }

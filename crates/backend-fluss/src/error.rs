@@ -19,8 +19,8 @@ pub enum FlussError {
         /// The client error.
         source: Box<ClientError>,
     },
-    /// The cluster rejected the SASL credentials.
-    #[error("{operation} on the Fluss cluster at {bootstrap}: authentication failed: {detail}")]
+    /// The cluster rejected the SASL credentials, or needs some and got none.
+    #[error("{operation} on the Fluss cluster at {bootstrap}: authentication failed: {detail}; {}", authentication_hint(*.credentials))]
     Authentication {
         /// What was being done.
         operation: &'static str,
@@ -28,6 +28,8 @@ pub enum FlussError {
         bootstrap: String,
         /// The client's description.
         detail: String,
+        /// Whether the configuration had credentials (`username=` and a password).
+        credentials: bool,
     },
     /// A request did not complete in time.
     #[error("{operation} on {table} at {bootstrap}: no answer after {waited:?}")]
@@ -114,8 +116,9 @@ pub enum FlussError {
         "table {table} has {property} = {value}: {problem}. To keep every record, use a new \
          table (this backend creates it with {property} = '0 ms', no deletion by age; the Fluss \
          0.9 server cannot alter {property} of an existing table); to accept deletion by age, \
-         set FlussConfig::log_ttl to the table's TTL or less (a checkpoint older than that may \
-         then fail to restore as data loss)"
+         add {} to the log URL (a checkpoint older than that may then fail to restore as data \
+         loss)",
+        accept_hint(.problem)
     )]
     LogRetention {
         /// `database.table`.
@@ -169,6 +172,23 @@ pub enum FlussError {
     /// The cluster reported a value that cannot be an offset or a bucket count.
     #[error("unexpected value from the Fluss cluster: {0}")]
     Unexpected(String),
+}
+
+/// What to change in the log URL after an authentication failure.
+fn authentication_hint(credentials: bool) -> &'static str {
+    if credentials {
+        "check the log URL's `username=` and the password its `password_env=` or `password_file=` names"
+    } else {
+        "the listener needs authentication: add `username=U&password_env=VAR` to the log URL"
+    }
+}
+
+/// The `log_ttl=` parameter that accepts the table's TTL.
+fn accept_hint(problem: &RetentionProblem) -> String {
+    match problem.table_ttl() {
+        Some(ttl) => format!("`log_ttl={}` (the table's TTL) or less", crate::config::url_duration(ttl)),
+        None => "`log_ttl=` with the table's TTL or less".to_owned(),
+    }
 }
 
 impl FlussError {

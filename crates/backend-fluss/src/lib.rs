@@ -176,7 +176,8 @@ struct Inner {
     connection: FlussConnection,
     admin: Arc<FlussAdmin>,
     info: TableInfo,
-    writer: AppendWriter,
+    /// `None` when read-only.
+    writer: Option<AppendWriter>,
     /// Per bucket, a lower bound of the offset of the next record appended (see the crate
     /// docs).
     floors: Vec<AtomicU64>,
@@ -284,13 +285,13 @@ impl StateLog for FlussLog {
     }
 
     async fn append(&self, record: WireRecord) -> Result<Position, CoreError> {
-        if self.inner.config.read_only {
+        let inner = &self.inner;
+        let Some(writer) = inner.writer.as_ref().filter(|_| !inner.config.read_only) else {
             return Err(CoreError::Unsupported {
                 backend: format!("{BACKEND} (opened read-only)"),
                 operation: "append",
             });
-        }
-        let inner = &self.inner;
+        };
         let fail = |e: FlussError| with_operation(e, "append");
         let buckets = inner.config.buckets;
         let bucket = record.key_id.partition(buckets);
@@ -309,14 +310,14 @@ impl StateLog for FlussLog {
             bucket,
             source: Box::new(source),
         };
-        let acked = inner.writer.append(&row).map_err(|e| fail(append_error(e)))?;
+        let acked = writer.append(&row).map_err(|e| fail(append_error(e)))?;
         let timeout = inner.config.delivery_timeout;
         let started = Instant::now();
         let outcome = tokio::time::timeout(timeout, async {
             if inner.config.flush_on_append {
                 // Sends the batch now. Its result covers other appends too; this record's own
                 // acknowledgement below decides.
-                let _ = inner.writer.flush().await;
+                let _ = writer.flush().await;
             }
             acked.await
         })

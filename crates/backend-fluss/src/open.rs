@@ -35,9 +35,12 @@ pub(crate) async fn request<T>(
 ) -> Result<T, FlussError> {
     match tokio::time::timeout(config.request_timeout, f).await {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) if is_authentication(&e) => {
-            Err(FlussError::Authentication { operation, bootstrap: config.bootstrap.clone(), detail: e.to_string() })
-        }
+        Ok(Err(e)) if is_authentication(&e) => Err(FlussError::Authentication {
+            operation,
+            bootstrap: config.bootstrap.clone(),
+            detail: e.to_string(),
+            credentials: config.security.is_some(),
+        }),
         Ok(Err(e)) => Err(FlussError::Client { operation, table: config.table_name(), source: Box::new(e) }),
         Err(_) => Err(FlussError::Timeout {
             operation,
@@ -101,6 +104,30 @@ pub(crate) fn check_retention(config: &FlussConfig, info: &TableInfo) -> Result<
     })
 }
 
+/// What a read-only open says about a table it reads as it is: one whose TTL deletes records
+/// by age may already have lost records that a checkpoint needs (a marker below the earliest
+/// offsets is then reported as data loss).
+fn warn_read_only(config: &FlussConfig, info: &TableInfo) {
+    let value = info.get_properties().get(retention::LOG_TTL_PROPERTY).map(String::as_str);
+    let Err(problem) = retention::check_log_ttl(value, None) else { return };
+    let shown = value.unwrap_or("not set (Fluss's default: 7 d)");
+    match problem.table_ttl() {
+        Some(ttl) => tracing::warn!(
+            table = %config.table_name(),
+            property = retention::LOG_TTL_PROPERTY,
+            value = shown,
+            "the table deletes records older than {ttl:?} by age: records a checkpoint needs may already be gone, \
+             and the tools read what is left"
+        ),
+        None => tracing::warn!(
+            table = %config.table_name(),
+            property = retention::LOG_TTL_PROPERTY,
+            value = shown,
+            "reading the table without knowing whether it deletes records by age ({problem})"
+        ),
+    }
+}
+
 pub(crate) fn check_name(what: &str, name: &str) -> Result<(), FlussError> {
     if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
         return Err(FlussError::InvalidConfig(format!(
@@ -136,6 +163,7 @@ impl FlussLog {
                         operation: "connect",
                         bootstrap: config.bootstrap.clone(),
                         detail: e.to_string(),
+                        credentials: config.security.is_some(),
                     });
                 }
                 Ok(Err(source)) => {
@@ -210,11 +238,19 @@ impl FlussLog {
             }
         };
         let info = table.get_table_info().clone();
-        let writer = table.new_append().and_then(|a| a.create_writer()).map_err(|source| FlussError::Client {
-            operation: "creating the writer",
-            table: config.table_name(),
-            source: Box::new(source),
-        })?;
+        // A read-only log starts no writer: fluss-rs's writer asks the server for a writer id
+        // (an idempotent writer's state) and runs a sender task, for appends it never makes.
+        let writer = if config.read_only {
+            warn_read_only(&config, &info);
+            None
+        } else {
+            let writer = table.new_append().and_then(|a| a.create_writer()).map_err(|source| FlussError::Client {
+                operation: "creating the writer",
+                table: config.table_name(),
+                source: Box::new(source),
+            })?;
+            Some(writer)
+        };
         drop(table);
         let buckets = config.buckets;
         debug_assert_eq!(ends.len(), buckets as usize);

@@ -14,7 +14,7 @@
 //! [`NO_LOG_TTL`] (`0 ms`), which Fluss reads as "no deletion by age" (a TTL of zero or less
 //! disables expiry; `-1`, which the 0.9 option description mentions, is not a duration the
 //! server parses), or the bound the user accepted with
-//! [`FlussConfig::log_ttl`](crate::FlussConfig::log_ttl), in whole milliseconds (at most
+//! [`FlussConfig::log_ttl`](crate::FlussConfig::log_ttl) (`log_ttl=` in the log URL), in whole milliseconds (at most
 //! `i64::MAX` ms, the largest TTL the server takes). An existing table is checked when it is
 //! opened ([`check_log_ttl`]): one that deletes records by age sooner than the configuration
 //! accepts is refused ([`FlussError::LogRetention`](crate::FlussError::LogRetention)).
@@ -89,16 +89,26 @@ impl fmt::Display for RetentionProblem {
             RetentionProblem::NotAccepted { ttl } => write!(
                 f,
                 "the server deletes records older than {}, which a checkpoint may still need, and \
-                 FlussConfig::log_ttl is None (no deletion by age accepted)",
+                 the log URL accepts no deletion by age (it has no `log_ttl=`)",
                 human(*ttl)
             ),
             RetentionProblem::ShorterThanAccepted { ttl, accepted } => write!(
                 f,
-                "the server deletes records older than {}, sooner than FlussConfig::log_ttl accepts ({})",
+                "the server deletes records older than {}, sooner than the log URL's `log_ttl={}` accepts",
                 human(*ttl),
-                human(*accepted)
+                crate::config::url_duration(*accepted)
             ),
             RetentionProblem::Unreadable { detail } => write!(f, "not a Fluss duration ({detail})"),
+        }
+    }
+}
+
+impl RetentionProblem {
+    /// The table's TTL, when it could be read.
+    pub fn table_ttl(&self) -> Option<Duration> {
+        match self {
+            RetentionProblem::NotAccepted { ttl } | RetentionProblem::ShorterThanAccepted { ttl, .. } => Some(*ttl),
+            RetentionProblem::Unreadable { .. } => None,
         }
     }
 }
@@ -259,9 +269,10 @@ mod tests {
     #[test]
     fn problems_name_the_durations() {
         let text = RetentionProblem::NotAccepted { ttl: DEFAULT_LOG_TTL }.to_string();
-        assert!(text.contains("older than 7 d") && text.contains("log_ttl is None"), "{text}");
+        assert!(text.contains("older than 7 d") && text.contains("no `log_ttl=`"), "{text}");
         let text = RetentionProblem::ShorterThanAccepted { ttl: HOUR, accepted: 2 * HOUR }.to_string();
-        assert!(text.contains("older than 1 h") && text.contains("(2 h)"), "{text}");
+        assert!(text.contains("older than 1 h") && text.contains("`log_ttl=2h`"), "{text}");
+        assert!(!text.contains("FlussConfig"), "{text}");
         assert_eq!(human(Duration::from_millis(1500)), "1500 ms");
         assert_eq!(human(Duration::from_secs(90)), "90 s");
     }

@@ -71,8 +71,8 @@ impl FlussConfig {
         }
         match (username, password) {
             (Some(username), Some(password)) => {
-                let password = password.resolve(&url)?;
-                config.security = Some(Security::sasl_plain(username, password.expose()));
+                let secret = password.resolve(&url)?;
+                config.security = Some(Security::sasl_plain(username, secret.expose()).with_password_source(password));
             }
             (None, None) => {}
             _ => return Err(url.error("SASL needs both `username=` and `password_env=` or `password_file=`")),
@@ -86,6 +86,7 @@ impl FlussConfig {
 #[allow(clippy::unwrap_used, reason = "tests")]
 mod tests {
     use super::*;
+    use actionstate_core::url::SecretSource;
     use std::time::Duration;
 
     #[test]
@@ -111,9 +112,59 @@ mod tests {
         assert_eq!(c.delivery_timeout, Duration::from_secs(2));
         assert_eq!(c.read_stall_timeout, Duration::from_secs(60));
         assert_eq!(c.log_ttl, Some(Duration::from_secs(7 * 86_400)));
-        assert_eq!(c.security, Some(Security::sasl_plain("agent", "fluss-pa55")));
+        assert_eq!(
+            c.security,
+            Some(Security::sasl_plain("agent", "fluss-pa55").with_password_source(SecretSource::File(file.clone())))
+        );
         assert!(!format!("{c:?}").contains("fluss-pa55"));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Every parameter of the grammar: the URL a configuration shows is the whole
+    /// configuration (parse(display(c)) == c), with the password by reference.
+    #[test]
+    fn the_url_a_configuration_shows_reads_back_to_it() {
+        let dir = std::env::temp_dir().join(format!("actionstate-fluss-display-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("password");
+        std::fs::write(&file, "fluss-pa55\n").unwrap();
+        let file = file.display();
+        // `PATH` is set wherever tests run: its value stands in for a password.
+        for url in [
+            "fluss://h:1/db/t".to_owned(),
+            "fluss://a:1,b:2/db_1/log-2?buckets=3&replication=2".to_owned(),
+            "fluss://h:1/db/t?request_timeout=5s&delivery_timeout=250ms&read_stall_timeout=2m".to_owned(),
+            "fluss://h:1/db/t?log_ttl=7d".to_owned(),
+            "fluss://h:1/db/t?log_ttl=90m".to_owned(),
+            "fluss://h:1/db/t?log_ttl=1500ms".to_owned(),
+            "fluss://h:1/db/t?username=agent&password_env=PATH".to_owned(),
+            format!("fluss://h:1/db/t?buckets=16&log_ttl=1h&username=agent&password_file={file}"),
+        ] {
+            let config = FlussConfig::from_url(&url).unwrap();
+            let shown = config.to_string();
+            assert_eq!(FlussConfig::from_url(&shown).unwrap(), config, "{url} shown as {shown}");
+            assert!(!shown.contains("fluss-pa55"), "{shown}");
+        }
+        assert_eq!(
+            FlussConfig::from_url("fluss://h:1/db/t?buckets=8&request_timeout=30s").unwrap().to_string(),
+            "fluss://h:1/db/t"
+        );
+        assert_eq!(
+            FlussConfig::from_url("fluss://h:1/db/t?log_ttl=168h&username=u&password_env=PATH").unwrap().to_string(),
+            "fluss://h:1/db/t?log_ttl=7d&username=u&password_env=PATH"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_password_set_in_code_is_never_shown() {
+        let mut c = FlussConfig::new("h:1", "db", "t", 8);
+        c.security = Some(Security::sasl_plain("u", "hunter2-in-code"));
+        let (shown, debug) = (c.to_string(), format!("{c:?}"));
+        assert_eq!(shown, "fluss://h:1/db/t?username=u&password=***");
+        assert!(!shown.contains("hunter2") && !debug.contains("hunter2"), "{shown} {debug}");
+        let err = FlussConfig::from_url(&shown).unwrap_err().to_string();
+        assert!(err.contains("password_env=") && !err.contains("hunter2"), "{err}");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! [`KafkaConfig`]: where the log lives, how clients reach it, and its URL grammar.
 
 use actionstate_core::Error as CoreError;
-use actionstate_core::url::LogUrl;
+use actionstate_core::url::{LogUrl, SecretSource};
 use rdkafka::config::ClientConfig;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -22,6 +22,11 @@ pub struct Security {
     pub username: String,
     /// `sasl.password`; never printed.
     pub password: String,
+    /// Where the password came from (`password_env=VAR` or `password_file=PATH` of a log
+    /// URL), so that the configuration's URL ([`KafkaConfig`]'s `Display`) names it by
+    /// reference; `None` for a password given in code, which the URL then shows as
+    /// `password=***`.
+    pub password_source: Option<SecretSource>,
 }
 
 impl Security {
@@ -32,7 +37,13 @@ impl Security {
             mechanism: "PLAIN".to_owned(),
             username: username.into(),
             password: password.into(),
+            password_source: None,
         }
+    }
+
+    /// The same credentials, noting that the password came from `source`.
+    pub fn with_password_source(self, source: SecretSource) -> Self {
+        Security { password_source: Some(source), ..self }
     }
 }
 
@@ -43,6 +54,7 @@ impl fmt::Debug for Security {
             .field("mechanism", &self.mechanism)
             .field("username", &self.username)
             .field("password", &"***")
+            .field("password_source", &self.password_source)
             .finish()
     }
 }
@@ -149,6 +161,93 @@ impl fmt::Debug for KafkaConfig {
     }
 }
 
+/// The log URL naming this configuration, as an operator passes it back to any command:
+/// `kafka://SERVERS/TOPIC` and every parameter whose value differs from its default, so that
+/// [`KafkaConfig::from_url`] reads it back to an equal configuration. The password is named
+/// by reference (`password_env=VAR` or `password_file=PATH`), never shown; a password given
+/// in code without one shows as `password=***`, which `from_url` refuses with a hint. Not
+/// shown, since no URL parameter sets them: `read_only`, and client properties other than
+/// `security.protocol` and `ssl.ca.location` (they may hold secrets, as `ssl.key.password`).
+impl fmt::Display for KafkaConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "kafka://{}/{}", self.bootstrap, self.topic)?;
+        let defaults = KafkaConfig::new("", "", DEFAULT_PARTITIONS);
+        let mut params: Vec<String> = Vec::new();
+        if self.partitions != defaults.partitions {
+            params.push(format!("partitions={}", self.partitions));
+        }
+        if let Some(r) = self.replication.filter(|r| *r > 0) {
+            params.push(format!("replication={r}"));
+        }
+        for (name, value, default) in [
+            ("request_timeout", self.request_timeout, defaults.request_timeout),
+            ("delivery_timeout", self.delivery_timeout, defaults.delivery_timeout),
+            ("read_stall_timeout", self.read_stall_timeout, defaults.read_stall_timeout),
+        ] {
+            if value != default {
+                params.push(format!("{name}={}", url_duration(value)));
+            }
+        }
+        let ca_file = self.client_properties.get("ssl.ca.location");
+        let protocol = match &self.security {
+            Some(s) => s.protocol.as_str(),
+            None => self.client_properties.get("security.protocol").map_or("PLAINTEXT", String::as_str),
+        };
+        // What `from_url` takes when `security=` is left out.
+        let implied = match (self.security.is_some(), ca_file.is_some()) {
+            (true, true) => "SASL_SSL",
+            (true, false) => "SASL_PLAINTEXT",
+            (false, true) => "SSL",
+            (false, false) => "PLAINTEXT",
+        };
+        if !protocol.eq_ignore_ascii_case(implied) {
+            params.push(format!("security={}", protocol.to_ascii_lowercase()));
+        }
+        if let Some(s) = &self.security {
+            if s.mechanism != "PLAIN" {
+                params.push(format!("sasl_mechanism={}", s.mechanism));
+            }
+            params.push(format!("username={}", s.username));
+            params.push(password_reference(s.password_source.as_ref()));
+        }
+        if let Some(ca) = ca_file {
+            params.push(format!("ca_file={ca}"));
+        }
+        if self.allow_retention {
+            params.push("allow_retention=true".to_owned());
+        }
+        for (name, value) in &self.topic_settings {
+            params.push(format!("topic.{name}={value}"));
+        }
+        if !params.is_empty() {
+            write!(f, "?{}", params.join("&"))?;
+        }
+        Ok(())
+    }
+}
+
+/// `password_env=VAR`, `password_file=PATH`, or `password=***` for a password without a
+/// reference: never the password itself.
+fn password_reference(source: Option<&SecretSource>) -> String {
+    match source {
+        Some(SecretSource::Env(var)) => format!("password_env={var}"),
+        Some(SecretSource::File(path)) => format!("password_file={}", path.display()),
+        None => "password=***".to_owned(),
+    }
+}
+
+/// A duration as a log URL writes it: in the largest of `d`, `h`, `m`, `s` and `ms` that
+/// divides it (a remainder below a millisecond, which no URL can give, is rounded up).
+pub(crate) fn url_duration(d: Duration) -> String {
+    let ms = d.as_nanos().div_ceil(1_000_000);
+    for (unit, per) in [("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000)] {
+        if ms >= per && ms.is_multiple_of(per) {
+            return format!("{}{unit}", ms / per);
+        }
+    }
+    format!("{ms}ms")
+}
+
 pub(crate) fn millis(d: Duration) -> String {
     d.as_millis().max(1).to_string()
 }
@@ -244,12 +343,13 @@ impl KafkaConfig {
                     );
                 }
             };
-            let password = password.resolve(&url)?;
+            let secret = password.resolve(&url)?;
             config.security = Some(Security {
                 protocol: protocol.clone(),
                 mechanism: mechanism.to_owned(),
                 username,
-                password: password.expose().to_owned(),
+                password: secret.expose().to_owned(),
+                password_source: Some(password),
             });
         } else if protocol != "PLAINTEXT" {
             config.client_properties.insert("security.protocol".to_owned(), protocol.clone());
@@ -310,6 +410,65 @@ mod tests {
         assert!(c.allow_retention);
         assert_eq!(c.topic_settings.get("segment.bytes").map(String::as_str), Some("4194304"));
         assert!(!format!("{c:?}").contains("pa55-from-file"), "{c:?}");
+    }
+
+    /// Every parameter of the grammar, alone and together: the URL a configuration shows is
+    /// the whole configuration (parse(display(c)) == c), with the password by reference.
+    #[test]
+    fn the_url_a_configuration_shows_reads_back_to_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("password");
+        std::fs::write(&file, "pa55-from-file\n").unwrap();
+        let file = file.display();
+        // `PATH` is set wherever tests run: its value stands in for a password.
+        for url in [
+            "kafka://h:1/t".to_owned(),
+            "kafka://a:9092,b:9093/agent.state-1?partitions=3".to_owned(),
+            "kafka://h:1/t?replication=2&request_timeout=10s&delivery_timeout=250ms&read_stall_timeout=1m".to_owned(),
+            "kafka://h:1/t?request_timeout=2h&delivery_timeout=7d&read_stall_timeout=1500ms".to_owned(),
+            "kafka://h:1/t?username=agent&password_env=PATH".to_owned(),
+            format!("kafka://h:1/t?username=agent&password_file={file}"),
+            format!("kafka://h:1/t?sasl_mechanism=SCRAM-SHA-256&username=agent&password_file={file}"),
+            format!("kafka://h:1/t?security=sasl_ssl&username=agent&password_file={file}"),
+            format!("kafka://h:1/t?username=agent&password_file={file}&ca_file=/etc/ca.pem"),
+            "kafka://h:1/t?ca_file=/etc/ca.pem".to_owned(),
+            "kafka://h:1/t?security=ssl".to_owned(),
+            "kafka://h:1/t?allow_retention=true&topic.min.insync.replicas=2&topic.segment.bytes=4194304".to_owned(),
+            format!(
+                "kafka://h:1/t?partitions=16&replication=3&request_timeout=5s&security=sasl_ssl\
+                 &sasl_mechanism=SCRAM-SHA-512&username=u&password_file={file}&ca_file=/ca&allow_retention=true\
+                 &topic.segment.ms=60000"
+            ),
+        ] {
+            let config = KafkaConfig::from_url(&url).unwrap();
+            let shown = config.to_string();
+            assert_eq!(KafkaConfig::from_url(&shown).unwrap(), config, "{url} shown as {shown}");
+            assert!(!shown.contains("pa55-from-file"), "{shown}");
+        }
+        // Parameters at their defaults are left out; those given are shown as typed.
+        assert_eq!(
+            KafkaConfig::from_url("kafka://h:1/t?partitions=8&request_timeout=30s").unwrap().to_string(),
+            "kafka://h:1/t"
+        );
+        assert_eq!(
+            KafkaConfig::from_url("kafka://h:1/t?username=u&password_env=PATH&allow_retention").unwrap().to_string(),
+            "kafka://h:1/t?username=u&password_env=PATH&allow_retention=true"
+        );
+    }
+
+    #[test]
+    fn a_password_set_in_code_is_never_shown() {
+        let mut c = KafkaConfig::new("h:1", "t", 8);
+        c.security = Some(Security::sasl_plain("u", "hunter2-in-code"));
+        c.client_properties.insert("ssl.key.password".into(), "hunter3-key".into());
+        let (shown, debug) = (c.to_string(), format!("{c:?}"));
+        assert_eq!(shown, "kafka://h:1/t?username=u&password=***");
+        for text in [&shown, &debug] {
+            assert!(!text.contains("hunter2") && !text.contains("hunter3"), "{text}");
+        }
+        // Read back, the URL is refused with the way to name a password.
+        let err = KafkaConfig::from_url(&shown).unwrap_err().to_string();
+        assert!(err.contains("password_env=") && !err.contains("hunter2"), "{err}");
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! [`KafkaError`]: what fails, whether a retry may pass, and the client context that keeps the
 //! last connection error librdkafka reported.
 
-use crate::BACKEND;
 use crate::topic_config::RETENTION_MS;
+use crate::{BACKEND, KafkaConfig};
 use actionstate_core::{BackendError, Error as CoreError};
 use rdkafka::client::ClientContext;
 use rdkafka::consumer::ConsumerContext;
@@ -20,7 +20,7 @@ pub(crate) fn read_only(operation: &'static str) -> CoreError {
 #[non_exhaustive]
 pub enum KafkaError {
     /// A librdkafka call failed.
-    #[error("{operation}: {source}{}", context_suffix(.context))]
+    #[error("{operation}: {source}{}{}", context_suffix(.context), hint_suffix(*.authentication_hint))]
     Client {
         /// What was being done.
         operation: &'static str,
@@ -29,9 +29,16 @@ pub enum KafkaError {
         /// The last error librdkafka reported for the connection (e.g. a refused connection or a
         /// failed authentication), if any.
         context: Option<String>,
+        /// Whether the failure suggests that the listener needs credentials the client lacks:
+        /// the brokers accepted the connection but never answered, as a SASL listener does to
+        /// a client without them. The message then says which URL parameters to add.
+        authentication_hint: bool,
     },
     /// The brokers rejected the SASL credentials.
-    #[error("{operation}: authentication failed: {detail}")]
+    #[error(
+        "{operation}: authentication failed: {detail} (check the log URL's `username=` and the password \
+         its `password_env=` or `password_file=` names)"
+    )]
     Authentication {
         /// What was being done.
         operation: &'static str,
@@ -143,8 +150,8 @@ pub enum KafkaError {
         "topic {topic} has cleanup.policy={policy} and {setting}={value}: Kafka deletes records by {} \
          whether a checkpoint still needs them or not; set retention.ms=-1 and retention.bytes=-1 on the \
          topic (`kafka-configs.sh --bootstrap-server <broker> --alter --entity-type topics --entity-name \
-         {topic} --add-config retention.ms=-1,retention.bytes=-1`), or set KafkaConfig::allow_retention to \
-         accept that restoring an old checkpoint may fail with data loss",
+         {topic} --add-config retention.ms=-1,retention.bytes=-1`), or add `allow_retention=true` to the log \
+         URL to accept that restoring an old checkpoint may fail with data loss",
         retention_kind(.setting)
     )]
     TopicRetention {
@@ -173,6 +180,16 @@ pub enum KafkaError {
     /// A blocking task panicked or was cancelled.
     #[error("blocking task failed: {0}")]
     Task(String),
+}
+
+/// What [`KafkaError::Client`] says when a client without credentials got no answer from
+/// brokers that accepted its connection.
+pub(crate) const AUTHENTICATION_HINT: &str = "the brokers accepted the connection but did not answer: if the listener needs \
+     authentication, add `security=sasl_plaintext&username=U&password_env=VAR` to the log URL (`security=sasl_ssl` \
+     and `ca_file=PATH` over TLS)";
+
+fn hint_suffix(authentication_hint: bool) -> String {
+    if authentication_hint { format!("; {AUTHENTICATION_HINT}") } else { String::new() }
 }
 
 pub(crate) fn context_suffix(context: &Option<String>) -> String {
@@ -333,6 +350,9 @@ pub(crate) fn with_operation(e: KafkaError, operation: &'static str) -> CoreErro
 #[derive(Debug, Default, Clone)]
 pub(crate) struct LogContext {
     seen: Arc<Mutex<SeenErrors>>,
+    /// Whether the client has SASL credentials: without, a listener that needs them accepts
+    /// the connection and then closes it, and failures hint at authentication.
+    authenticates: bool,
 }
 
 #[derive(Debug, Default)]
@@ -344,6 +364,11 @@ pub(crate) struct SeenErrors {
 }
 
 impl LogContext {
+    /// The context of a client of `config`.
+    pub(crate) fn new(config: &KafkaConfig) -> Self {
+        LogContext { seen: Arc::default(), authenticates: config.security.is_some() }
+    }
+
     /// The last connection-level error reported, if any.
     pub(crate) fn last(&self) -> Option<String> {
         self.seen.lock().ok().and_then(|g| g.authentication.clone().or_else(|| g.last.clone()))
@@ -357,9 +382,30 @@ impl LogContext {
         };
         match authentication {
             Some(detail) => KafkaError::Authentication { operation, detail },
-            None => KafkaError::Client { operation, source, context: last },
+            None => {
+                let authentication_hint = !self.authenticates && unanswered(&source, last.as_deref());
+                KafkaError::Client { operation, source, context: last, authentication_hint }
+            }
         }
     }
+}
+
+/// Whether `source` says that brokers went unanswered although a connection was made: a
+/// transport failure or a timeout, with no refused connection or unresolvable name seen (then
+/// no broker listens there, and credentials would not help).
+fn unanswered(source: &RdError, last: Option<&str>) -> bool {
+    use RDKafkaErrorCode as C;
+    let no_server = ["Connection refused", "resolve", "Name or service not known", "No route to host"];
+    matches!(
+        error_code(source),
+        Some(
+            C::BrokerTransportFailure
+                | C::AllBrokersDown
+                | C::OperationTimedOut
+                | C::MessageTimedOut
+                | C::RequestTimedOut
+        )
+    ) && !last.is_some_and(|l| no_server.iter().any(|n| l.contains(n)))
 }
 
 impl ClientContext for LogContext {
@@ -382,6 +428,38 @@ impl ConsumerContext for LogContext {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A client without credentials whose brokers took the connection and never answered (a
+    /// SASL listener closes it) is told the listener may need authentication; one that found
+    /// no broker, or that has credentials, is not.
+    #[test]
+    fn unanswered_requests_without_credentials_hint_at_authentication() {
+        let plain = LogContext::new(&KafkaConfig::new("h:1", "t", 1));
+        let mut with_sasl = KafkaConfig::new("h:1", "t", 1);
+        with_sasl.security = Some(crate::Security::sasl_plain("u", "p"));
+        let sasl = LogContext::new(&with_sasl);
+        let transport = || RdError::MetadataFetch(RDKafkaErrorCode::BrokerTransportFailure);
+        let hint = |context: &LogContext, last: Option<&str>| {
+            if let Some(last) = last {
+                context.error(RdError::Global(RDKafkaErrorCode::BrokerTransportFailure), last);
+            }
+            match context.fail("fetching topic metadata", transport()) {
+                KafkaError::Client { authentication_hint, .. } => authentication_hint,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert!(hint(&plain, Some("127.0.0.1:9093/bootstrap: Disconnected (after 0ms in state UP)")));
+        let text = plain.fail("fetching topic metadata", transport()).to_string();
+        assert!(text.contains("security=sasl_plaintext&username=U&password_env=VAR"), "{text}");
+        assert!(!hint(&sasl, Some("Disconnected")));
+        let refused = LogContext::new(&KafkaConfig::new("h:1", "t", 1));
+        assert!(!hint(&refused, Some("Connect to ipv4#127.0.0.1:1 failed: Connection refused")));
+        let other = LogContext::new(&KafkaConfig::new("h:1", "t", 1));
+        match other.fail("append", RdError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge)) {
+            KafkaError::Client { authentication_hint, .. } => assert!(!authentication_hint),
+            e => panic!("{e:?}"),
+        }
+    }
 
     /// What an append fails with when librdkafka's delivery report carries `code`.
     fn append_failure(code: RDKafkaErrorCode) -> CoreError {

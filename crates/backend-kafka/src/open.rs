@@ -61,18 +61,26 @@ impl KafkaLog {
     async fn open_inner(config: KafkaConfig) -> Result<KafkaLog, KafkaError> {
         let mut pc = config.client_config();
         pc.set("acks", "all")
-            .set("enable.idempotence", "true")
             .set("linger.ms", "0")
             .set("message.timeout.ms", millis(config.delivery_timeout))
             .set("allow.auto.create.topics", "false");
-        let errors = LogContext::default();
-        let producer: FutureProducer<LogContext> = pc
-            .create_with_context(errors.clone())
-            .map_err(|source| KafkaError::Client { operation: "creating the producer", source, context: None })?;
+        // An idempotent producer asks the cluster for a producer id as it starts; a read-only
+        // log produces nothing and asks for none (its producer only fetches metadata and
+        // watermarks).
+        pc.set("enable.idempotence", if config.read_only { "false" } else { "true" });
+        let errors = LogContext::new(&config);
+        let producer: FutureProducer<LogContext> = pc.create_with_context(errors.clone()).map_err(|source| {
+            KafkaError::Client { operation: "creating the producer", source, context: None, authentication_hint: false }
+        })?;
         let admin: AdminClient<LogContext> = config
             .client_config()
-            .create_with_context(LogContext::default())
-            .map_err(|source| KafkaError::Client { operation: "creating the admin client", source, context: None })?;
+            .create_with_context(LogContext::new(&config))
+            .map_err(|source| KafkaError::Client {
+                operation: "creating the admin client",
+                source,
+                context: None,
+                authentication_hint: false,
+            })?;
 
         let started = Instant::now();
         let topic = config.topic.clone();
@@ -117,8 +125,11 @@ impl KafkaLog {
             return Err(KafkaError::PartitionsChanged { topic, configured: config.partitions, found: partitions });
         }
         // Also for a topic this open created: another client may have created it first. A
-        // read-only log reads whatever the topic keeps, and changes nothing.
-        if !config.read_only {
+        // read-only log reads whatever the topic keeps, and changes nothing: it only says what
+        // the topic's settings may already have deleted.
+        if config.read_only {
+            topic_config::warn_read_only(&admin, &config).await;
+        } else {
             topic_config::check(&admin, &config).await?;
         }
         let identity = Self::fetch_identity(&producer, &errors, &topic, timeout).await?;

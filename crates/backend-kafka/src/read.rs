@@ -36,9 +36,13 @@ impl KafkaLog {
                     .set("auto.offset.reset", "error")
                     .set("enable.partition.eof", "false")
                     .set("fetch.wait.max.ms", "100");
-                let consumer: BaseConsumer<LogContext> = cc
-                    .create_with_context(LogContext::default())
-                    .map_err(|source| KafkaError::Client { operation: "creating a consumer", source, context: None })?;
+                let consumer: BaseConsumer<LogContext> =
+                    cc.create_with_context(LogContext::new(&inner.config)).map_err(|source| KafkaError::Client {
+                        operation: "creating a consumer",
+                        source,
+                        context: None,
+                        authentication_hint: false,
+                    })?;
                 // An offset no read starts at, so the first read assigns.
                 Reader { consumer, next: u64::MAX }
             }

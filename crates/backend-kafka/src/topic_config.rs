@@ -128,12 +128,44 @@ pub(crate) async fn check(admin: &AdminClient<LogContext>, config: &KafkaConfig)
                 topic = %config.topic,
                 setting,
                 value = %value,
-                "the topic deletes records by retention (accepted by allow_retention): a checkpoint that needs \
+                "the topic deletes records by retention (accepted by allow_retention=true): a checkpoint that needs \
                  records older than that cannot be restored"
             );
             Ok(())
         }
         Decision::Migrate { policy } => migrate(admin, config, &described, &policy).await,
+    }
+}
+
+/// What a read-only open says about the topic's configuration, which it never changes: a
+/// topic that deletes records by age or size may already have lost records that a checkpoint
+/// needs (the log is read as it is: a marker below the earliest offsets is reported as data
+/// loss); one whose policy lacks `delete` would be migrated by a writer's open. A topic whose
+/// configuration cannot be described (no `DescribeConfigs` permission) is read all the same.
+pub(crate) async fn warn_read_only(admin: &AdminClient<LogContext>, config: &KafkaConfig) {
+    let described = match describe(admin, config).await {
+        Ok(described) => values(&described),
+        Err(e) => {
+            tracing::warn!(topic = %config.topic, error = %e, "reading the topic without knowing whether it deletes records by age or size");
+            return;
+        }
+    };
+    match decide(&config.topic, &described, true) {
+        Ok(Decision::Keep) => {}
+        Ok(Decision::KeepWithRetention { setting, value }) => tracing::warn!(
+            topic = %config.topic,
+            setting,
+            value = %value,
+            "the topic deletes records by {} ({setting}={value}): records a checkpoint needs may already be gone, \
+             and the tools read what is left",
+            crate::error::retention_kind(setting)
+        ),
+        Ok(Decision::Migrate { policy }) => tracing::info!(
+            topic = %config.topic,
+            policy = %policy,
+            "the topic has cleanup.policy={policy}, which a writer's open migrates to compact,delete; read as it is"
+        ),
+        Err(e) => tracing::warn!(topic = %config.topic, error = %e, "reading the topic as it is"),
     }
 }
 

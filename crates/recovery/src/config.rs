@@ -142,17 +142,20 @@ impl LogConfig {
     }
 }
 
-/// The log's name without its parameters: `file:DIR`, `kafka://SERVERS/TOPIC`,
-/// `fluss://SERVERS/DATABASE/TABLE` or `memory:N`. Never a secret.
+/// The log's name: `file:DIR`, `memory:N`, and for Kafka and Fluss the whole URL an operator
+/// passes back to any command (`kafka://SERVERS/TOPIC?...`, `fluss://SERVERS/DATABASE/TABLE?...`
+/// with every parameter that is not at its default; see `KafkaConfig`'s and `FlussConfig`'s
+/// `Display`). Never a secret: a password is named by reference (`password_env=VAR`,
+/// `password_file=PATH`).
 impl fmt::Display for LogConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             #[cfg(feature = "file")]
             LogConfig::File(c) => write!(f, "file:{}", c.dir.display()),
             #[cfg(feature = "kafka")]
-            LogConfig::Kafka(c) => write!(f, "kafka://{}/{}", c.bootstrap, c.topic),
+            LogConfig::Kafka(c) => write!(f, "{c}"),
             #[cfg(feature = "fluss")]
-            LogConfig::Fluss(c) => write!(f, "fluss://{}/{}/{}", c.bootstrap, c.database, c.table),
+            LogConfig::Fluss(c) => write!(f, "{c}"),
             LogConfig::Memory { partitions } => write!(f, "memory:{partitions}"),
         }
     }
@@ -278,7 +281,11 @@ mod tests {
         assert!(text.contains("positive integer"), "{text}");
         let text = parse("redis://h:1/t").unwrap_err().to_string();
         assert!(text.contains("unknown backend"), "{text}");
-        assert_eq!(parse("kafka://h:1/t?request_timeout=5s").unwrap().to_string(), "kafka://h:1/t");
+        // The whole URL, parameters included, for hints an operator pastes back.
+        for url in ["kafka://h:1/t?request_timeout=5s&allow_retention=true", "fluss://h:1/d/t?buckets=2&log_ttl=7d"] {
+            assert_eq!(parse(url).unwrap().to_string(), url);
+            assert_eq!(parse(&parse(url).unwrap().to_string()).unwrap(), parse(url).unwrap());
+        }
     }
 
     #[cfg(all(feature = "file", feature = "kafka", feature = "fluss"))]
