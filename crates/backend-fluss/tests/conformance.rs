@@ -366,6 +366,101 @@ async fn sasl_wrong_password_fails_with_authentication_error() {
     assert!(text.to_lowercase().contains("authentication"), "not an authentication error: {text}");
     assert!(!err.is_retryable(), "a rejected password is not retryable: {text}");
     assert!(!text.contains("not-the-password"), "the error shows the password: {text}");
+    assert!(text.contains("`username=`") && text.contains("`password_env=`"), "{text}");
+}
+
+/// A client without credentials on the SASL listener is told which URL parameters to add.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sasl_listener_without_credentials_names_the_url_parameters() {
+    let Some(cluster) = cluster("sasl-no-credentials") else { return };
+    let bootstrap = cluster.get("FLUSS_SASL_BOOTSTRAP").expect("FLUSS_SASL_BOOTSTRAP");
+    let mut config = test_config(&bootstrap, &unique_table("sasl_none"), 2);
+    config.request_timeout = Duration::from_secs(5);
+    let err = FlussLog::open(config).await.unwrap_err();
+    let text = err.to_string();
+    assert!(
+        matches!(fluss_error(&err), Some(FlussError::Authentication { credentials: false, .. })),
+        "not an authentication error: {text}"
+    );
+    assert!(text.contains("add `username=U&password_env=VAR` to the log URL"), "{text}");
+}
+
+/// A read-only open (the offline tools') changes nothing on the cluster: a missing table, or
+/// one in a missing database, is `TableMissing` and neither is created; a table whose TTL
+/// deletes records by age is read as it is, with a warning saying what may be gone; and it
+/// accepts no append.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_open_creates_and_writes_nothing() {
+    let Some(cluster) = cluster("read-only") else { return };
+    let helper = FlussLog::open(test_config(&cluster.bootstrap(), &unique_table("ro_helper"), 1)).await.unwrap();
+    let admin = helper.connection().get_admin().unwrap();
+    let read_only = |database: &str, table: &str| {
+        let mut c = test_config(&cluster.bootstrap(), table, 8);
+        c.database = database.to_owned();
+        c.read_only = true;
+        c
+    };
+    let missing_database = unique_table("ro_db");
+    for (database, table) in
+        [(DATABASE.to_owned(), unique_table("ro_missing")), (missing_database.clone(), unique_table("t"))]
+    {
+        let err = FlussLog::open(read_only(&database, &table)).await.unwrap_err();
+        assert!(matches!(fluss_error(&err), Some(FlussError::TableMissing { .. })), "{err}");
+        assert!(err.to_string().contains(&table), "{err}");
+        assert!(!admin.table_exists(&TablePath::new(database.as_str(), table.as_str())).await.unwrap());
+    }
+    assert!(!admin.database_exists(&missing_database).await.unwrap(), "a read-only open created {missing_database}");
+
+    let table = unique_table("ro_ttl");
+    create_table_without_a_log_ttl(&helper, &table, 2).await;
+    let writer = {
+        let mut c = test_config(&cluster.bootstrap(), &table, 2);
+        c.log_ttl = Some(retention::DEFAULT_LOG_TTL);
+        FlussLog::open(c).await.unwrap()
+    };
+    let p =
+        writer.append(WireRecord { key_id: KeyId::of(b"ro"), key: b"k".to_vec(), value: b"v".to_vec() }).await.unwrap();
+    let ends = writer.end_offsets().await.unwrap();
+    let path = TablePath::new(DATABASE, table.as_str());
+    let before = admin.get_table_info(&path).await.unwrap();
+
+    let logged = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+    let sink = logged.clone();
+    let subscriber = tracing_subscriber::fmt().with_writer(move || Capture(sink.clone())).finish();
+    let log = {
+        let _guard = tracing::subscriber::set_default(subscriber);
+        FlussLog::open(read_only(DATABASE, &table)).await.unwrap()
+    };
+    let logged = String::from_utf8_lossy(&logged.lock().unwrap()).into_owned();
+    assert!(
+        logged.contains("WARN") && logged.contains("table.log.ttl") && logged.contains("may already be gone"),
+        "{logged}"
+    );
+    assert_eq!(log.identity().partitions, 2, "the buckets it has, not those configured");
+    assert_eq!(log.end_offsets().await.unwrap(), ends);
+    assert_eq!(bucket_contents(&log, p.partition).await.len(), 1);
+    let append = log.append(WireRecord { key_id: KeyId::of(b"ro"), key: b"k".to_vec(), value: b"v".to_vec() });
+    assert!(matches!(append.await, Err(Error::Unsupported { .. })));
+    drop(log);
+    let after = admin.get_table_info(&path).await.unwrap();
+    assert_eq!((after.get_table_id(), after.get_modified_time()), (before.get_table_id(), before.get_modified_time()));
+    assert_eq!(after.get_properties(), before.get_properties());
+    assert_eq!(writer.end_offsets().await.unwrap(), ends);
+    drop_table(&writer).await;
+    drop_table(&helper).await;
+}
+
+/// A `tracing` writer into a shared buffer.
+struct Capture(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Capture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// The `FlussError` inside an error of the log, if there is one.
@@ -420,7 +515,8 @@ async fn a_table_with_the_default_log_ttl_is_refused_unless_its_ttl_is_accepted(
         }
         other => panic!("expected FlussError::LogRetention, got {other:?}: {text}"),
     }
-    for needle in [&table[..], "table.log.ttl", "7 d", "log_ttl", "0 ms"] {
+    assert!(!text.contains("FlussConfig"), "the error names a Rust field: {text}");
+    for needle in [&table[..], "table.log.ttl", "7 d", "`log_ttl=7d`", "0 ms"] {
         assert!(text.contains(needle), "the error does not name {needle:?}: {text}");
     }
 

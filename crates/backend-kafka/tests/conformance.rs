@@ -460,9 +460,12 @@ async fn a_topic_with_time_retention_is_refused_unless_allowed() {
         other => panic!("not a retention refusal: {other:?}"),
     }
     let text = err.to_string();
-    for part in [topic.as_str(), "retention.ms=604800000", "retention.ms=-1", "retention.bytes=-1", "allow_retention"] {
+    for part in
+        [topic.as_str(), "retention.ms=604800000", "retention.ms=-1", "retention.bytes=-1", "allow_retention=true"]
+    {
         assert!(text.contains(part), "{part:?} missing from: {text}");
     }
+    assert!(!text.contains("KafkaConfig"), "the error names a Rust field: {text}");
     // Refused, not changed.
     assert_eq!(describe_topic(&broker, &topic).await.get("retention.ms").map(String::as_str), Some("604800000"));
 
@@ -474,6 +477,104 @@ async fn a_topic_with_time_retention_is_refused_unless_allowed() {
     }
     assert_eq!(log.reclaim(&[1]).await.unwrap(), vec![1]);
     assert_eq!(describe_topic(&broker, &topic).await.get("retention.ms").map(String::as_str), Some("604800000"));
+}
+
+/// Writes `n` keyed records to partition 0 of `topic` with a plain producer, as another
+/// client would (a log opened for writing would migrate the topic first).
+fn produce(broker: &Broker, topic: &str, n: u8) {
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    let producer: BaseProducer = ClientConfig::new().set("bootstrap.servers", broker.bootstrap()).create().unwrap();
+    for i in 0..n {
+        producer.send(BaseRecord::to(topic).partition(0).key(&[i][..]).payload(&[i][..])).unwrap();
+    }
+    producer.flush(Duration::from_secs(15)).unwrap();
+}
+
+/// A read-only open (the offline tools') changes nothing on the broker: a missing topic is
+/// `TopicMissing` and is not created; a compact-only topic is read as it is, not migrated;
+/// a topic that deletes by age is read too, with a warning saying what may be gone; and
+/// neither accepts an append or a reclaim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_open_creates_migrates_and_writes_nothing() {
+    let Some(broker) = broker("read-only") else { return };
+    let read_only = |topic: &str| {
+        let mut c = test_config(&broker.bootstrap(), topic, 8);
+        c.read_only = true;
+        c
+    };
+    let exists = |topic: &str| {
+        use rdkafka::consumer::Consumer;
+        let consumer: rdkafka::consumer::BaseConsumer =
+            ClientConfig::new().set("bootstrap.servers", broker.bootstrap()).create().unwrap();
+        let md = consumer.fetch_metadata(None, Duration::from_secs(10)).unwrap();
+        md.topics().iter().any(|t| t.name() == topic)
+    };
+    let missing = unique_topic("read-only-missing");
+    let err = KafkaLog::open(read_only(&missing)).await.unwrap_err();
+    assert!(matches!(kafka_error(&err), KafkaError::TopicMissing { topic } if *topic == missing), "{err:?}");
+    assert!(err.to_string().contains(&missing), "{err}");
+    assert!(!exists(&missing), "a read-only open created {missing}");
+
+    for (name, settings, warned) in [
+        ("read-only-compact", &[("cleanup.policy", "compact")][..], None),
+        (
+            "read-only-retention",
+            &[("cleanup.policy", "delete"), ("retention.ms", "604800000")][..],
+            Some("retention.ms=604800000"),
+        ),
+        (
+            "read-only-size",
+            &[("cleanup.policy", "compact,delete"), ("retention.ms", "-1"), ("retention.bytes", "1073741824")][..],
+            Some("by size"),
+        ),
+    ] {
+        let topic = unique_topic(name);
+        create_topic(&broker, &topic, settings).await;
+        produce(&broker, &topic, 3);
+        let described = describe_topic(&broker, &topic).await;
+        let logged = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+        let sink = logged.clone();
+        let subscriber = tracing_subscriber::fmt().with_writer(move || Capture(sink.clone())).finish();
+        let log = {
+            let _guard = tracing::subscriber::set_default(subscriber);
+            KafkaLog::open(read_only(&topic)).await.unwrap()
+        };
+        let logged = String::from_utf8_lossy(&logged.lock().unwrap()).into_owned();
+        match warned {
+            Some(says) => assert!(logged.contains("WARN") && logged.contains(says), "{name}: {logged}"),
+            None => assert!(!logged.contains("WARN"), "{name}: {logged}"),
+        }
+        assert_eq!(log.identity().partitions, 1, "{name}: the partitions it has, not those configured");
+        assert_eq!((log.earliest_offsets().await.unwrap(), log.end_offsets().await.unwrap()), (vec![0], vec![3]));
+        assert_eq!(log.read(0, 0, 3, 10).await.unwrap().records.len(), 3, "{name}");
+        let append = log.append(WireRecord { key_id: KeyId::of(b"r"), key: b"k".to_vec(), value: b"v".to_vec() });
+        assert!(matches!(append.await, Err(Error::Unsupported { .. })), "{name}");
+        assert!(matches!(log.reclaim(&[1]).await, Err(Error::Unsupported { .. })), "{name}");
+        drop(log);
+        assert_eq!(describe_topic(&broker, &topic).await, described, "{name}: the topic's configuration changed");
+        let check = KafkaLog::open(read_only(&topic)).await.unwrap();
+        assert_eq!((check.earliest_offsets().await.unwrap(), check.end_offsets().await.unwrap()), (vec![0], vec![3]));
+    }
+}
+
+/// A client without credentials on the SASL listener fails within its request timeout, and
+/// the error says which URL parameters the listener may need.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sasl_listener_without_credentials_hints_at_authentication() {
+    let Some(broker) = broker("sasl-no-credentials") else { return };
+    let bootstrap = broker.get("KAFKA_SASL_BOOTSTRAP").expect("the broker's settings name no SASL listener");
+    let mut config = test_config(&bootstrap, &unique_topic("sasl-none"), 1);
+    config.request_timeout = Duration::from_secs(3);
+    let started = Instant::now();
+    let err = KafkaLog::open(config).await.unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}: {err}", started.elapsed());
+    assert!(matches!(kafka_error(&err), KafkaError::Client { authentication_hint: true, .. }), "{err:?}");
+    assert!(err.to_string().contains("security=sasl_plaintext&username=U&password_env=VAR"), "{err}");
+    // No broker at all: nothing to authenticate to, no such hint.
+    let mut config = test_config("127.0.0.1:1", &unique_topic("sasl-none"), 1);
+    config.request_timeout = Duration::from_secs(2);
+    let err = KafkaLog::open(config).await.unwrap_err();
+    assert!(!err.to_string().contains("security=sasl_plaintext"), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
