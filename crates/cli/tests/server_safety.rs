@@ -106,10 +106,15 @@ fn assert_missing_log_is_an_error(url: &str) {
 /// `bench` and `soak` on `url`, which holds a log: each must refuse, saying the log is not
 /// empty.
 fn assert_bench_and_soak_refuse(url: &str) {
-    for args in [
-        &["bench", "--log", url, "--puts", "10", "--records", "100"][..],
-        &["soak", "--log", url, "--inputs", "2000"][..],
-    ] {
+    // A Kafka soak takes the broker's `log.dirs` to measure its topic there; it must refuse
+    // before it measures anything, so any directory does.
+    let measured = tempfile::tempdir().unwrap();
+    let measured = measured.path().to_str().unwrap();
+    let mut soak = vec!["soak", "--log", url, "--inputs", "2000"];
+    if url.starts_with("kafka:") {
+        soak.extend(["--broker-log-dir", measured]);
+    }
+    for args in [&["bench", "--log", url, "--puts", "10", "--records", "100"][..], &soak[..]] {
         let out = actionstate(args, &[]);
         let (stdout, stderr) = text(&out);
         assert!(!out.status.success(), "{} on a non-empty log succeeded: {stdout}{stderr}", args[0]);
