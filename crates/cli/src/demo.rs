@@ -231,5 +231,5 @@ fn print_summary(s: &Summary) {
     outln!("  acknowledged states lost    {}", s.lost_acknowledged);
     outln!("  matches a crash-free run    {}", if s.matches_crash_free_run { "yes" } else { "NO" });
     outln!();
-    outln!("  inspect it: actionstate inspect --log {}", s.data);
+    outln!("  inspect it: actionstate inspect --log {}", crate::shell_word(&s.data));
 }

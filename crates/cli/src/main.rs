@@ -124,6 +124,18 @@ pub(crate) fn write_line(args: std::fmt::Arguments<'_>) {
     }
 }
 
+/// `text` as one word of a POSIX shell command line: as it is when it holds nothing a shell
+/// reads specially, else in single quotes. A log URL's `&` would otherwise end the command
+/// in the middle of its parameters, so a hint could not be pasted back.
+pub(crate) fn shell_word(text: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_./:,=@%+-".contains(c);
+    if !text.is_empty() && text.chars().all(plain) {
+        text.to_owned()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}
+
 /// The error and its causes on one line, skipping a cause whose text its parent already
 /// printed (error types that show their source in their own message).
 fn one_line(e: &anyhow::Error) -> String {
@@ -145,6 +157,9 @@ fn one_line(e: &anyhow::Error) -> String {
 
 fn main() -> ExitCode {
     keep_freed_memory();
+    // Warnings of the library and the backends (a topic that deletes by age read by a
+    // read-only tool, a reclaim that failed) reach the operator on standard error.
+    tracing_subscriber::fmt().with_writer(std::io::stderr).with_max_level(tracing::Level::WARN).init();
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -195,6 +210,14 @@ mod tests {
     /// Option 15 is the purge delay: before the program sets it, it holds mimalloc 3's default
     /// purge delay (1000 ms, which no other option of mimalloc 3 defaults to) or the value of
     /// `MIMALLOC_PURGE_DELAY`; afterwards it holds ours.
+    #[test]
+    fn shell_words_paste_back() {
+        assert_eq!(shell_word("file:/tmp/d"), "file:/tmp/d");
+        assert_eq!(shell_word("kafka://h:1/t?a=1&b=2"), "'kafka://h:1/t?a=1&b=2'");
+        assert_eq!(shell_word("file:/it's"), "'file:/it'\\''s'");
+        assert_eq!(shell_word(""), "''");
+    }
+
     #[test]
     fn purge_delay_is_option_15() {
         let from_env = std::env::var("MIMALLOC_PURGE_DELAY").ok().and_then(|v| v.parse::<std::ffi::c_long>().ok());
