@@ -68,7 +68,7 @@ const REWRITES: &[(&str, &str, &str)] = &[
          hits match the summary at any size",
     ),
     ("--metrics 127.0.0.1:9898 ", "--metrics 127.0.0.1:0 ", "a free port (the address served is printed)"),
-    ("--linger 60", "--linger 10", "long enough for the next line's curl, short enough for CI"),
+    ("--linger 60", "--linger 5", "long enough for the next line's curl, short enough for CI"),
 ];
 
 /// One line of a ```` ```sh ```` block: its line number in the README and its text.
