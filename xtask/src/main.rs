@@ -4,7 +4,10 @@
 //!   tests including doc tests (with a local Kafka broker and a local Fluss cluster started for
 //!   them and stopped after; then the tests that kill nodes of a three-node Kafka cluster, on
 //!   one started for them and stopped after), and rustdoc with warnings denied. A test that
-//!   reports a skip (a missing server) fails the run.
+//!   reports a skip (a missing server) fails the run. The workspace's tests include the
+//!   checks of the fuzz target over its seed corpus and generated inputs
+//!   (`crates/state-core/tests/codec/fuzz_target.rs`) and every shell example of the README,
+//!   run in order against the local servers (`crates/cli/tests/readme.rs`).
 //! - `bench index` — criterion benchmarks of the replay index and its summary line.
 //! - `bench file` — store put and rebuild on the embedded backend against raw redb.
 //! - `bench kafka` — store put and rebuild on a Kafka topic against raw rdkafka clients, on a
@@ -14,8 +17,10 @@
 //! - `bench soak` — `actionstate soak` over a million inputs on the embedded store, with
 //!   retention on and then keeping everything; `bench soak kafka` 200,000 inputs each way on a
 //!   topic of a local broker started for it, measuring the topic's partition directories.
-//! - `fuzz [--time SECONDS]` — the decoder fuzz target (needs a nightly toolchain and
-//!   cargo-fuzz; both are installed on demand when missing).
+//! - `fuzz [--time SECONDS]` — the decoder fuzz target from its seed corpus (needs cargo-fuzz
+//!   and a nightly toolchain, installed on demand when missing; without nightly, the stable
+//!   compiler with `RUSTC_BOOTSTRAP=1`). Its checks also run in `ci`, inside the workspace's
+//!   tests (`crates/state-core/tests/codec/fuzz_target.rs`).
 //! - `chaos kafka [--leader-kills N] [--zombie-episodes N]` — the leader-kill and zombie-writer
 //!   scenarios on a local three-node Kafka cluster started for it and stopped after (10 kills
 //!   and 10 zombie episodes by default), one JSON line of counts.
@@ -241,6 +246,8 @@ fn ci() -> Result<()> {
             return Err(e.context("starting the Fluss cluster for the tests"));
         }
     };
+    // Among them the fuzz target's checks (state-core's `codec` tests, `fuzz_target`) and the
+    // README's shell examples (the command line's `readme` test, which needs the broker too).
     let mut test = cargo();
     test.args(["test", "--workspace", "--locked", "--features", CLI_BACKENDS, "--", "--nocapture"])
         .env("ACTIONSTATE_REQUIRE_SERVICES", "1")
@@ -414,19 +421,24 @@ fn bench(what: Option<&str>, on: Option<&str>) -> Result<()> {
     }
 }
 
+/// `cargo xtask fuzz [--time SECONDS]`: the `decode` fuzz target for that long, in one
+/// process, from the seed corpus `fuzz/seed-corpus.sh` writes (kept in `fuzz/corpus/decode`
+/// with what the fuzzer adds to it). cargo-fuzz builds with sanitizer flags that only a nightly
+/// compiler takes: nightly when rustup has it or can install it, else the stable compiler with
+/// `RUSTC_BOOTSTRAP=1`, which takes the same flags. The target's checks also run on stable in
+/// every `cargo test` (`crates/state-core/tests/codec/fuzz_target.rs`).
 fn fuzz(seconds: u64) -> Result<()> {
     let fuzz_dir = Path::new("fuzz");
     if !fuzz_dir.join("Cargo.toml").exists() {
         bail!("fuzz/Cargo.toml is missing");
     }
-    let has_nightly = Command::new("rustup")
-        .args(["run", "nightly", "rustc", "--version"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !has_nightly {
-        bail!("cargo fuzz needs a nightly toolchain: install it with `rustup toolchain install nightly`");
+    let nightly = has_nightly()
+        || Command::new("rustup")
+            .args(["toolchain", "install", "nightly", "--profile", "minimal"])
+            .status()
+            .is_ok_and(|s| s.success());
+    if !nightly {
+        eprintln!("==> fuzz: no nightly toolchain; building with the stable compiler and RUSTC_BOOTSTRAP=1");
     }
     let has_cargo_fuzz = cargo()
         .args(["fuzz", "--version"])
@@ -437,15 +449,26 @@ fn fuzz(seconds: u64) -> Result<()> {
     if !has_cargo_fuzz {
         run("install cargo-fuzz", cargo().args(["install", "cargo-fuzz", "--locked"]))?;
     }
-    run(
-        "fuzz decode",
-        Command::new("cargo").current_dir(fuzz_dir).args([
-            "+nightly",
-            "fuzz",
-            "run",
-            "decode",
-            "--",
-            &format!("-max_total_time={seconds}"),
-        ]),
-    )
+    run("fuzz seed corpus", Command::new("bash").arg(fuzz_dir.join("seed-corpus.sh")))?;
+    let mut cmd = Command::new("cargo");
+    cmd.current_dir(fuzz_dir);
+    if nightly {
+        cmd.arg("+nightly");
+    } else {
+        cmd.env("RUSTC_BOOTSTRAP", "1");
+    }
+    // One process (libFuzzer runs one unless given `-jobs`, which would also send its output
+    // to log files), so that a run leaves the machine's other cores free.
+    cmd.args(["fuzz", "run", "decode", "--", &format!("-max_total_time={seconds}"), "-print_final_stats=1"]);
+    run("fuzz decode", &mut cmd)
+}
+
+/// Whether rustup has a nightly toolchain.
+fn has_nightly() -> bool {
+    Command::new("rustup")
+        .args(["run", "nightly", "rustc", "--version"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }

@@ -15,6 +15,7 @@ mod support;
 mod decode_errors;
 mod digest_vectors;
 mod documented_encodings;
+mod fuzz_target;
 mod golden_files;
 mod markers;
 mod nesting;

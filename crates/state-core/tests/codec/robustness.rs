@@ -90,7 +90,7 @@ proptest! {
 
     #[test]
     fn random_payload_with_valid_checksum_never_panics(
-        kind in 1u8..=3,
+        kind in 1u8..=4,
         payload in proptest::collection::vec(any::<u8>(), 0..600),
     ) {
         match codec::decode_value(&envelope(FORMAT_VERSION, kind, &payload)) {
