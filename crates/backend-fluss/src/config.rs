@@ -185,11 +185,11 @@ impl fmt::Display for FlussConfig {
             ("read_stall_timeout", self.read_stall_timeout, defaults.read_stall_timeout),
         ] {
             if value != default {
-                params.push(format!("{name}={}", url_duration(value)));
+                params.push(format!("{name}={}", actionstate_core::url::duration_text(value)));
             }
         }
         if let Some(ttl) = self.log_ttl.filter(|t| !t.is_zero()) {
-            params.push(format!("log_ttl={}", url_duration(ttl)));
+            params.push(format!("log_ttl={}", actionstate_core::url::duration_text(ttl)));
         }
         if let Some(s) = &self.security {
             params.push(format!("username={}", s.username));
@@ -204,16 +204,4 @@ impl fmt::Display for FlussConfig {
         }
         Ok(())
     }
-}
-
-/// A duration as a log URL writes it: in the largest of `d`, `h`, `m`, `s` and `ms` that
-/// divides it (a remainder below a millisecond, which no URL can give, is rounded up).
-pub(crate) fn url_duration(d: Duration) -> String {
-    let ms = d.as_nanos().div_ceil(1_000_000);
-    for (unit, per) in [("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000)] {
-        if ms >= per && ms.is_multiple_of(per) {
-            return format!("{}{unit}", ms / per);
-        }
-    }
-    format!("{ms}ms")
 }

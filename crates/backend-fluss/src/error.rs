@@ -186,7 +186,7 @@ fn authentication_hint(credentials: bool) -> &'static str {
 /// The `log_ttl=` parameter that accepts the table's TTL.
 fn accept_hint(problem: &RetentionProblem) -> String {
     match problem.table_ttl() {
-        Some(ttl) => format!("`log_ttl={}` (the table's TTL) or less", crate::config::url_duration(ttl)),
+        Some(ttl) => format!("`log_ttl={}` (the table's TTL) or less", actionstate_core::url::duration_text(ttl)),
         None => "`log_ttl=` with the table's TTL or less".to_owned(),
     }
 }

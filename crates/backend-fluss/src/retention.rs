@@ -96,7 +96,7 @@ impl fmt::Display for RetentionProblem {
                 f,
                 "the server deletes records older than {}, sooner than the log URL's `log_ttl={}` accepts",
                 human(*ttl),
-                crate::config::url_duration(*accepted)
+                actionstate_core::url::duration_text(*accepted)
             ),
             RetentionProblem::Unreadable { detail } => write!(f, "not a Fluss duration ({detail})"),
         }

@@ -185,7 +185,7 @@ impl fmt::Display for KafkaConfig {
             ("read_stall_timeout", self.read_stall_timeout, defaults.read_stall_timeout),
         ] {
             if value != default {
-                params.push(format!("{name}={}", url_duration(value)));
+                params.push(format!("{name}={}", actionstate_core::url::duration_text(value)));
             }
         }
         let ca_file = self.client_properties.get("ssl.ca.location");
@@ -234,18 +234,6 @@ fn password_reference(source: Option<&SecretSource>) -> String {
         Some(SecretSource::File(path)) => format!("password_file={}", path.display()),
         None => "password=***".to_owned(),
     }
-}
-
-/// A duration as a log URL writes it: in the largest of `d`, `h`, `m`, `s` and `ms` that
-/// divides it (a remainder below a millisecond, which no URL can give, is rounded up).
-pub(crate) fn url_duration(d: Duration) -> String {
-    let ms = d.as_nanos().div_ceil(1_000_000);
-    for (unit, per) in [("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000)] {
-        if ms >= per && ms.is_multiple_of(per) {
-            return format!("{}{unit}", ms / per);
-        }
-    }
-    format!("{ms}ms")
 }
 
 pub(crate) fn millis(d: Duration) -> String {

@@ -253,6 +253,18 @@ impl LogUrl {
 }
 
 /// `250ms`, `10s`, `5m`, `2h`, `7d`.
+/// `d` as a URL parameter writes it: the largest unit that divides it exactly (`7d`, `90m`,
+/// `1500ms`), rounded up to whole milliseconds; what [`LogUrl::take_duration`] reads back.
+pub fn duration_text(d: Duration) -> String {
+    let ms = d.as_nanos().div_ceil(1_000_000);
+    for (unit, per) in [("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000)] {
+        if ms >= per && ms.is_multiple_of(per) {
+            return format!("{}{unit}", ms / per);
+        }
+    }
+    format!("{ms}ms")
+}
+
 fn parse_duration(text: &str) -> Option<Duration> {
     let digits = text.bytes().take_while(u8::is_ascii_digit).count();
     let (n, unit) = text.split_at(digits);
@@ -363,6 +375,15 @@ mod tests {
         assert!(LogUrl::parse("no-scheme").is_err());
         let url = LogUrl::parse("kafka://host/topic").unwrap();
         assert!(url.servers().unwrap_err().to_string().contains("`host`"));
+    }
+
+    #[test]
+    fn durations_are_shown_as_they_are_read() {
+        for (ms, text) in [(1, "1ms"), (1500, "1500ms"), (30_000, "30s"), (5_400_000, "90m"), (604_800_000, "7d")] {
+            let d = Duration::from_millis(ms);
+            assert_eq!(duration_text(d), text);
+            assert_eq!(parse_duration(text), Some(d));
+        }
     }
 
     #[test]
