@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Writes seed inputs for the `decode` fuzz target into fuzz/corpus/decode, built from the
-# golden records of crates/state-core/tests/golden (format 3) and of its v2/ and v1/: each
+# golden records of crates/state-core/tests/golden (format 4) and of its v3/, v2/ and v1/: each
 # record's value, its key-prefixed form (key length byte, key, value) and its bare postcard
 # payload (the value after the header of its format: 22, 14 or 26 bytes). The stable test
 # crates/state-core/tests/codec/fuzz_target.rs runs the target's checks over the same seeds.
@@ -11,7 +11,7 @@ out="$here/corpus/decode"
 mkdir -p "$out"
 # Hex to bytes with bash's printf alone (no xxd needed).
 unhex() { printf "$(printf '%s' "$1" | sed 's/../\\x&/g')"; }
-for entry in ":22" "v2:14" "v1:26"; do
+for entry in ":22" "v3:22" "v2:14" "v1:26"; do
     dir="${entry%%:*}"
     header_len="${entry##*:}"
     prefix="${dir:+$dir-}"

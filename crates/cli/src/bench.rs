@@ -240,6 +240,7 @@ fn parts(n: u64) -> Parts {
 fn state(key: KeyId, seq: u64, n: u64) -> (ActionState, Event) {
     let Parts { action, input, outputs, memory } = parts(n);
     let s = ActionState {
+        label: None,
         key: StateKey::new(key, seq, &action, &input, &Trigger::Input),
         action,
         trigger: Trigger::Input,

@@ -142,6 +142,8 @@ struct RoundView {
 #[derive(Serialize)]
 struct KeyView {
     key: String,
+    /// The key's readable name, as its states record it (`Round::named`).
+    label: Option<String>,
     rounds: Vec<RoundView>,
 }
 
@@ -260,12 +262,17 @@ pub(crate) async fn inspect(url: &str, key: Option<&str>, json: bool) -> Result<
         loaded.index.dump()
     };
     let mut keys: BTreeMap<KeyId, BTreeMap<u64, Vec<StateView>>> = BTreeMap::new();
+    let mut labels: BTreeMap<KeyId, String> = BTreeMap::new();
     for (sk, (state, position)) in &dump {
         if filter.is_some_and(|f| f != sk.key) {
             continue;
         }
+        let state = state.state()?;
+        if let Some(label) = &state.label {
+            labels.insert(sk.key, label.to_string());
+        }
         keys.entry(sk.key).or_default().entry(sk.seq).or_default().push(state_view(
-            &*state.state()?,
+            &state,
             Some(*position),
             &loaded.index,
         ));
@@ -274,6 +281,7 @@ pub(crate) async fn inspect(url: &str, key: Option<&str>, json: bool) -> Result<
         .into_iter()
         .map(|(k, rounds)| KeyView {
             key: short(k),
+            label: labels.remove(&k),
             rounds: rounds
                 .into_iter()
                 .map(|(seq, mut states)| {
@@ -328,7 +336,10 @@ pub(crate) async fn inspect(url: &str, key: Option<&str>, json: bool) -> Result<
         );
     }
     for k in &views {
-        outln!("\nkey {}", k.key);
+        match &k.label {
+            Some(label) => outln!("\nkey {label} ({})", k.key),
+            None => outln!("\nkey {}", k.key),
+        }
         for r in &k.rounds {
             outln!("  round {}", r.seq);
             for s in &r.states {

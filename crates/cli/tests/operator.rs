@@ -234,3 +234,23 @@ fn hints_match_the_error() {
     assert!(!out.status.success());
     assert!(!text(&out).contains("xtask services"), "{}", text(&out));
 }
+
+/// Row 7: an operator finds a key by the name the application gave it: `inspect` lists each
+/// key with the label its states carry (the simulator names its keys), and `--key NAME`
+/// selects it.
+#[test]
+fn inspect_shows_the_names_the_application_gave_its_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, url) = demo_store(dir.path());
+    let out = actionstate(&["inspect", "--log", &url, "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let labels: Vec<&str> = report["index"].as_array().unwrap().iter().filter_map(|k| k["label"].as_str()).collect();
+    assert_eq!(labels.len(), 4, "every key of the demo has its name: {report}");
+    for k in 0..4 {
+        assert!(labels.contains(&format!("sim-key-{k}").as_str()), "{labels:?}");
+    }
+    let one = actionstate(&["inspect", "--log", &url, "--key", "sim-key-2"]);
+    assert!(text(&one).contains("\nkey sim-key-2 ("), "{}", text(&one));
+    assert!(!text(&one).contains("sim-key-1"), "{}", text(&one));
+}

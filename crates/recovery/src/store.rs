@@ -7,7 +7,7 @@ use crate::metrics as m;
 use crate::retention::{ReclaimStatus, Reclaimer, Retained, Retention};
 use actionstate_core::{
     ActionId, ActionState, CallResult, CallStatus, Event, EventId, Evidence, Fingerprint, InvalidationReason, KeyId,
-    LogRecord, Marker, MemoryUpdate, MissReason, Progress, StateKey, StateLog, Trigger, codec,
+    KeyLabel, LogRecord, Marker, MemoryUpdate, MissReason, Progress, StateKey, StateLog, Trigger, codec,
 };
 use actionstate_index::{Decision, Index, Invalidation, Probe, Recorded, Stats};
 use parking_lot::Mutex;
@@ -70,12 +70,23 @@ pub struct Round {
     pub seq: u64,
     /// Fingerprint of the input event.
     pub input: Fingerprint,
+    /// The key's readable name, written into every state of the round so that `inspect`
+    /// shows it and an operator can find the key by it ([`Round::named`]).
+    pub label: Option<KeyLabel>,
 }
 
 impl Round {
     /// The round started by `input` as the `seq`-th input of `key`.
     pub fn new(key: KeyId, seq: u64, input: &Event) -> Self {
-        Round { key, seq, input: input.fingerprint() }
+        Round { key, seq, input: input.fingerprint(), label: None }
+    }
+
+    /// The round of the key the application names `name` (the key is `KeyId::of(name)`),
+    /// which its states carry as their label: `inspect` shows it, and `reset --key NAME` and
+    /// `inspect --key NAME` find the key by it. A name of more than
+    /// [`MAX_KEY_LABEL`](actionstate_core::MAX_KEY_LABEL) bytes is shown cut.
+    pub fn named(name: &str, seq: u64, input: &Event) -> Self {
+        Round { label: Some(KeyLabel::new(name)), ..Round::new(KeyId::of(name.as_bytes()), seq, input) }
     }
 }
 
@@ -99,6 +110,7 @@ pub struct ActionHandle {
     trigger: Trigger,
     trigger_event: EventId,
     input: Fingerprint,
+    label: Option<KeyLabel>,
     journal: Vec<CallResult>,
     cursor: usize,
 }
@@ -121,6 +133,7 @@ impl ActionHandle {
 
     fn state(&self, progress: Progress) -> ActionState {
         ActionState {
+            label: self.label,
             key: self.key,
             action: self.action.clone(),
             trigger: self.trigger.clone(),
@@ -316,6 +329,7 @@ impl<L: StateLog> ActionStateStore<L> {
             trigger: trigger.clone(),
             trigger_event: event.id,
             input: round.input,
+            label: round.label,
             journal,
             cursor: 0,
         };

@@ -38,6 +38,7 @@ pub(crate) fn state(k: u64, seq: u64) -> (ActionState, Event) {
     let output =
         Event { id: EventId(u128::from(k) << 96 | u128::from(seq)), event_type: "answer".into(), attributes: out };
     let s = ActionState {
+        label: None,
         key: sk,
         action,
         trigger: Trigger::Input,

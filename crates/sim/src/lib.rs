@@ -29,5 +29,5 @@ pub use ledger::{CallKey, Ledger, LedgerEntry, ReplayedJournal};
 pub use run_dir::RunDir;
 pub use runtime::{
     InputChange, LogSource, Memory, MemorySource, Outcome, RestoreFrom, RoundResults, RunPlan, Sim, SimConfig,
-    SimError, inputs, key_id,
+    SimError, inputs, key_id, key_name,
 };

@@ -367,9 +367,15 @@ pub fn inputs(config: &SimConfig) -> Vec<(u32, i64)> {
         .collect()
 }
 
+/// The name the simulated application gives key number `k`: its states carry it as their
+/// label.
+pub fn key_name(k: u32) -> String {
+    format!("sim-key-{k}")
+}
+
 /// The business key of key number `k`.
 pub fn key_id(k: u32) -> KeyId {
-    KeyId::of(format!("sim-key-{k}").as_bytes())
+    KeyId::of(key_name(k).as_bytes())
 }
 
 impl<S: LogSource> Sim<S> {
@@ -808,7 +814,7 @@ impl<S: LogSource> Sim<S> {
         };
         let input = agent::event(self.fresh_id(a), "input", [("key", Value::Int(i64::from(k))), ("v", Value::Int(v))]);
         let boot = agent::event(self.fresh_id(a), BOOTSTRAP, []);
-        let round = Round::new(key, seq, &input);
+        let round = Round::named(&key_name(k), seq, &input);
         let mut queue: VecDeque<(Kind, Event, Trigger)> = VecDeque::from([
             (Kind::Plan, input, Trigger::Input),
             (Kind::Greet, boot, Trigger::Bootstrap { label: BOOTSTRAP.into() }),

@@ -5,7 +5,7 @@
 //! holds and what each snapshot carries; growth is the value at the end over the value at half
 //! the run.
 
-use actionstate_core::{ActionId, Attributes, Event, KeyId, StateLog, Trigger, Value};
+use actionstate_core::{ActionId, Attributes, Event, StateLog, Trigger, Value};
 use actionstate_recovery::{ActionStateStore, Begin, Ownership, Round, StoreError};
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -223,9 +223,9 @@ async fn worker<L: StateLog>(
         }
         let (conversation, seq) = (mine / per, mine % per);
         mine += 1;
-        let key = KeyId::of(format!("conversation-{slot}-{conversation}").as_bytes());
         let input = event("message", i64::try_from(seq).unwrap_or(0));
-        let round = Round::new(key, seq, &input);
+        let round = Round::named(&format!("conversation-{slot}-{conversation}"), seq, &input);
+        let key = round.key;
         let answered = match store.begin(&round, &reply, &input, &Trigger::Input).await? {
             Begin::Reuse(state) => state,
             Begin::Resume(mut handle) | Begin::Fresh(mut handle, _) => {

@@ -4,7 +4,7 @@
 //! ```text
 //! offset  size  field
 //! 0       4     magic  b"AcSt"
-//! 4       1     format version (3)
+//! 4       1     format version (4)
 //! 5       1     record kind (1 upsert, 2 delete, 3 audit, 4 fence)
 //! 6       4     payload length, u32 little-endian
 //! 10      8     writer epoch, u64 little-endian
@@ -15,6 +15,10 @@
 //! The writer epoch is the epoch of the owner that appended the record (see
 //! [`crate::fence`]): a replay skips a record written with an epoch older than a fence before
 //! it that covers its key. It sits in the header so that a replay reads it without decoding.
+//!
+//! Version 4 differs from 3 only in its payload: an upserted state ends with the key's
+//! optional readable label ([`ActionState::label`](crate::ActionState::label)). Version 3
+//! records decode with no label.
 //!
 //! Version 2 has no epoch (a 14-byte header, the checksum at offset 10 over version, kind,
 //! length and payload); version 1 differs from 2 only in its checksum: the first 16 bytes of
@@ -35,7 +39,9 @@ use crate::record::{Evidence, LogRecord, RecordKind, audit_log_key};
 /// The four magic bytes every envelope starts with.
 pub const MAGIC: [u8; 4] = *b"AcSt";
 /// The format version this build writes.
-pub const FORMAT_VERSION: u8 = 3;
+pub const FORMAT_VERSION: u8 = 4;
+/// The format version before key labels: the same envelope, states without a label.
+pub const V3: u8 = 3;
 /// The oldest format version this build reads.
 pub const OLDEST_READABLE_VERSION: u8 = 1;
 /// Length of the envelope header of [`FORMAT_VERSION`].
@@ -98,20 +104,25 @@ const ENCODE_CAPACITY: usize = 512;
 
 /// Decodes a record read from the log and checks that its log key agrees with its payload.
 pub fn decode(key: &[u8], value: &[u8]) -> Result<LogRecord, Error> {
-    let (kind, body) = open_envelope(value)?;
-    keyed_by(key, decode_payload(kind, body)?)
+    let (version, kind, body) = open_envelope(value)?;
+    keyed_by(key, decode_payload(version, kind, body)?)
 }
 
 /// Decodes an enveloped value. Each failure class has its own error variant.
 pub fn decode_value(value: &[u8]) -> Result<LogRecord, Error> {
-    let (kind, body) = open_envelope(value)?;
-    decode_payload(kind, body)
+    let (version, kind, body) = open_envelope(value)?;
+    decode_payload(version, kind, body)
 }
 
-/// Decodes the payload of an envelope whose header gave `kind`.
-fn decode_payload(kind: RecordKind, body: &[u8]) -> Result<LogRecord, Error> {
-    let (record, rest): (LogRecord, &[u8]) =
-        postcard::take_from_bytes(body).map_err(|e| Error::Payload { detail: e.to_string() })?;
+/// Decodes the payload of an envelope of `version` whose header gave `kind`.
+fn decode_payload(version: u8, kind: RecordKind, body: &[u8]) -> Result<LogRecord, Error> {
+    let payload = |e: postcard::Error| Error::Payload { detail: e.to_string() };
+    let (record, rest): (LogRecord, &[u8]) = if version >= FORMAT_VERSION {
+        postcard::take_from_bytes(body).map_err(payload)?
+    } else {
+        let (old, rest): (unlabeled::LogRecord, &[u8]) = postcard::take_from_bytes(body).map_err(payload)?;
+        (old.into(), rest)
+    };
     if !rest.is_empty() {
         return Err(Error::TrailingBytes { extra: rest.len() });
     }
@@ -147,16 +158,16 @@ pub enum Peeked {
 /// [`Evidence`], without allocating the state. A rebuild uses it to index records it keeps
 /// encoded.
 pub fn peek(key: &[u8], value: &[u8]) -> Result<Peeked, Error> {
-    let (kind, body) = open_envelope(value)?;
+    let (version, kind, body) = open_envelope(value)?;
     if kind == RecordKind::Upsert
-        && let Some(evidence) = crate::view::evidence(body)
+        && let Some(evidence) = crate::view::evidence(body, version >= FORMAT_VERSION)
         && key == evidence.key.to_bytes().as_slice()
     {
         return Ok(Peeked::Upsert(evidence));
     }
     // Not an upsert, or the walk found something wrong: the full decoder decides (on the
     // envelope already checked), so the errors are exactly its errors.
-    Ok(match keyed_by(key, decode_payload(kind, body)?)? {
+    Ok(match keyed_by(key, decode_payload(version, kind, body)?)? {
         LogRecord::Upsert(state) => Peeked::Upsert(Evidence::of(&state)),
         other => Peeked::Other(Box::new(other)),
     })
@@ -167,7 +178,7 @@ pub fn peek(key: &[u8], value: &[u8]) -> Result<Peeked, Error> {
 /// [`peek`] has checked).
 pub fn writer_epoch(value: &[u8]) -> Result<u64, Error> {
     match value.get(4) {
-        Some(&FORMAT_VERSION) => {
+        Some(&(V3 | FORMAT_VERSION)) => {
             let bytes = value.get(10..18).ok_or(Error::Truncated { needed: HEADER_LEN, available: value.len() })?;
             let mut epoch = [0u8; 8];
             epoch.copy_from_slice(bytes);
@@ -179,9 +190,9 @@ pub fn writer_epoch(value: &[u8]) -> Result<u64, Error> {
     }
 }
 
-/// Checks the envelope (magic, version, kind, length, checksum) and returns the record kind
-/// and the payload.
-fn open_envelope(value: &[u8]) -> Result<(RecordKind, &[u8]), Error> {
+/// Checks the envelope (magic, version, kind, length, checksum) and returns the format
+/// version, the record kind and the payload.
+fn open_envelope(value: &[u8]) -> Result<(u8, RecordKind, &[u8]), Error> {
     let truncated = |needed| Error::Truncated { needed, available: value.len() };
     let magic = value.get(..4).ok_or_else(|| truncated(HEADER_LEN))?;
     if magic != MAGIC {
@@ -189,7 +200,7 @@ fn open_envelope(value: &[u8]) -> Result<(RecordKind, &[u8]), Error> {
     }
     let version = *value.get(4).ok_or_else(|| truncated(HEADER_LEN))?;
     let header_len = match version {
-        FORMAT_VERSION => HEADER_LEN,
+        V3 | FORMAT_VERSION => HEADER_LEN,
         2 => V2_HEADER_LEN,
         OLDEST_READABLE_VERSION => V1_HEADER_LEN,
         found => {
@@ -211,7 +222,7 @@ fn open_envelope(value: &[u8]) -> Result<(RecordKind, &[u8]), Error> {
         return Err(Error::TrailingBytes { extra: body.len() - expected });
     }
     let intact = match version {
-        FORMAT_VERSION => {
+        V3 | FORMAT_VERSION => {
             let mut epoch = [0u8; 8];
             epoch.copy_from_slice(&header[10..18]);
             header[18..22] == crc(version, kind_byte, len, Some(u64::from_le_bytes(epoch)), body).to_le_bytes()
@@ -222,11 +233,11 @@ fn open_envelope(value: &[u8]) -> Result<(RecordKind, &[u8]), Error> {
     if !intact {
         return Err(Error::BadChecksum);
     }
-    Ok((kind, body))
+    Ok((version, kind, body))
 }
 
-/// The checksum of versions 2 and 3: CRC-32C of version, kind, length, the writer epoch
-/// (version 3 only) and payload.
+/// The checksum of versions 2 to 4: CRC-32C of version, kind, length, the writer epoch
+/// (versions 3 and 4) and payload.
 fn crc(version: u8, kind: u8, len: u32, epoch: Option<u64>, payload: &[u8]) -> u32 {
     let mut head = [0u8; 14];
     head[0] = version;
@@ -254,4 +265,53 @@ fn blake3_v1(version: u8, kind: u8, len: u32, payload: &[u8]) -> [u8; 16] {
 /// Decodes a state key from a log key (Upsert and Delete records are keyed by it).
 pub fn decode_state_key(key: &[u8]) -> Result<StateKey, Error> {
     StateKey::from_bytes(key)
+}
+
+/// The records of formats 1 to 3, whose upserted states carry no key label: decoded by the
+/// same derive, variant for variant, and given `label: None`.
+mod unlabeled {
+    use crate::event::Trigger;
+    use crate::fence::Fence;
+    use crate::id::{ActionId, EventId, Fingerprint};
+    use crate::key::StateKey;
+    use crate::record::{Audit, InvalidationReason};
+    use crate::state::Progress;
+    use serde::Deserialize;
+
+    #[derive(Deserialize)]
+    pub(super) enum LogRecord {
+        Upsert(ActionState),
+        Delete { key: StateKey, reason: InvalidationReason },
+        Audit(Audit),
+        Fence(Fence),
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct ActionState {
+        key: StateKey,
+        action: ActionId,
+        trigger: Trigger,
+        trigger_event: EventId,
+        input: Fingerprint,
+        progress: Progress,
+    }
+
+    impl From<LogRecord> for crate::record::LogRecord {
+        fn from(old: LogRecord) -> Self {
+            match old {
+                LogRecord::Upsert(s) => crate::record::LogRecord::Upsert(crate::state::ActionState {
+                    key: s.key,
+                    action: s.action,
+                    trigger: s.trigger,
+                    trigger_event: s.trigger_event,
+                    input: s.input,
+                    progress: s.progress,
+                    label: None,
+                }),
+                LogRecord::Delete { key, reason } => crate::record::LogRecord::Delete { key, reason },
+                LogRecord::Audit(a) => crate::record::LogRecord::Audit(a),
+                LogRecord::Fence(f) => crate::record::LogRecord::Fence(f),
+            }
+        }
+    }
 }

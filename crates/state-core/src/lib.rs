@@ -22,6 +22,7 @@
 //! assert_eq!(StateKey::from_bytes(&sk.to_bytes()).unwrap(), sk);
 //!
 //! let state = ActionState {
+//!     label: None,
 //!     key: sk,
 //!     action,
 //!     trigger: Trigger::Input,
@@ -62,5 +63,7 @@ pub use record::{
     AUDIT_KEY_LAYOUT, Audit, AuditDetail, Evidence, InvalidationReason, LogRecord, MAX_OPERATOR_TEXT, MissReason,
     RecordKind, audit_log_key,
 };
-pub use state::{ActionState, CallResult, CallStatus, MemoryOp, MemoryUpdate, Progress, TaggedBytes};
+pub use state::{
+    ActionState, CallResult, CallStatus, KeyLabel, MAX_KEY_LABEL, MemoryOp, MemoryUpdate, Progress, TaggedBytes,
+};
 pub use value::{Attributes, Value, normalize_float};

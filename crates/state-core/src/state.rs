@@ -23,6 +23,75 @@ pub struct ActionState {
     pub input: Fingerprint,
     /// Pending (with its call journal) or completed (with outputs and memory updates).
     pub progress: Progress,
+    /// The business key's readable name, when the application gave one (`Round::named` of
+    /// the store): what `inspect` shows and an operator types. Not part of the state's
+    /// identity and never compared by replay. Records of format 3 and older have none.
+    pub label: Option<KeyLabel>,
+}
+
+/// The longest [`KeyLabel`], in bytes.
+pub const MAX_KEY_LABEL: usize = 64;
+
+/// A business key's readable name as the application gave it, kept in the records of its
+/// states so that an operator can find the key by that name: at most [`MAX_KEY_LABEL`] bytes
+/// of UTF-8 (a longer name is cut at a character boundary, since the label only names the key
+/// for people; the key itself is the hash of the whole name). `Copy`, so that a round that
+/// carries one stays `Copy`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct KeyLabel {
+    len: u8,
+    bytes: [u8; MAX_KEY_LABEL],
+}
+
+impl KeyLabel {
+    /// The label of `name`: all of it, or its longest prefix of at most [`MAX_KEY_LABEL`]
+    /// bytes that ends on a character boundary.
+    pub fn new(name: &str) -> KeyLabel {
+        let mut end = name.len().min(MAX_KEY_LABEL);
+        while !name.is_char_boundary(end) {
+            end -= 1;
+        }
+        let mut bytes = [0u8; MAX_KEY_LABEL];
+        bytes[..end].copy_from_slice(&name.as_bytes()[..end]);
+        // `end` is at most 64.
+        KeyLabel { len: end as u8, bytes }
+    }
+
+    /// The label's text.
+    pub fn as_str(&self) -> &str {
+        // Built from a prefix of a `str` that ends on a character boundary.
+        std::str::from_utf8(&self.bytes[..usize::from(self.len)]).unwrap_or_default()
+    }
+}
+
+impl std::fmt::Debug for KeyLabel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl std::fmt::Display for KeyLabel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Encoded as a string (postcard: a length, then the UTF-8 bytes).
+impl Serialize for KeyLabel {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+/// A label longer than [`MAX_KEY_LABEL`] bytes is refused: no encoder writes one.
+impl<'de> Deserialize<'de> for KeyLabel {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        if text.len() > MAX_KEY_LABEL {
+            return Err(serde::de::Error::custom(format!("key label of {} bytes exceeds {MAX_KEY_LABEL}", text.len())));
+        }
+        Ok(KeyLabel::new(&text))
+    }
 }
 
 impl ActionState {

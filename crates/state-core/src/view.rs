@@ -20,7 +20,8 @@ use crate::record::Evidence;
 
 /// The evidence of an `Upsert` payload (the postcard encoding of `LogRecord::Upsert`), or
 /// `None` when the walk fails anywhere: the caller then asks the full decoder for the error.
-pub(crate) fn evidence(payload: &[u8]) -> Option<Evidence> {
+/// `labeled`: the payload is of format 4 or later, whose state ends with an optional key label.
+pub(crate) fn evidence(payload: &[u8], labeled: bool) -> Option<Evidence> {
     let mut r = Reader(payload);
     // `LogRecord::Upsert` is variant 0.
     if r.variant()? != 0 {
@@ -81,6 +82,12 @@ pub(crate) fn evidence(payload: &[u8]) -> Option<Evidence> {
         }
         _ => return None,
     };
+    if labeled && r.option()? {
+        // The key label: at most `MAX_KEY_LABEL` bytes of UTF-8, as its decoder requires.
+        if r.str()?.len() > crate::state::MAX_KEY_LABEL {
+            return None;
+        }
+    }
     r.0.is_empty().then(|| Evidence::new(key, trigger, trigger_event, input, outputs))
 }
 
@@ -256,6 +263,7 @@ mod tests {
         let action = ActionId { name: "act".into(), version: Some("2".into()) };
         let producer = StateKey::new(key, 3, &action, &input, &Trigger::Input);
         ActionState {
+            label: None,
             key: StateKey::new(key, 3, &action, &input, &Trigger::Emitted { producer, index: 1 }),
             action,
             trigger: Trigger::Emitted { producer, index: 1 },
@@ -291,11 +299,11 @@ mod tests {
         for progress in [Progress::Completed { outputs, memory }, Progress::Pending { calls }] {
             let s = state(progress);
             let payload = postcard::to_allocvec(&LogRecord::Upsert(s.clone())).expect("encodes");
-            assert_eq!(evidence(&payload), Some(Evidence::of(&s)));
+            assert_eq!(evidence(&payload, true), Some(Evidence::of(&s)));
             let mut bootstrap = s.clone();
             bootstrap.trigger = Trigger::Bootstrap { label: "run".into() };
             let payload = postcard::to_allocvec(&LogRecord::Upsert(bootstrap.clone())).expect("encodes");
-            assert_eq!(evidence(&payload), Some(Evidence::of(&bootstrap)));
+            assert_eq!(evidence(&payload, true), Some(Evidence::of(&bootstrap)));
         }
     }
 }

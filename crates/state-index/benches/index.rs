@@ -78,6 +78,7 @@ impl Fixture {
             attributes: Attributes::new(),
         };
         ActionState {
+            label: None,
             key: sk,
             action: self.action.clone(),
             trigger: Trigger::Input,

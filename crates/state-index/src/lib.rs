@@ -43,6 +43,7 @@
 //! assert!(matches!(index.lookup(&probe).decision, Decision::Miss(MissReason::Absent)));
 //!
 //! let state = ActionState {
+//!     label: None,
 //!     key: sk,
 //!     action,
 //!     trigger: Trigger::Input,

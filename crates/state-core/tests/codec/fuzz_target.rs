@@ -19,7 +19,7 @@ mod checks;
 fn seed_corpus() -> Vec<(String, Vec<u8>)> {
     let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
     let mut seeds = Vec::new();
-    for (dir, header_len) in [("", HEADER_LEN), ("v2", V2_HEADER_LEN), ("v1", V1_HEADER_LEN)] {
+    for (dir, header_len) in [("", HEADER_LEN), ("v3", HEADER_LEN), ("v2", V2_HEADER_LEN), ("v1", V1_HEADER_LEN)] {
         let mut files: Vec<_> = std::fs::read_dir(golden.join(dir))
             .unwrap()
             .map(|e| e.unwrap().path())
@@ -60,7 +60,7 @@ fn fuzz_checks_pass_on_the_seed_corpus() {
         }
     }
     // The corpus covers every format version and every record kind, fence records included.
-    for version in ["/", "v2/", "v1/"] {
+    for version in ["/", "v3/", "v2/", "v1/"] {
         assert!(seeds.iter().any(|(name, _)| name.starts_with(version)), "no seed of {version}");
     }
     let all: BTreeSet<u8> = (0..=u8::MAX).filter(|b| RecordKind::from_byte(*b).is_some()).collect();

@@ -1,11 +1,11 @@
 //! Golden records: the encoded bytes of fixed records, pinned in `tests/golden/*.hex`, and the
-//! bytes format versions 1 and 2 wrote for them, in `tests/golden/v1` and `tests/golden/v2`.
+//! bytes format versions 1 to 3 wrote for them, in `tests/golden/v1`, `v2` and `v3`.
 
-use crate::support::{attrs, envelope, fixed_event, fixed_input, fixed_state_key, map};
+use crate::support::{attrs, envelope_by, fixed_event, fixed_input, fixed_state_key, map};
 use actionstate_core::codec;
 use actionstate_core::{
     ActionId, ActionState, Attributes, Audit, AuditDetail, CallResult, CallStatus, Error, Evidence, Fence, Fingerprint,
-    InvalidationReason, KeyId, LogRecord, MemoryOp, MemoryUpdate, MissReason, Ownership, Progress, StateKey,
+    InvalidationReason, KeyId, KeyLabel, LogRecord, MemoryOp, MemoryUpdate, MissReason, Ownership, Progress, StateKey,
     TaggedBytes, Trigger, Value, fence_key_id,
 };
 use std::path::{Path, PathBuf};
@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 fn golden_upsert_pending() -> LogRecord {
     let input = fixed_input();
     LogRecord::Upsert(ActionState {
+        label: None,
         key: fixed_state_key(),
         action: ActionId::new("summarize"),
         trigger: Trigger::Input,
@@ -74,6 +75,7 @@ pub(crate) fn golden_upsert_completed() -> LogRecord {
         ]),
     );
     LogRecord::Upsert(ActionState {
+        label: None,
         key,
         action,
         trigger,
@@ -180,15 +182,32 @@ fn golden_fence() -> LogRecord {
     })
 }
 
-/// Every golden record of the format this build writes, with the writer epoch it is written
-/// with: those of version 2 as an unfenced writer writes them (epoch 0), a completed state
-/// written by the owner of epoch 3, and fence records (one of every key).
-fn golden_cases() -> Vec<(&'static str, LogRecord, u64)> {
+/// The records format version 3 wrote, with their writer epochs, whose bytes
+/// `tests/golden/v3` keeps: those of version 2 as an unfenced writer writes them (epoch 0), a
+/// completed state written by the owner of epoch 3, and fence records (one of every key).
+fn v3_cases() -> Vec<(&'static str, LogRecord, u64)> {
     let mut cases: Vec<_> = v2_cases().into_iter().map(|(name, record)| (name, record, 0)).collect();
     cases.push(("upsert_completed_epoch_3", golden_upsert_completed(), 3));
     cases.push(("fence", golden_fence(), 3));
     let all = LogRecord::Fence(Fence { key: KeyId::of(b"fence key"), groups: Ownership::All, epoch: u64::MAX });
     cases.push(("fence_all", all, u64::MAX));
+    cases
+}
+
+/// A completed state of a key the application named: its label rides in the record (format 4).
+fn golden_upsert_labeled() -> LogRecord {
+    match golden_upsert_completed() {
+        LogRecord::Upsert(s) => LogRecord::Upsert(ActionState { label: Some(KeyLabel::new("customer-42")), ..s }),
+        other => other,
+    }
+}
+
+/// Every golden record of the format this build writes, with the writer epoch it is written
+/// with: those of version 3 (without a label, as a key without a name is written) and a
+/// labeled state.
+fn golden_cases() -> Vec<(&'static str, LogRecord, u64)> {
+    let mut cases = v3_cases();
+    cases.push(("upsert_labeled", golden_upsert_labeled(), 3));
     cases
 }
 
@@ -272,17 +291,19 @@ fn golden_records_match_files() {
 fn golden_dir_has_no_stray_files() {
     let current = golden_cases().into_iter().map(|(n, _, _)| n).collect::<Vec<_>>();
     let names_of = |cases: Vec<(&'static str, LogRecord)>| cases.into_iter().map(|(n, _)| n).collect::<Vec<_>>();
+    let v3 = v3_cases().into_iter().map(|(n, _, _)| n).collect::<Vec<_>>();
     for (dir, cases) in [
         (golden_dir(), current),
         (golden_dir().join("v1"), names_of(v1_cases())),
         (golden_dir().join("v2"), names_of(v2_cases())),
+        (golden_dir().join("v3"), v3),
     ] {
         let names: Vec<String> = cases.iter().map(|n| format!("{n}.hex")).collect();
         for entry in std::fs::read_dir(&dir).unwrap() {
             let entry = entry.unwrap();
             let file = entry.file_name().into_string().unwrap();
             if entry.file_type().unwrap().is_dir() {
-                assert!(file == "v1" || file == "v2", "stray golden directory {file}");
+                assert!(["v1", "v2", "v3"].contains(&file.as_str()), "stray golden directory {file}");
                 continue;
             }
             assert!(names.contains(&file), "stray golden file {}", dir.join(&file).display());
@@ -296,7 +317,7 @@ fn golden_dir_has_no_stray_files() {
 #[test]
 fn version_1_golden_files_still_decode() {
     // Its 16-byte blake3 checksum still protects every payload and checksum byte.
-    old_version_files_decode(1, v1_cases(), codec::V1_HEADER_LEN);
+    old_version_files_decode(1, at_epoch_0(v1_cases()), codec::V1_HEADER_LEN);
 }
 
 /// Records written by format version 2 (no writer epoch, 14-byte header) stay readable, as
@@ -304,21 +325,45 @@ fn version_1_golden_files_still_decode() {
 /// golden records. They are never rewritten.
 #[test]
 fn version_2_golden_files_still_decode_as_epoch_0() {
-    old_version_files_decode(2, v2_cases(), codec::V2_HEADER_LEN);
+    old_version_files_decode(2, at_epoch_0(v2_cases()), codec::V2_HEADER_LEN);
+}
+
+/// Records written by format version 3 (states without a key label) stay readable, with their
+/// writer epochs and no label: the files in `tests/golden/v3` are the bytes version 3 wrote for
+/// the golden records. They are never rewritten.
+#[test]
+fn version_3_golden_files_still_decode_without_a_label() {
+    old_version_files_decode(codec::V3, v3_cases(), codec::HEADER_LEN);
+}
+
+fn at_epoch_0(cases: Vec<(&'static str, LogRecord)>) -> Vec<(&'static str, LogRecord, u64)> {
+    cases.into_iter().map(|(name, record)| (name, record, 0)).collect()
+}
+
+/// The payload a format before 4 wrote for `record`: the same postcard encoding, except that
+/// an upserted state ends before its key label (which those formats do not have).
+fn unlabeled_payload(record: &LogRecord) -> Vec<u8> {
+    let mut payload = postcard::to_allocvec(record).unwrap();
+    if let LogRecord::Upsert(s) = record {
+        assert!(s.label.is_none(), "formats before 4 have no label");
+        assert_eq!(payload.pop(), Some(0), "a state without a label ends with postcard's None");
+    }
+    payload
 }
 
 /// The files of `tests/golden/v{version}` hold exactly the envelope of that version around each
-/// case's payload, decode and peek to the case's record as written by epoch 0, and fail the
-/// checksum when any payload or checksum byte changes (the header is `header_len` bytes).
-fn old_version_files_decode(version: u8, cases: Vec<(&'static str, LogRecord)>, header_len: usize) {
-    for (name, record) in cases {
+/// case's payload, decode and peek to the case's record as written by the case's epoch, and
+/// fail the checksum when any payload or checksum byte changes (the header is `header_len`
+/// bytes).
+fn old_version_files_decode(version: u8, cases: Vec<(&'static str, LogRecord, u64)>, header_len: usize) {
+    for (name, record, epoch) in cases {
         let path = golden_dir().join(format!("v{version}")).join(format!("{name}.hex"));
         let (key, value) = parse_golden(&std::fs::read_to_string(&path).unwrap());
         assert_eq!(value[4], version, "{}", path.display());
-        let payload = postcard::to_allocvec(&record).unwrap();
-        assert_eq!(value, envelope(version, record.kind() as u8, &payload), "{}", path.display());
+        let payload = unlabeled_payload(&record);
+        assert_eq!(value, envelope_by(version, record.kind() as u8, epoch, &payload), "{}", path.display());
         assert_eq!(codec::decode(&key, &value).unwrap(), record, "{}", path.display());
-        assert_eq!(codec::writer_epoch(&value).unwrap(), 0, "{}", path.display());
+        assert_eq!(codec::writer_epoch(&value).unwrap(), epoch, "{}", path.display());
         let expected = match &record {
             LogRecord::Upsert(s) => codec::Peeked::Upsert(Evidence::of(s)),
             other => codec::Peeked::Other(Box::new(other.clone())),

@@ -20,6 +20,7 @@ fn nested_list(depth: usize) -> Value {
 pub(crate) fn deep_payload(depth: usize) -> Vec<u8> {
     let event = fixed_event(1, "t", attrs(&[("a", Value::Null)]));
     let record = LogRecord::Upsert(ActionState {
+        label: None,
         key: fixed_state_key(),
         action: ActionId::new("x"),
         trigger: Trigger::Input,
@@ -28,9 +29,10 @@ pub(crate) fn deep_payload(depth: usize) -> Vec<u8> {
         progress: Progress::Completed { outputs: vec![event], memory: vec![] },
     });
     let payload = postcard::to_allocvec(&record).unwrap();
-    // The payload ends with the attribute key "a", the Null variant and an empty memory list.
-    let (head, tail) = payload.split_at(payload.len() - 2);
-    assert_eq!(tail, [0, 0]);
+    // The payload ends with the attribute key "a", the Null variant, an empty memory list and
+    // no key label.
+    let (head, tail) = payload.split_at(payload.len() - 3);
+    assert_eq!(tail, [0, 0, 0]);
     assert_eq!(head[head.len() - 2..], [1, b'a']);
     let mut out = head.to_vec();
     for _ in 0..depth {
@@ -48,6 +50,7 @@ pub(crate) const MAX_VALUE_DEPTH: usize = 128;
 fn nesting_at_the_limit_round_trips() {
     let deep = nested_list(MAX_VALUE_DEPTH);
     let record = LogRecord::Upsert(ActionState {
+        label: None,
         key: fixed_state_key(),
         action: ActionId::new("x"),
         trigger: Trigger::Input,
@@ -75,6 +78,7 @@ fn nesting_at_the_limit_round_trips() {
 fn nesting_beyond_the_limit_is_an_error() {
     // Encoding refuses what decoding would refuse.
     let too_deep = LogRecord::Upsert(ActionState {
+        label: None,
         key: fixed_state_key(),
         action: ActionId::new("x"),
         trigger: Trigger::Input,

@@ -128,6 +128,7 @@ fn every_variant_round_trips() {
     for trigger in triggers {
         for version in [None, Some(String::new()), Some("v2".to_owned())] {
             let base = ActionState {
+                label: None,
                 key: sk,
                 action: ActionId { name: "summarize".into(), version: version.clone() },
                 trigger: trigger.clone(),
@@ -146,6 +147,7 @@ fn every_variant_round_trips() {
             records.push(LogRecord::Upsert(ActionState { progress: Progress::Pending { calls }, ..base.clone() }));
             records.push(LogRecord::Upsert(base.clone()));
             records.push(LogRecord::Upsert(ActionState {
+                label: None,
                 progress: Progress::Completed {
                     outputs: vec![
                         fixed_event(1, "out", attrs(&[("v", values.clone())])),
@@ -156,6 +158,7 @@ fn every_variant_round_trips() {
                 ..base.clone()
             }));
             records.push(LogRecord::Upsert(ActionState {
+                label: None,
                 progress: Progress::Completed { outputs: vec![], memory: vec![] },
                 ..base
             }));
@@ -174,6 +177,7 @@ fn empty_results_stay_distinct() {
     let sk = fixed_state_key();
     let with = |status| {
         LogRecord::Upsert(ActionState {
+            label: None,
             key: sk,
             action: ActionId::new("summarize"),
             trigger: Trigger::Input,
@@ -201,10 +205,10 @@ fn empty_results_stay_distinct() {
 fn envelope_matches_documented_layout() {
     let record = LogRecord::Delete { key: fixed_state_key(), reason: InvalidationReason::ProducerReplaced };
     let payload = postcard::to_allocvec(&record).unwrap();
-    assert_eq!(codec::encode_value(&record).unwrap(), envelope(3, 2, &payload));
+    assert_eq!(codec::encode_value(&record).unwrap(), envelope(4, 2, &payload));
     assert_eq!(codec::encode_value_by(&record, 0x0102_0304_0506_0708).unwrap(), {
         let mut expected = MAGIC.to_vec();
-        expected.extend_from_slice(&[3, 2]);
+        expected.extend_from_slice(&[4, 2]);
         expected.extend_from_slice(&u32::try_from(payload.len()).unwrap().to_le_bytes());
         expected.extend_from_slice(&[8, 7, 6, 5, 4, 3, 2, 1]);
         let mut covered = expected[4..].to_vec();
@@ -214,7 +218,7 @@ fn envelope_matches_documented_layout() {
         expected
     });
     assert_eq!(MAGIC, *b"AcSt");
-    assert_eq!(FORMAT_VERSION, 3);
+    assert_eq!(FORMAT_VERSION, 4);
     assert_eq!(HEADER_LEN, 22);
     assert_eq!(codec::V2_HEADER_LEN, 14);
     assert_eq!(codec::V1_HEADER_LEN, 26);
@@ -265,4 +269,33 @@ fn operator_text_beyond_the_limit_is_refused_by_encoder_and_decoder() {
         let decoded = codec::decode_value(&value);
         assert!(matches!(decoded, Err(Error::Payload { .. })), "a 1025-byte operator text decoded as {decoded:?}");
     }
+}
+
+/// A key label is kept whole up to `MAX_KEY_LABEL` bytes and cut at a character boundary
+/// beyond; a record carrying one longer than that (which no encoder writes) is refused.
+#[test]
+fn key_labels_are_bounded_and_cut_at_a_character_boundary() {
+    use actionstate_core::{KeyLabel, MAX_KEY_LABEL};
+    assert_eq!(KeyLabel::new("customer-42").as_str(), "customer-42");
+    let long = "é".repeat(40); // 80 bytes
+    let cut = KeyLabel::new(&long);
+    assert_eq!(cut.as_str(), "é".repeat(32));
+    assert!(cut.as_str().len() <= MAX_KEY_LABEL);
+    assert_eq!(KeyLabel::new("").as_str(), "");
+    // 65 bytes of label, hand-encoded: postcard's `Some`, the length, the bytes.
+    let state = ActionState {
+        label: None,
+        key: fixed_state_key(),
+        action: ActionId::new("answer"),
+        trigger: Trigger::Input,
+        trigger_event: EventId(7),
+        input: Fingerprint([3; 32]),
+        progress: Progress::Completed { outputs: vec![], memory: vec![] },
+    };
+    let mut payload = postcard::to_allocvec(&LogRecord::Upsert(state)).unwrap();
+    assert_eq!(payload.pop(), Some(0));
+    payload.extend_from_slice(&[1, 65]);
+    payload.extend_from_slice(&[b'k'; 65]);
+    let err = codec::decode_value(&envelope(FORMAT_VERSION, 1, &payload)).unwrap_err();
+    assert!(matches!(err, Error::Payload { .. }), "{err:?}");
 }

@@ -2,8 +2,8 @@
 
 use actionstate_core::{
     ActionDigest, ActionId, ActionState, Attributes, Audit, AuditDetail, CallResult, CallStatus, Event, EventId,
-    Fingerprint, InvalidationReason, KeyId, LogRecord, MemoryOp, MemoryUpdate, MissReason, OccurrenceId, Progress,
-    StateKey, TaggedBytes, Trigger, Value,
+    Fingerprint, InvalidationReason, KeyId, KeyLabel, LogRecord, MemoryOp, MemoryUpdate, MissReason, OccurrenceId,
+    Progress, StateKey, TaggedBytes, Trigger, Value,
 };
 use proptest::prelude::*;
 
@@ -116,17 +116,22 @@ pub(crate) fn arb_completed() -> impl Strategy<Value = Progress> {
         .prop_map(|(outputs, memory)| Progress::Completed { outputs, memory })
 }
 
+/// No label, or one of up to 80 characters (ASCII or not), which `KeyLabel` cuts at 64 bytes.
+pub(crate) fn arb_label() -> impl Strategy<Value = Option<KeyLabel>> {
+    proptest::option::of("[a-z0-9_-]{0,80}|[a-zé😀-]{0,30}".prop_map(|name| KeyLabel::new(&name)))
+}
+
 pub(crate) fn arb_action_state(progress: impl Strategy<Value = Progress>) -> impl Strategy<Value = ActionState> {
-    (arb_state_key(), arb_action_id(), arb_trigger(), arb_event_id(), arb_fingerprint(), progress).prop_map(
-        |(key, action, trigger, trigger_event, input, progress)| ActionState {
+    (arb_state_key(), arb_action_id(), arb_trigger(), arb_event_id(), arb_fingerprint(), progress, arb_label())
+        .prop_map(|(key, action, trigger, trigger_event, input, progress, label)| ActionState {
+            label,
             key,
             action,
             trigger,
             trigger_event,
             input,
             progress,
-        },
-    )
+        })
 }
 
 pub(crate) fn arb_miss_reason() -> impl Strategy<Value = MissReason> {

@@ -62,6 +62,7 @@ pub(crate) fn done(
     outputs: Vec<Event>,
 ) -> ActionState {
     ActionState {
+        label: None,
         key: StateKey::new(key, seq, action, ev, &trigger),
         action: action.clone(),
         trigger,
@@ -82,6 +83,7 @@ pub(crate) fn pending(
     calls: usize,
 ) -> ActionState {
     ActionState {
+        label: None,
         key: StateKey::new(key, seq, action, ev, &trigger),
         action: action.clone(),
         trigger,

@@ -436,6 +436,7 @@ pub(crate) fn resolve_all(op: &Op, known: &BTreeMap<StateKey, ActionState>, ids:
             })
             .collect();
         let state = ActionState {
+            label: None,
             key: StateKey::new(k, *seq, &action, &ev, &trigger),
             action,
             trigger,
@@ -474,6 +475,7 @@ fn resolve(op: &Op, known: &BTreeMap<StateKey, ActionState>, ids: &mut Ids) -> S
                 None => Progress::Pending { calls: journal(1) },
             };
             Step::Upsert(ActionState {
+                label: None,
                 key: StateKey::new(k, s, &action, &ev, &trigger),
                 action,
                 trigger,

@@ -25,6 +25,7 @@ pub(crate) fn record(seq: u64) -> LogRecord {
     let output = Event { id: EventId((u128::from(seq) << 1) | 1), event_type: "reply".into(), attributes };
     let action = ActionId::new("crash-append");
     LogRecord::Upsert(ActionState {
+        label: None,
         key: StateKey::new(key_of(seq), seq, &action, &input, &Trigger::Input),
         action,
         trigger: Trigger::Input,
