@@ -395,7 +395,7 @@ fn a_url_names_the_directory_and_its_settings() {
     for (url, says) in [
         ("file://host/tmp/x", "names host `host`"),
         ("file://db.example:22/tmp/x", "names host `db.example:22`"),
-        ("file://u@remote/tmp/x", "names host `remote`"),
+        ("file://u@remote/tmp/x", "credentials in the host part"),
         ("file://localhost", "needs a directory"),
         ("file://localhost/", "needs a directory"),
         ("file://", "needs a directory"),
