@@ -1,20 +1,8 @@
 //! Fencing zombie writers: the owner's epoch, the fences a restore appends, the fence table
-//! markers carry, and the check that tells a fenced store so.
-//!
-//! A rebuild takes a new writer epoch for the key groups it restores, one above every epoch
-//! it has seen (and never below the clock in microseconds, so that a restore without a
-//! checkpoint, which reads nothing, still outranks the owners before it), appends a fence
-//! record with it to every partition, and reads what was appended since it captured the end
-//! offsets up to its fences, so the index holds everything a later replay will apply. Every
-//! record the store writes afterwards carries that epoch. A later replay skips, in each
-//! partition, the records after a fence of a key it covers written with an older epoch
-//! ([`actionstate_index::Fences`]); markers carry the fences ([`FenceMark`]), so a replay
-//! from past a fence record (or after it was reclaimed) still applies it.
-//!
-//! The writer that was replaced learns it at its next snapshot (or
-//! [`check_fenced`](crate::ActionStateStore::check_fenced)): it reads each partition from
-//! where it last looked to the end for fence records over its keys with a newer epoch, and
-//! fails with [`StoreError::Fenced`]; every later write and snapshot fails the same way.
+//! markers carry, and the check that tells a fenced store so
+//! ([`check_fenced`](crate::ActionStateStore::check_fenced), failing with
+//! [`StoreError::Fenced`]). The replay rule is [`actionstate_index::Fences`]; the mechanism
+//! and why it was chosen: docs/design.md, section 7.1.
 
 use crate::error::{Result, StoreError};
 use crate::store::ActionStateStore;

@@ -15,11 +15,10 @@
 //! - [`snapshot`](ActionStateStore::snapshot), [`checkpoint_complete`](ActionStateStore::checkpoint_complete)
 //!   and [`checkpoint_aborted`](ActionStateStore::checkpoint_aborted) follow the runtime's
 //!   checkpoints; [`rebuild`](ActionStateStore::rebuild) restores one.
-//! - A rebuild also takes a new owner epoch for its key groups and appends a fence to every
-//!   partition: no record the owner it replaced (a zombie, presumed dead but still running)
-//!   appends afterwards is replayed by any later rebuild, and that owner's next snapshot (or
-//!   [`check_fenced`](ActionStateStore::check_fenced)) fails with [`StoreError::Fenced`].
-//!   Side effects outside the store are what a zombie can still do until then.
+//! - A rebuild also fences the owner it replaced (a zombie, presumed dead but still running):
+//!   nothing it appends afterwards is replayed, and its next snapshot (or
+//!   [`check_fenced`](ActionStateStore::check_fenced)) fails with [`StoreError::Fenced`]
+//!   (docs/design.md, section 7.1).
 //!
 //! A store records its hits, misses, invalidations, durable calls, put latency, rebuilds and
 //! reclaims through the `metrics` facade: [`metrics`] lists their names, types, labels and
@@ -27,13 +26,9 @@
 //!
 //! ## The put contract
 //!
-//! Every write is encoded, appended, and acknowledged as durable by the backend **before**
-//! the index changes. If the append fails, or the caller drops the future first, the index is
-//! unchanged and the error says whether retrying can help ([`StoreError::is_retryable`]). A
-//! fresh action without durable calls costs exactly one write, its completion; the pending
-//! record is written at its first durable call. Writes and lookups of one key are serialized,
-//! so index updates apply in log order, and the tombstones and audit record of an
-//! invalidation are appended before that key's next write.
+//! Every write is acknowledged as durable by the backend **before** the index changes; a
+//! failed or dropped write leaves the index unchanged, and its error says whether retrying can
+//! help ([`StoreError::is_retryable`]). The whole contract: docs/design.md, section 5.1.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]

@@ -1,12 +1,8 @@
 //! Ownership of key groups, owner epochs and fence records: how a restored owner shuts out
-//! the writer it replaced.
-//!
-//! Every record carries the epoch of the owner that wrote it (format 3 of the envelope; older
-//! formats read as epoch 0). A restore takes a new epoch for the key groups it owns and
-//! appends a [`Fence`] to every partition. From a fence on, in its partition, a record of a
-//! key the fence covers written with an older epoch is a zombie's and no replay applies it
-//! (the rule itself is `actionstate-index`'s `Fences`). A [`Marker`](crate::Marker) carries
-//! the fences a replay from it must know although they lie before it ([`FenceMark`]).
+//! the writer it replaced (docs/design.md, section 7.1; the bytes: docs/format.md, sections 1
+//! and 4a). The replay rule itself is `actionstate-index`'s `Fences`; a
+//! [`Marker`](crate::Marker) carries the fences a replay from it must know although they lie
+//! before it ([`FenceMark`]).
 
 use crate::id::KeyId;
 use serde::{Deserialize, Serialize};
