@@ -8,7 +8,7 @@ macro_rules! outln {
 }
 
 // The store allocates many small objects while rebuilding; mimalloc's thread-local free
-// lists keep that cheap on every core (measured in BENCHMARKS.md).
+// lists keep that cheap on every core (measured: docs/benchmarks-history.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -21,7 +21,8 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// that follows the drop of an earlier index (a restore in the same process, a change of
 /// ownership, the rounds of `actionstate bench`) then reuses those pages. Pages the process
 /// gets back from the kernel must be zeroed first, and on virtual machines whose host takes
-/// returned memory back that was most of a rebuild's time (BENCHMARKS.md, "Freed memory").
+/// returned memory back that was most of a rebuild's time (docs/benchmarks-history.md,
+/// "Freed memory kept ten seconds").
 /// `MIMALLOC_PURGE_DELAY` in the environment still decides when it is set.
 const PURGE_DELAY_MS: std::ffi::c_long = 10_000;
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 /// The store keeps the states it writes and the states a rebuild replays **encoded** — the
 /// record's value bytes plus the [`Evidence`] the index decides with — and decodes one only
 /// when a lookup hands it out: materializing every replayed state cost most of a rebuild
-/// (BENCHMARKS.md), a replay typically uses each state once, and a state a process wrote is
+/// (docs/benchmarks-history.md), a replay typically uses each state once, and a state a process wrote is
 /// rarely looked up before it restarts. [`Index::apply`](crate::Index::apply) of a decoded
 /// record keeps it **decoded**.
 #[derive(Clone, Debug)]

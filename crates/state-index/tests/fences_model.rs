@@ -1,4 +1,4 @@
-//! Model test of fencing (the replay rule of ARCHITECTURE.md, "Fencing zombie writers"): random
+//! Model test of fencing (the replay rule of docs/design.md, section 7.1): random
 //! histories are written through a simulated store by owners of different epochs — the newest
 //! owner, zombies of older epochs, a newer owner whose fences are not in the log — between
 //! fence records over every key or a range of key groups, with epochs newer than the newest
