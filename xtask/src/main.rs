@@ -30,8 +30,12 @@
 //!   integration tests and benchmarks (needs Java 17, and Maven to fetch them once); see
 //!   `services/` (the broker in `services/kafka/`, the three nodes in
 //!   `services/kafka/cluster.rs`, the Fluss cluster in `services/fluss/`).
+//! - `shape` — lines per crate, files over 600 lines, import circles between the files of one
+//!   crate (from their `use` statements) and functions over 80 lines: the measures the tidy
+//!   tests hold the code to (`shape.rs`).
 
 mod services;
+mod shape;
 #[cfg(test)]
 mod tidy;
 
@@ -56,6 +60,10 @@ fn main() -> Result<()> {
         Some("fuzz") => fuzz(parse_time(&args[1..])?),
         Some("chaos") => chaos(&args[1..]),
         Some("services") => services::run(&args[1..]),
+        Some("shape") => {
+            shape::report(&root);
+            Ok(())
+        }
         Some("help") | None => {
             print_help();
             Ok(())
@@ -85,7 +93,8 @@ fn print_help() {
          services restart-node kafka3 N   stop node N of it and start it again\n  \
          services up fluss    start a local Fluss cluster; addresses in target/services/fluss.env\n  \
          services down [SVC]  stop the services `services up` started (all of them by default)\n  \
-         services status      whether they run and answer"
+         services status      whether they run and answer
+           shape                lines per crate, long files and functions, import circles between files"
     );
 }
 
