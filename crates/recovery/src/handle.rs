@@ -5,7 +5,8 @@ use actionstate_core::{
     ActionId, ActionState, CallResult, EventId, Fingerprint, KeyLabel, Progress, StateKey, Trigger,
 };
 
-/// A running action: where its durable calls stand. Obtained from [`ActionStateStore::begin`](crate::ActionStateStore::begin).
+/// A running action: where its durable calls stand. Obtained from
+/// [`ActionStateStore::begin`](crate::ActionStateStore::begin).
 #[derive(Debug)]
 pub struct ActionHandle {
     pub(crate) key: StateKey,

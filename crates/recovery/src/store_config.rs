@@ -9,15 +9,16 @@ pub struct StoreConfig {
     /// Records per read call during rebuild.
     pub read_batch: usize,
     /// A rebuild read that does not return within this long fails the rebuild with
-    /// [`StoreError::RebuildStalled`](crate::StoreError::RebuildStalled). (A read that returns an empty batch without advancing
-    /// breaks the [`StateLog`](actionstate_core::StateLog) contract and fails the rebuild at once with
+    /// [`StoreError::RebuildStalled`](crate::StoreError::RebuildStalled). (A read that returns
+    /// an empty batch without advancing breaks the [`StateLog`](actionstate_core::StateLog)
+    /// contract and fails the rebuild at once with
     /// [`actionstate_core::Error::NoProgress`].) A stalled read is given one more such period
     /// to return (its backend may hold files open until it does) before it is abandoned, so a
     /// failed rebuild reports its failure at most twice this long after it happened.
     pub rebuild_stall: Duration,
     /// A rebuild that has not read every partition to its end within this time fails with
-    /// [`StoreError::RebuildDeadline`](crate::StoreError::RebuildDeadline), naming the unfinished partitions (`None`: no limit
-    /// beyond the per-read stall).
+    /// [`StoreError::RebuildDeadline`](crate::StoreError::RebuildDeadline), naming the
+    /// unfinished partitions (`None`: no limit beyond the per-read stall).
     pub rebuild_deadline: Option<Duration>,
     /// Checkpoints snapshotted but neither completed nor aborted that are remembered; older
     /// ones are forgotten (as if aborted), so the map stays bounded.

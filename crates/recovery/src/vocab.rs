@@ -80,7 +80,8 @@ pub struct Explanation {
     pub would_invalidate: usize,
 }
 
-/// What an operator's invalidation ([`ActionStateStore::invalidate`]) removed.
+/// What an operator's invalidation
+/// ([`ActionStateStore::invalidate`](crate::ActionStateStore::invalidate)) removed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OperatorInvalidation {
     /// The business key.
