@@ -18,6 +18,8 @@
 pub mod agent;
 mod attempt;
 pub mod chaos;
+mod chaos_report;
+mod chaos_zombie;
 mod check;
 mod checkpoint;
 mod crash;
