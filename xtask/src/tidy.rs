@@ -179,3 +179,59 @@ fn design_citations_exist() {
         }
     }
 }
+
+/// The pure crates do no I/O and read no clock (ARCHITECTURE.md, invariant 1): no source of
+/// core or the index names the file system, the environment, the network, processes, threads'
+/// sleep, a clock or tokio, outside comments. Dependencies alone do not say it: std has all of
+/// these.
+#[test]
+fn pure_crates_do_no_io_and_read_no_clock() {
+    const FORBIDDEN: [&str; 10] = [
+        "std::fs",
+        "std::env",
+        "std::net",
+        "std::process",
+        "std::os",
+        "thread::sleep",
+        "Instant",
+        "SystemTime",
+        "UNIX_EPOCH",
+        "tokio",
+    ];
+    /// The code of a source, without comment lines, and with every `std::{a, b::c}` group
+    /// also written out as `std::a std::b::c`, so that a grouped import is seen too.
+    fn code(text: &str) -> String {
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim_start().starts_with("//")).collect();
+        let mut code = lines.join("\n");
+        let mut expanded = String::new();
+        let mut rest = code.as_str();
+        while let Some(at) = rest.find("std::{") {
+            let group = &rest[at + "std::{".len()..];
+            let end = group.find('}').unwrap_or(group.len());
+            for item in group[..end].split(',') {
+                expanded.push_str(&format!(" std::{}", item.trim().trim_start_matches('{')));
+            }
+            rest = &group[end..];
+        }
+        code.push_str(&expanded);
+        code
+    }
+    fn offences(text: &str) -> Vec<&'static str> {
+        let code = code(text);
+        FORBIDDEN.into_iter().filter(|f| code.contains(f)).collect()
+    }
+    // The check itself catches what it must, and not prose.
+    assert_eq!(offences("use std::{collections::HashMap, fs};"), ["std::fs"]);
+    assert_eq!(offences("let t = std::time::Instant::now();"), ["Instant"]);
+    assert_eq!(offences("use std::time::{Duration, SystemTime};"), ["SystemTime"]);
+    assert!(offences("/// reads with `std::fs::read_to_string`\nfn f() {}").is_empty());
+
+    let mut files = Vec::new();
+    rust_files(&root().join("crates/state-core/src"), &mut files);
+    rust_files(&root().join("crates/state-index/src"), &mut files);
+    assert!(files.len() >= 15, "found only {} sources of the pure crates", files.len());
+    for f in files {
+        let found = offences(&read(&f));
+        assert!(found.is_empty(), "{} uses {found:?}, which a pure crate must not", f.display());
+    }
+}

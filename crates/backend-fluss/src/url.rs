@@ -71,7 +71,8 @@ impl FlussConfig {
         }
         match (username, password) {
             (Some(username), Some(password)) => {
-                let secret = password.resolve(&url)?;
+                // Core does no I/O: the variable or file is read here.
+                let secret = password.resolve_with(&url, |v| std::env::var(v).ok(), |p| std::fs::read_to_string(p))?;
                 config.security = Some(Security::sasl_plain(username, secret.expose()).with_password_source(password));
             }
             (None, None) => {}

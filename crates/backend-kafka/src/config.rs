@@ -331,7 +331,8 @@ impl KafkaConfig {
                     );
                 }
             };
-            let secret = password.resolve(&url)?;
+            // Core does no I/O: the variable or file is read here.
+            let secret = password.resolve_with(&url, |v| std::env::var(v).ok(), |p| std::fs::read_to_string(p))?;
             config.security = Some(Security {
                 protocol: protocol.clone(),
                 mechanism: mechanism.to_owned(),

@@ -58,20 +58,26 @@
 #![deny(clippy::unwrap_used)]
 #![warn(missing_docs)]
 
+mod calls;
 mod config;
 mod error;
+mod fence_log;
 mod fencing;
+mod handle;
 mod key_lock;
 pub mod metrics;
 mod rebuild;
 mod retention;
 mod store;
+mod store_config;
+mod vocab;
 
+pub use calls::{Call, CallOutput, CallSource};
 pub use config::{AnyLog, DEFAULT_PARTITIONS, LogConfig, open};
 pub use error::{Result, StoreError};
+pub use handle::ActionHandle;
 pub use rebuild::RebuildReport;
 pub use retention::{DEFAULT_RETAINED_CHECKPOINTS, ReclaimStatus, Retention};
-pub use store::{
-    ActionHandle, ActionStateStore, Begin, Call, CallOutput, CallSource, Explanation, OperatorInvalidation, Ownership,
-    Round, Snapshot, StoreConfig,
-};
+pub use store::ActionStateStore;
+pub use store_config::StoreConfig;
+pub use vocab::{Begin, Explanation, OperatorInvalidation, Ownership, Round, Snapshot};

@@ -2,10 +2,11 @@
 
 use crate::error::{Result, StoreError};
 use crate::fencing::{self, FenceRead, Fencing};
-use crate::store::{ActionStateStore, Ownership};
+use crate::store::ActionStateStore;
 use actionstate_core::codec::{self, Peeked};
 use actionstate_core::{
-    FENCE_KEY_LAYOUT, InvalidationReason, KeyId, LogRecord, Marker, Position, RangeRead, ReadRecord, StateKey, StateLog,
+    FENCE_KEY_LAYOUT, InvalidationReason, KeyId, LogRecord, Marker, Ownership, Position, RangeRead, ReadRecord,
+    StateKey, StateLog,
 };
 use actionstate_index::{Fences, Index, Invalidation, Recorded};
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -102,96 +103,19 @@ impl<L: StateLog> ActionStateStore<L> {
         // No checkpoint: nothing to replay, but the fences are appended and read all the same.
         let marker = merged.unwrap_or_else(|| Marker::new(current.clone(), end.clone()));
         marker.validate(&current, &earliest, &end)?;
-
-        // Each partition is replayed into an index of its own, in parallel; a key's records all
-        // live in one partition, so the indexes are joined by moving keys.
-        let mut tasks = tokio::task::JoinSet::new();
-        let readers = Readers {
-            reached: marker.offsets.iter().map(|&o| AtomicU64::new(o)).collect(),
-            stop: AtomicBool::new(false),
-        };
-        let readers = Arc::new(readers);
-        for (partition, (&from, &to)) in (0u32..).zip(marker.offsets.iter().zip(&end)) {
-            let log = Arc::clone(&self.log);
-            let ownership = ownership.clone();
-            let readers = Arc::clone(&readers);
-            let range = RangeRead::new(partition, from, to, self.config.read_batch.max(1));
-            let fences = Fences::from_marks(&marker.fences, partition, from);
-            let stall = self.config.rebuild_stall;
-            tasks.spawn(async move { read_partition(&*log, &ownership, range, fences, stall, &readers).await });
-        }
-        let deadline = self.config.rebuild_deadline.map(|d| (d, tokio::time::Instant::from_std(started) + d));
-        let joined = join_partitions(&mut tasks, &readers, &end, deadline, current.partitions).await;
-        if joined.is_err() {
-            // Stop every reader and wait until each has returned from its read in flight and
-            // dropped its handle on the log: a backend whose reads run on blocking threads
-            // (the embedded store) keeps its files open until they do.
-            readers.stop.store(true, Ordering::Relaxed);
-            while tasks.join_next().await.is_some() {}
-        }
-        let Joined { mut report, mut index, mut unlogged, mut fences, mut fences_read } = joined?;
-
-        // The owner's epoch, and its fences in every partition; then what landed between the
-        // end captured above and the fences (a writer still appending) is read as well.
-        let known = marker.fences.iter().map(|m| m.epoch).chain(fences_read.iter().map(|(_, f, _)| f.epoch));
+        let mut joined = self.read_partitions(&marker, &end, ownership, started, current.partitions).await?;
         let (epoch, reached) = if fence {
-            let previous = self.shared.lock().fencing.epoch;
-            let epoch = fencing::next_epoch(known.chain([previous]));
-            let positions = self.append_fences(ownership, epoch).await?;
-            let after = self.log.end_offsets().await?;
-            for (partition, (&from, &to)) in (0u32..).zip(end.iter().zip(&after)) {
-                let range = RangeRead::new(partition, from, to, self.config.read_batch.max(1));
-                let Some(partition_fences) = fences.get_mut(partition as usize) else { continue };
-                let mut part = PartitionRead::new(partition, std::mem::take(partition_fences));
-                part.index = std::mem::take(&mut index);
-                part.unlogged = std::mem::take(&mut unlogged);
-                let stall = self.config.rebuild_stall;
-                let caught_up = match tokio::time::timeout(stall, catch_up(&*self.log, ownership, range, &mut part))
-                    .await
-                {
-                    Ok(done) => done,
-                    Err(_) => {
-                        Err(StoreError::RebuildStalled { partition, offset: from, end: to, seconds: stall.as_secs() })
-                    }
-                };
-                index = std::mem::take(&mut part.index);
-                unlogged = std::mem::take(&mut part.unlogged);
-                caught_up?;
-                report.records += part.records;
-                report.bytes += part.bytes;
-                report.foreign += part.foreign;
-                report.fenced += part.fenced;
-                fences_read.append(&mut part.fences_read);
-            }
-            // Where a fence of ours was not read back (a backend that reports no exact offset
-            // and lost the record between the append and the end offsets is not possible
-            // under the contract), its append position bounds it.
-            for (p, at) in (0u32..).zip(&positions) {
-                if !fences_read.iter().any(|(rp, f, _)| *rp == p && f.epoch == epoch && f.groups == *ownership) {
-                    let fence = actionstate_core::Fence {
-                        key: actionstate_core::fence_key_id(p, current.partitions),
-                        groups: ownership.clone(),
-                        epoch,
-                    };
-                    fences_read.push((p, fence, at.offset));
-                }
-            }
-            (epoch, after)
+            self.fence_and_catch_up(&marker, &end, ownership, &mut joined, current.partitions).await?
         } else {
-            let marked = marker.fences.iter().filter(|m| m.groups.overlaps(ownership)).map(|m| m.epoch);
-            let newest = fences.iter().filter_map(|f| f.newest_over(ownership)).chain(marked).max();
-            (newest.unwrap_or(0), end.clone())
+            (newest_epoch(&marker, &joined.fences, ownership), end.clone())
         };
+        let Joined { mut report, mut index, unlogged, fences_read, .. } = joined;
         for (key, seq) in &owned_completed {
             index.prune(key, *seq);
         }
         report.states = index.stats().states;
         report.epoch = epoch;
-        let mut pending: HashMap<KeyId, VecDeque<LogRecord>> = HashMap::new();
-        for (key, reason) in unlogged {
-            report.tombstones_queued += 1;
-            pending.entry(key.key).or_default().push_back(LogRecord::Delete { key, reason });
-        }
+        let pending = queue_tombstones(unlogged, &mut report);
         let fencing = Fencing {
             epoch,
             ownership: ownership.clone(),
@@ -201,27 +125,155 @@ impl<L: StateLog> ActionStateStore<L> {
         };
         self.install(index, ownership, owned_completed, &reached, pending, fencing);
         report.duration = started.elapsed();
-        crate::metrics::rebuilt(report.records, report.duration, report.records_per_second());
-        if report.fenced > 0 {
-            crate::metrics::fenced_records(report.fenced);
-            tracing::warn!(records = report.fenced, "rebuild skipped records of fenced writers");
-        }
-        if report.tombstones_queued > 0 {
-            tracing::warn!(
-                tombstones = report.tombstones_queued,
-                "rebuild replayed invalidations a crash cut short; their missing tombstones are queued"
-            );
-        }
-        tracing::info!(
-            records = report.records,
-            bytes = report.bytes,
-            states = report.states,
-            epoch,
-            seconds = report.duration.as_secs_f64(),
-            "rebuild finished"
-        );
+        log_finished(&report);
         Ok(report)
     }
+
+    /// Replays every partition from `marker` to `end`, each into an index of its own, in
+    /// parallel (a key's records all live in one partition, so the indexes are joined by
+    /// moving keys). On error, every reader has stopped and dropped its handle on the log
+    /// before this returns.
+    async fn read_partitions(
+        &self,
+        marker: &Marker,
+        end: &[u64],
+        ownership: &Ownership,
+        started: Instant,
+        partitions: u32,
+    ) -> Result<Joined> {
+        let mut tasks = tokio::task::JoinSet::new();
+        let readers = Readers {
+            reached: marker.offsets.iter().map(|&o| AtomicU64::new(o)).collect(),
+            stop: AtomicBool::new(false),
+        };
+        let readers = Arc::new(readers);
+        for (partition, (&from, &to)) in (0u32..).zip(marker.offsets.iter().zip(end)) {
+            let log = Arc::clone(&self.log);
+            let ownership = ownership.clone();
+            let readers = Arc::clone(&readers);
+            let range = RangeRead::new(partition, from, to, self.config.read_batch.max(1));
+            let fences = Fences::from_marks(&marker.fences, partition, from);
+            let stall = self.config.rebuild_stall;
+            tasks.spawn(async move { read_partition(&*log, &ownership, range, fences, stall, &readers).await });
+        }
+        let deadline = self.config.rebuild_deadline.map(|d| (d, tokio::time::Instant::from_std(started) + d));
+        let joined = join_partitions(&mut tasks, &readers, end, deadline, partitions).await;
+        if joined.is_err() {
+            // Stop every reader and wait until each has returned from its read in flight and
+            // dropped its handle on the log: a backend whose reads run on blocking threads
+            // (the embedded store) keeps its files open until they do.
+            readers.stop.store(true, Ordering::Relaxed);
+            while tasks.join_next().await.is_some() {}
+        }
+        joined
+    }
+
+    /// Takes the owner's epoch and appends its fences to every partition; then reads what
+    /// landed between `end` (captured at the start) and the fences (a writer still appending)
+    /// into `joined`, so the index holds all a later replay applies. Returns the epoch and the
+    /// end offsets after the fences.
+    async fn fence_and_catch_up(
+        &self,
+        marker: &Marker,
+        end: &[u64],
+        ownership: &Ownership,
+        joined: &mut Joined,
+        partitions: u32,
+    ) -> Result<(u64, Vec<u64>)> {
+        let known = marker.fences.iter().map(|m| m.epoch).chain(joined.fences_read.iter().map(|(_, f, _)| f.epoch));
+        let previous = self.shared.lock().fencing.epoch;
+        let epoch = fencing::next_epoch(known.chain([previous]));
+        let positions = self.append_fences(ownership, epoch).await?;
+        let after = self.log.end_offsets().await?;
+        for (partition, (&from, &to)) in (0u32..).zip(end.iter().zip(&after)) {
+            self.catch_up_partition(partition, from, to, ownership, joined).await?;
+        }
+        // Where a fence of ours was not read back (a backend that reports no exact offset
+        // and lost the record between the append and the end offsets is not possible
+        // under the contract), its append position bounds it.
+        for (p, at) in (0u32..).zip(&positions) {
+            if !joined.fences_read.iter().any(|(rp, f, _)| *rp == p && f.epoch == epoch && f.groups == *ownership) {
+                let fence = actionstate_core::Fence {
+                    key: actionstate_core::fence_key_id(p, partitions),
+                    groups: ownership.clone(),
+                    epoch,
+                };
+                joined.fences_read.push((p, fence, at.offset));
+            }
+        }
+        Ok((epoch, after))
+    }
+
+    /// Reads `[from, to)` of `partition` into `joined`, within one stall period.
+    async fn catch_up_partition(
+        &self,
+        partition: u32,
+        from: u64,
+        to: u64,
+        ownership: &Ownership,
+        joined: &mut Joined,
+    ) -> Result<()> {
+        let range = RangeRead::new(partition, from, to, self.config.read_batch.max(1));
+        let Some(partition_fences) = joined.fences.get_mut(partition as usize) else { return Ok(()) };
+        let mut part = PartitionRead::new(partition, std::mem::take(partition_fences));
+        part.index = std::mem::take(&mut joined.index);
+        part.unlogged = std::mem::take(&mut joined.unlogged);
+        let stall = self.config.rebuild_stall;
+        let caught_up = match tokio::time::timeout(stall, catch_up(&*self.log, ownership, range, &mut part)).await {
+            Ok(done) => done,
+            Err(_) => Err(StoreError::RebuildStalled { partition, offset: from, end: to, seconds: stall.as_secs() }),
+        };
+        joined.index = std::mem::take(&mut part.index);
+        joined.unlogged = std::mem::take(&mut part.unlogged);
+        caught_up?;
+        part.count_into(&mut joined.report);
+        joined.fences_read.append(&mut part.fences_read);
+        Ok(())
+    }
+}
+
+/// The epoch a store that does not fence writes with: that of the newest fence over its
+/// keys, in the marker or read.
+fn newest_epoch(marker: &Marker, fences: &[Fences], ownership: &Ownership) -> u64 {
+    let marked = marker.fences.iter().filter(|m| m.groups.overlaps(ownership)).map(|m| m.epoch);
+    fences.iter().filter_map(|f| f.newest_over(ownership)).chain(marked).max().unwrap_or(0)
+}
+
+/// The tombstones an invalidation cut short did not write, per key, to append before its next
+/// write; counted in `report`.
+fn queue_tombstones(
+    unlogged: BTreeMap<StateKey, InvalidationReason>,
+    report: &mut RebuildReport,
+) -> HashMap<KeyId, VecDeque<LogRecord>> {
+    let mut pending: HashMap<KeyId, VecDeque<LogRecord>> = HashMap::new();
+    for (key, reason) in unlogged {
+        report.tombstones_queued += 1;
+        pending.entry(key.key).or_default().push_back(LogRecord::Delete { key, reason });
+    }
+    pending
+}
+
+/// Records a finished rebuild's metrics and logs it.
+fn log_finished(report: &RebuildReport) {
+    crate::metrics::rebuilt(report.records, report.duration, report.records_per_second());
+    if report.fenced > 0 {
+        crate::metrics::fenced_records(report.fenced);
+        tracing::warn!(records = report.fenced, "rebuild skipped records of fenced writers");
+    }
+    if report.tombstones_queued > 0 {
+        tracing::warn!(
+            tombstones = report.tombstones_queued,
+            "rebuild replayed invalidations a crash cut short; their missing tombstones are queued"
+        );
+    }
+    tracing::info!(
+        records = report.records,
+        bytes = report.bytes,
+        states = report.states,
+        epoch = report.epoch,
+        seconds = report.duration.as_secs_f64(),
+        "rebuild finished"
+    );
 }
 
 /// What the partition readers of one rebuild share.
@@ -281,10 +333,7 @@ async fn join_partitions(
         if let Some(d) = done.get_mut(part.partition as usize) {
             *d = true;
         }
-        report.records += part.records;
-        report.bytes += part.bytes;
-        report.foreign += part.foreign;
-        report.fenced += part.fenced;
+        part.count_into(&mut report);
         let partition = part.partition;
         unlogged.extend(part.unlogged);
         fences_read.extend(part.fences_read);
@@ -326,6 +375,14 @@ impl PartitionRead {
             fences,
             fences_read: Vec::new(),
         }
+    }
+
+    /// Adds what this read counted to `report`.
+    fn count_into(&self, report: &mut RebuildReport) {
+        report.records += self.records;
+        report.bytes += self.bytes;
+        report.foreign += self.foreign;
+        report.fenced += self.fenced;
     }
 }
 

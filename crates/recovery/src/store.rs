@@ -1,217 +1,24 @@
-//! The store: lookups, the put contract, durable calls and the checkpoint lifecycle.
+//! The store: lookups, the put contract, invalidation and the checkpoint lifecycle. Durable
+//! calls are in `calls.rs`, rebuild in `rebuild.rs`, fencing in `fencing.rs` and
+//! `fence_log.rs`: each adds to the one `impl ActionStateStore`.
 
 use crate::error::{Result, StoreError};
 use crate::fencing::Fencing;
+use crate::handle::ActionHandle;
 use crate::key_lock::KeyLocks;
 use crate::metrics as m;
 use crate::retention::{ReclaimStatus, Reclaimer, Retained, Retention};
+use crate::store_config::StoreConfig;
+use crate::vocab::{Begin, Explanation, OperatorInvalidation, Round, Snapshot};
 use actionstate_core::{
-    ActionId, ActionState, CallResult, CallStatus, Event, EventId, Evidence, Fingerprint, InvalidationReason, KeyId,
-    KeyLabel, LogRecord, Marker, MemoryUpdate, MissReason, Progress, StateKey, StateLog, Trigger, codec,
+    ActionId, ActionState, CallResult, Event, Evidence, InvalidationReason, KeyId, LogRecord, Marker, MemoryUpdate,
+    Ownership, Progress, StateKey, StateLog, Trigger, codec,
 };
 use actionstate_index::{Decision, Index, Invalidation, Probe, Recorded, Stats};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-/// Tuning of an [`ActionStateStore`].
-#[derive(Clone, Debug)]
-pub struct StoreConfig {
-    /// Records per read call during rebuild.
-    pub read_batch: usize,
-    /// A rebuild read that does not return within this long fails the rebuild with
-    /// [`StoreError::RebuildStalled`]. (A read that returns an empty batch without advancing
-    /// breaks the [`StateLog`] contract and fails the rebuild at once with
-    /// [`actionstate_core::Error::NoProgress`].) A stalled read is given one more such period
-    /// to return (its backend may hold files open until it does) before it is abandoned, so a
-    /// failed rebuild reports its failure at most twice this long after it happened.
-    pub rebuild_stall: Duration,
-    /// A rebuild that has not read every partition to its end within this time fails with
-    /// [`StoreError::RebuildDeadline`], naming the unfinished partitions (`None`: no limit
-    /// beyond the per-read stall).
-    pub rebuild_deadline: Option<Duration>,
-    /// Checkpoints snapshotted but neither completed nor aborted that are remembered; older
-    /// ones are forgotten (as if aborted), so the map stays bounded.
-    pub max_pending_checkpoints: usize,
-    /// How much history the log keeps: by default what the last
-    /// [`DEFAULT_RETAINED_CHECKPOINTS`](crate::DEFAULT_RETAINED_CHECKPOINTS) completed
-    /// checkpoints need (see [`Retention`]).
-    pub retention: Retention,
-    /// Whether a [`rebuild`](ActionStateStore::rebuild) takes a new owner epoch and fences
-    /// the writers before it (the default: a runtime's restore). `false` is for tools that
-    /// are not an owner (an operator's repair, an inspection): the store then writes with the
-    /// newest epoch it replayed over its keys and appends no fence, so its records replay
-    /// and nobody is fenced.
-    pub fence_on_rebuild: bool,
-}
-
-impl Default for StoreConfig {
-    fn default() -> Self {
-        StoreConfig {
-            read_batch: 4096,
-            rebuild_stall: Duration::from_secs(30),
-            rebuild_deadline: Some(Duration::from_secs(3600)),
-            max_pending_checkpoints: 64,
-            retention: Retention::default(),
-            fence_on_rebuild: true,
-        }
-    }
-}
-
-/// One round: the business key, the sequence number of its input, and the fingerprint of
-/// that input event (recorded in every state of the round, so a changed input is detected).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Round {
-    /// The business key.
-    pub key: KeyId,
-    /// The input's sequence number for this key.
-    pub seq: u64,
-    /// Fingerprint of the input event.
-    pub input: Fingerprint,
-    /// The key's readable name, written into every state of the round so that `inspect`
-    /// shows it and an operator can find the key by it ([`Round::named`]).
-    pub label: Option<KeyLabel>,
-}
-
-impl Round {
-    /// The round started by `input` as the `seq`-th input of `key`.
-    pub fn new(key: KeyId, seq: u64, input: &Event) -> Self {
-        Round { key, seq, input: input.fingerprint(), label: None }
-    }
-
-    /// The round of the key the application names `name` (the key is `KeyId::of(name)`),
-    /// which its states carry as their label: `inspect` shows it, and `reset --key NAME` and
-    /// `inspect --key NAME` find the key by it. A name of more than
-    /// [`MAX_KEY_LABEL`](actionstate_core::MAX_KEY_LABEL) bytes is shown cut.
-    pub fn named(name: &str, seq: u64, input: &Event) -> Self {
-        Round { label: Some(KeyLabel::new(name)), ..Round::new(KeyId::of(name.as_bytes()), seq, input) }
-    }
-}
-
-/// What the runtime should do with an action.
-#[derive(Debug)]
-#[must_use = "a `Begin` says whether to reuse, resume or run the action; dropping it loses a fresh handle and any reused outputs"]
-pub enum Begin {
-    /// The action completed before: replay its outputs and memory updates, do not run it.
-    Reuse(Arc<ActionState>),
-    /// The action started before: run it, and its durable calls replay from the journal.
-    Resume(ActionHandle),
-    /// Nothing reusable: run the action.
-    Fresh(ActionHandle, MissReason),
-}
-
-/// A running action: where its durable calls stand. Obtained from [`ActionStateStore::begin`].
-#[derive(Debug)]
-pub struct ActionHandle {
-    key: StateKey,
-    action: ActionId,
-    trigger: Trigger,
-    trigger_event: EventId,
-    input: Fingerprint,
-    label: Option<KeyLabel>,
-    journal: Vec<CallResult>,
-    cursor: usize,
-}
-
-impl ActionHandle {
-    /// The state key of this action.
-    pub fn key(&self) -> &StateKey {
-        &self.key
-    }
-
-    /// The durable-call journal as currently known (recovered slots plus calls made now).
-    pub fn journal(&self) -> &[CallResult] {
-        &self.journal
-    }
-
-    /// Index of the next durable call.
-    pub fn cursor(&self) -> usize {
-        self.cursor
-    }
-
-    fn state(&self, progress: Progress) -> ActionState {
-        ActionState {
-            label: self.label,
-            key: self.key,
-            action: self.action.clone(),
-            trigger: self.trigger.clone(),
-            trigger_event: self.trigger_event,
-            input: self.input,
-            progress,
-        }
-    }
-}
-
-/// The outcome of a durable call as the called function reported it: an encoded value, or an
-/// encoded error. An empty value is a valid result (a unit or `None`).
-pub type CallOutput = std::result::Result<Vec<u8>, Vec<u8>>;
-
-/// Where a durable call's result came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CallSource {
-    /// Replayed from the journal; the function did not run.
-    Journal,
-    /// The function ran now.
-    Executed,
-    /// A PENDING slot was resolved by the reconciler; the function did not run.
-    Reconciled,
-}
-
-/// The result of a durable call.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Call {
-    /// The call's outcome.
-    pub output: CallOutput,
-    /// Where it came from.
-    pub source: CallSource,
-}
-
-/// What a checkpoint captured: where a rebuild must start, and the last round each key
-/// completed (rounds a restore of this checkpoint need not replay).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Snapshot {
-    /// The checkpoint id.
-    pub checkpoint: u64,
-    /// Covering marker: per partition, the oldest live record or the end.
-    pub marker: Marker,
-    /// Last completed round per key.
-    pub completed: Arc<HashMap<KeyId, u64>>,
-}
-
-/// Which keys this worker owns, for rebuild after a rescale (defined in core: fence records
-/// carry it).
-pub use actionstate_core::Ownership;
-
-/// What a lookup would decide, for `explain`.
-#[derive(Clone, Debug)]
-pub struct Explanation {
-    /// The state key looked up.
-    pub key: StateKey,
-    /// Hit or miss.
-    pub decision: Decision,
-    /// The divergence the lookup would record, if any.
-    pub divergence: Option<(actionstate_core::InvalidationReason, actionstate_core::AuditDetail)>,
-    /// How many states the lookup would invalidate.
-    pub would_invalidate: usize,
-}
-
-/// What an operator's invalidation ([`ActionStateStore::invalidate`]) removed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OperatorInvalidation {
-    /// The business key.
-    pub key: KeyId,
-    /// The first round removed: every round from it on lost its states.
-    pub from_seq: u64,
-    /// The reason logged with the audit record and with every tombstone
-    /// ([`InvalidationReason::Operator`]).
-    pub reason: InvalidationReason,
-    /// The removed states, in state-key order (by round, then within it).
-    pub removed: Vec<StateKey>,
-    /// Records appended for it: the audit record, then one tombstone per removed state.
-    pub records: usize,
-}
+use std::time::Instant;
 
 pub(crate) struct Shared {
     pub(crate) index: Index,
@@ -413,94 +220,9 @@ impl<L: StateLog> ActionStateStore<L> {
         self.put(handle.state(Progress::Completed { outputs, memory })).await
     }
 
-    /// Runs a durable call, or replays it.
-    ///
-    /// If the journal slot at the handle's cursor records a finished call with the same
-    /// `function_id` and `args_digest`, its result is returned and `f` does not run. Otherwise
-    /// the journal is truncated at the cursor (a different history), `f` runs, and its result
-    /// is made durable before it is returned. If persisting fails, or the returned future is
-    /// dropped before it completes, the call fails: its result is not returned, and the handle
-    /// keeps the journal the log is known to hold.
-    ///
-    /// A PENDING slot (written by [`call_reconciled`](Self::call_reconciled)) reached here has
-    /// an unknown outcome and no reconciler, so the call runs again.
-    pub async fn call<F, Fut>(
-        &self,
-        handle: &mut ActionHandle,
-        function_id: &str,
-        args_digest: [u8; 32],
-        f: F,
-    ) -> Result<Call>
-    where
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = CallOutput>,
-    {
-        if let Some(output) = journaled(handle, function_id, &args_digest) {
-            handle.cursor += 1;
-            m::call("journal");
-            return Ok(Call { output, source: CallSource::Journal });
-        }
-        let output = f().await;
-        self.persist_slot(handle, slot(function_id, args_digest, finished(&output))).await?;
-        handle.cursor += 1;
-        m::call("executed");
-        Ok(Call { output, source: CallSource::Executed })
-    }
-
-    /// Runs a durable call in reconcile mode: a PENDING slot is made durable before `f` runs,
-    /// so that after a crash between the side effect and its result, recovery hands the
-    /// PENDING slot to `reconcile` (which finds out what happened) instead of running `f`
-    /// again. The same holds for a retry on this handle after the result failed to persist:
-    /// the handle keeps the durable PENDING slot.
-    pub async fn call_reconciled<F, Fut, R, RFut>(
-        &self,
-        handle: &mut ActionHandle,
-        function_id: &str,
-        args_digest: [u8; 32],
-        f: F,
-        reconcile: R,
-    ) -> Result<Call>
-    where
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = CallOutput>,
-        R: FnOnce() -> RFut,
-        RFut: Future<Output = CallOutput>,
-    {
-        let (output, source) = match handle.journal.get(handle.cursor) {
-            Some(s) if s.matches(function_id, &args_digest) && s.status == CallStatus::Pending => {
-                (reconcile().await, CallSource::Reconciled)
-            }
-            _ => {
-                if let Some(output) = journaled(handle, function_id, &args_digest) {
-                    handle.cursor += 1;
-                    m::call("journal");
-                    return Ok(Call { output, source: CallSource::Journal });
-                }
-                self.persist_slot(handle, slot(function_id, args_digest, CallStatus::Pending)).await?;
-                (f().await, CallSource::Executed)
-            }
-        };
-        self.persist_slot(handle, slot(function_id, args_digest, finished(&output))).await?;
-        handle.cursor += 1;
-        m::call(if source == CallSource::Reconciled { "reconciled" } else { "executed" });
-        Ok(Call { output, source })
-    }
-
-    /// Makes the journal up to the cursor followed by `slot` durable, and only then adopts it
-    /// in the handle. If the write fails, or the caller drops the future first, the handle keeps
-    /// the journal the log is known to hold, so a retry never returns a result that is not
-    /// durable and never loses a durable PENDING slot.
-    async fn persist_slot(&self, handle: &mut ActionHandle, slot: CallResult) -> Result<()> {
-        let mut journal: Vec<CallResult> = handle.journal.iter().take(handle.cursor).cloned().collect();
-        journal.push(slot);
-        self.put(handle.state(Progress::Pending { calls: journal.clone() })).await?;
-        handle.journal = journal;
-        Ok(())
-    }
-
     /// The put contract: encode, append durably, and only then index. On error — or if the
     /// returned future is dropped before it completes — the index is unchanged.
-    async fn put(&self, state: ActionState) -> Result<Arc<ActionState>> {
+    pub(crate) async fn put(&self, state: ActionState) -> Result<Arc<ActionState>> {
         let key = state.key;
         let _epoch = self.epoch.read().await;
         let _key = self.keys.lock(key.key).await;
@@ -776,28 +498,5 @@ fn not_reclaiming<L: StateLog>(config: &StoreConfig, log: &L, ownership: &Owners
             Some("the store owns part of the log's keys; other owners' checkpoints need the rest")
         }
         Retention::LastCheckpoints(_) => None,
-    }
-}
-
-fn journaled(handle: &ActionHandle, function_id: &str, args_digest: &[u8; 32]) -> Option<CallOutput> {
-    let s = handle.journal.get(handle.cursor)?;
-    if !s.matches(function_id, args_digest) {
-        return None;
-    }
-    match &s.status {
-        CallStatus::Succeeded { result } => Some(Ok(result.clone())),
-        CallStatus::Failed { error } => Some(Err(error.clone())),
-        CallStatus::Pending => None,
-    }
-}
-
-fn slot(function_id: &str, args_digest: [u8; 32], status: CallStatus) -> CallResult {
-    CallResult { function_id: function_id.to_owned(), args_digest, status }
-}
-
-fn finished(output: &CallOutput) -> CallStatus {
-    match output {
-        Ok(result) => CallStatus::Succeeded { result: result.clone() },
-        Err(error) => CallStatus::Failed { error: error.clone() },
     }
 }

@@ -107,3 +107,47 @@ async fn check() {
     assert!(!logged.contains(SECRET), "tracing printed a secret:\n{logged}");
     assert!(checked >= urls("f").len() * 2, "every URL was checked");
 }
+
+/// A password named by reference is read when its URL is parsed, from its file (less the
+/// trailing newline) or its variable, and shown by no `Debug` or `Display`; an unset variable
+/// or a missing file is an error naming it. Each server backend does the reading (core does
+/// no I/O), so this runs on every one compiled in.
+#[cfg(any(feature = "kafka", feature = "fluss"))]
+#[test]
+fn secrets_come_from_a_variable_or_a_file_and_print_as_stars() {
+    // Per backend: a URL with a user name, and its password as parsed (or the error).
+    type Parse = fn(&str) -> Result<(String, String), String>;
+    let backends: Vec<(&str, Parse)> = vec![
+        #[cfg(feature = "kafka")]
+        ("kafka://h:1/t?username=u", |url| {
+            let config = actionstate_kafka::KafkaConfig::from_url(url).map_err(|e| e.to_string())?;
+            let shown = format!("{config} {config:?}");
+            Ok((config.security.map(|s| s.password).unwrap_or_default(), shown))
+        }),
+        #[cfg(feature = "fluss")]
+        ("fluss://h:1/db/t?username=u", |url| {
+            let config = actionstate_fluss::FlussConfig::from_url(url).map_err(|e| e.to_string())?;
+            let shown = format!("{config} {config:?}");
+            Ok((config.security.map(|s| s.password).unwrap_or_default(), shown))
+        }),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("password");
+    std::fs::write(&file, "s3cret-from-file\n").unwrap();
+    // `PATH` is set wherever tests run: its value stands in for a password.
+    let path = std::env::var("PATH").unwrap();
+    assert!(!backends.is_empty());
+    for (base, parse) in backends {
+        let (password, shown) = parse(&format!("{base}&password_file={}", file.display())).unwrap();
+        assert_eq!(password, "s3cret-from-file", "{base}");
+        assert!(!shown.contains("s3cret") && shown.contains("password_file="), "{shown}");
+        let (password, shown) = parse(&format!("{base}&password_env=PATH")).unwrap();
+        assert_eq!(password, path, "{base}");
+        assert!(!shown.contains(&path), "{shown}");
+
+        let text = parse(&format!("{base}&password_env=ACTIONSTATE_URL_TEST_UNSET_VARIABLE")).unwrap_err();
+        assert!(text.contains("ACTIONSTATE_URL_TEST_UNSET_VARIABLE") && text.contains("not set"), "{text}");
+        let text = parse(&format!("{base}&password_file={}", dir.path().join("absent").display())).unwrap_err();
+        assert!(text.contains("absent"), "{text}");
+    }
+}

@@ -7,7 +7,7 @@
 //! it from that file after the last process is gone.
 
 use crate::agent;
-use crate::runtime::RoundResults;
+use crate::results::RoundResults;
 use actionstate_core::{Attributes, KeyId, StateKey};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{self, Write};

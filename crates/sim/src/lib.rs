@@ -16,18 +16,31 @@
 #![warn(missing_docs)]
 
 pub mod agent;
+mod attempt;
 pub mod chaos;
+mod chaos_report;
+mod chaos_zombie;
+mod check;
+mod checkpoint;
 mod crash;
 pub mod faults;
 mod ledger;
+mod outcome;
+mod plan;
+mod restore;
+mod results;
+mod round;
 mod run_dir;
 mod runtime;
 pub mod soak;
+mod source;
+mod zombie;
 
 pub use crash::{CrashLog, CrashPoint, Crashes, InjectedCrash};
 pub use ledger::{CallKey, Ledger, LedgerEntry, ReplayedJournal};
+pub use outcome::{Outcome, SimError};
+pub use plan::{InputChange, RestoreFrom, RunPlan, SimConfig, inputs, key_id, key_name};
+pub use results::{Memory, RoundResults};
 pub use run_dir::RunDir;
-pub use runtime::{
-    InputChange, LogSource, Memory, MemorySource, Outcome, RestoreFrom, RoundResults, RunPlan, Sim, SimConfig,
-    SimError, inputs, key_id, key_name,
-};
+pub use runtime::Sim;
+pub use source::{LogSource, MemorySource};

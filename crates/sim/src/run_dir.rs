@@ -10,8 +10,9 @@
 //! Nothing is fsynced: the processes are killed, the machine is not, and the kernel keeps what
 //! was written before a kill.
 
+use crate::checkpoint::{Checkpoint, KeepCheckpoints};
 use crate::ledger::{Ledger, ReplayedJournal};
-use crate::runtime::{Checkpoint, Memory};
+use crate::results::Memory;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
@@ -138,5 +139,11 @@ impl RunDir {
         let path = self.dir.join(name);
         fs::write(&tmp, bytes).map_err(with_path(&tmp))?;
         fs::rename(&tmp, &path).map_err(with_path(&path))
+    }
+}
+
+impl KeepCheckpoints for &RunDir {
+    fn keep(&mut self, checkpoint: &Checkpoint) -> std::io::Result<()> {
+        self.save_checkpoint(checkpoint)
     }
 }

@@ -7,8 +7,8 @@
 //! against that contract.
 //!
 //! Nothing here performs I/O or depends on an async runtime; backends implement [`StateLog`].
-//! (The one exception: [`url::SecretSource::resolve`] reads the environment variable or file
-//! a log URL names for its secret, once, when a backend's configuration is built.)
+//! Even the secret a log URL names is read by the backend that needs it
+//! ([`url::SecretSource::resolve_with`]).
 //!
 //! ```
 //! use actionstate_core::*;

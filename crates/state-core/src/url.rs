@@ -15,7 +15,7 @@
 
 use crate::Error;
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -290,16 +290,23 @@ pub enum SecretSource {
 }
 
 impl SecretSource {
-    /// Reads the secret. This reads the environment or a file: the one place of this crate
-    /// that touches the outside, at configuration time, never on the log's path. Errors name
-    /// the variable or the file, never the secret.
-    pub fn resolve(&self, url: &LogUrl) -> Result<Secret, Error> {
+    /// The secret this source names, read by the caller: `env` reads an environment variable
+    /// by name, `file` reads a file whole (typically `|v| std::env::var(v).ok()` and
+    /// `|p| std::fs::read_to_string(p)`). This crate does no I/O, so the reading is the
+    /// caller's; the rules are here: a secret is never empty, a file's trailing newline is
+    /// not part of it, and errors name the variable or the file, never the secret.
+    pub fn resolve_with(
+        &self,
+        url: &LogUrl,
+        env: impl FnOnce(&str) -> Option<String>,
+        file: impl FnOnce(&Path) -> std::io::Result<String>,
+    ) -> Result<Secret, Error> {
         match self {
-            SecretSource::Env(var) => match std::env::var(var) {
-                Ok(v) if !v.is_empty() => Ok(Secret(v)),
+            SecretSource::Env(var) => match env(var) {
+                Some(v) if !v.is_empty() => Ok(Secret(v)),
                 _ => Err(url.error(format!("environment variable `{var}` is not set (or empty)"))),
             },
-            SecretSource::File(path) => match std::fs::read_to_string(path) {
+            SecretSource::File(path) => match file(path) {
                 Ok(v) if !v.trim_end_matches(['\r', '\n']).is_empty() => {
                     Ok(Secret(v.trim_end_matches(['\r', '\n']).to_owned()))
                 }
@@ -423,27 +430,35 @@ mod tests {
         assert!(!format!("{err} {err:?}").contains("abc123"));
     }
 
+    /// The rules of resolving, with the reading stood in for (the real reads are the
+    /// backends', checked by `recovery/tests/secrets.rs`).
     #[test]
-    fn secrets_come_from_a_variable_or_a_file_and_print_as_stars() {
-        let dir = std::env::temp_dir().join(format!("actionstate-url-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("password");
-        std::fs::write(&file, "s3cret-from-file\n").unwrap();
-        let mut url = LogUrl::parse(&format!("kafka://h:1/t?password_file={}", file.display())).unwrap();
+    fn secrets_are_never_empty_lose_a_trailing_newline_and_errors_name_where_they_are() {
+        let no_env = |_: &str| None;
+        let no_file =
+            |p: &Path| Err(std::io::Error::new(std::io::ErrorKind::NotFound, format!("{} absent", p.display())));
+        let mut url = LogUrl::parse("kafka://h:1/t?password_file=/run/secrets/password").unwrap();
         let source = url.take_secret("password", "password_env", "password_file").unwrap().unwrap();
-        let secret = source.resolve(&url).unwrap();
+        assert_eq!(source, SecretSource::File(PathBuf::from("/run/secrets/password")));
+        let secret = source.resolve_with(&url, no_env, |_| Ok("s3cret-from-file\r\n".to_owned())).unwrap();
         assert_eq!(secret.expose(), "s3cret-from-file");
         assert_eq!((format!("{secret:?}"), secret.to_string()), ("***".to_owned(), "***".to_owned()));
+        let text = source.resolve_with(&url, no_env, |_| Ok("\n".to_owned())).unwrap_err().to_string();
+        assert!(text.contains("/run/secrets/password") && text.contains("empty"), "{text}");
+        let text = source.resolve_with(&url, no_env, no_file).unwrap_err().to_string();
+        assert!(text.contains("reading secret file /run/secrets/password"), "{text}");
 
-        let mut url = LogUrl::parse("kafka://h:1/t?password_env=ACTIONSTATE_URL_TEST_UNSET_VARIABLE").unwrap();
+        let mut url = LogUrl::parse("kafka://h:1/t?password_env=ACTIONSTATE_URL_TEST_VARIABLE").unwrap();
         let source = url.take_secret("password", "password_env", "password_file").unwrap().unwrap();
-        let text = source.resolve(&url).unwrap_err().to_string();
-        assert!(text.contains("ACTIONSTATE_URL_TEST_UNSET_VARIABLE") && text.contains("not set"), "{text}");
-        let missing = SecretSource::File(dir.join("absent"));
-        assert!(missing.resolve(&url).unwrap_err().to_string().contains("absent"));
+        let read = |v: &str| (v == "ACTIONSTATE_URL_TEST_VARIABLE").then(|| "s3cret-from-env".to_owned());
+        assert_eq!(source.resolve_with(&url, read, no_file).unwrap().expose(), "s3cret-from-env");
+        let unset: [fn(&str) -> Option<String>; 2] = [|_| None, |_| Some(String::new())];
+        for env in unset {
+            let text = source.resolve_with(&url, env, no_file).unwrap_err().to_string();
+            assert!(text.contains("ACTIONSTATE_URL_TEST_VARIABLE") && text.contains("not set"), "{text}");
+        }
 
         let mut both = LogUrl::parse("kafka://h:1/t?password_env=A&password_file=/f").unwrap();
         assert!(both.take_secret("password", "password_env", "password_file").is_err());
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

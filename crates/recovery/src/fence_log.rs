@@ -1,0 +1,108 @@
+//! The store's fence records in the log: appending a restore's fences, and looking for a
+//! newer owner's (see `fencing.rs` for the rules).
+
+use crate::error::{Result, StoreError};
+use crate::store::ActionStateStore;
+use actionstate_core::{
+    FENCE_KEY_LAYOUT, Fence, LogRecord, Ownership, Position, RangeRead, StateLog, codec, fence_key_id,
+};
+use std::sync::Arc;
+
+impl<L: StateLog> ActionStateStore<L> {
+    /// Appends a fence of `groups` with `epoch` to every partition, all at once, and returns
+    /// where each landed.
+    pub(crate) async fn append_fences(&self, groups: &Ownership, epoch: u64) -> Result<Vec<Position>> {
+        let partitions = self.log.identity().partitions;
+        let mut tasks = tokio::task::JoinSet::new();
+        for p in 0..partitions {
+            let fence = LogRecord::Fence(Fence { key: fence_key_id(p, partitions), groups: groups.clone(), epoch });
+            let wire = codec::encode_by(&fence, epoch)?;
+            let log = Arc::clone(&self.log);
+            tasks.spawn(async move { (p, log.append(wire).await) });
+        }
+        let mut positions = vec![Position { partition: 0, offset: 0, exact: false }; partitions as usize];
+        let mut failed = None;
+        while let Some(joined) = tasks.join_next().await {
+            let (p, appended) = joined.map_err(|e| StoreError::Task(e.to_string()))?;
+            match appended {
+                Ok(at) => positions[p as usize] = at,
+                Err(e) => failed = failed.or(Some(e)),
+            }
+        }
+        match failed {
+            Some(e) => Err(e.into()),
+            None => Ok(positions),
+        }
+    }
+
+    /// Whether a newer owner has fenced this store: reads each partition from where the store
+    /// last looked to its end now, for fence records over the store's keys with a newer epoch.
+    /// Once one is found this fails with [`StoreError::Fenced`], and so does every later
+    /// write, snapshot and check. A store that was never rebuilt has no epoch to be fenced
+    /// out of and does not look.
+    ///
+    /// [`snapshot`](Self::snapshot) runs the same check; a runtime may call it before a side
+    /// effect it wants to keep from a zombie. Its cost is a read of what every writer
+    /// appended since the last look.
+    ///
+    /// A store whose unread history was reclaimed counts as fenced too (`fenced_by` is then
+    /// `None`): only an owner of every key reclaims, and this store's own reclaims never pass
+    /// what it has read, so another owner restored its keys and its fence may be gone.
+    pub async fn check_fenced(&self) -> Result<()> {
+        let end = self.log.end_offsets().await?;
+        self.look_for_fences(&end).await
+    }
+
+    /// Marks the store fenced by `fenced_by` over the keys it shares with `groups`.
+    fn fence_out(&self, groups: &Ownership, fenced_by: Option<u64>) -> Result<()> {
+        let mut sh = self.shared.lock();
+        let groups = sh.fencing.ownership.within(groups);
+        let epoch = sh.fencing.epoch;
+        tracing::error!(%groups, epoch, ?fenced_by, "fenced: a newer owner restored these key groups");
+        crate::metrics::fenced();
+        sh.fencing.fenced = Some((groups, fenced_by));
+        sh.fencing.check()
+    }
+
+    /// [`check_fenced`](Self::check_fenced) up to `end`.
+    pub(crate) async fn look_for_fences(&self, end: &[u64]) -> Result<()> {
+        let (seen, ownership, epoch) = {
+            let sh = self.shared.lock();
+            sh.fencing.check()?;
+            let Some(seen) = sh.fencing.seen.clone() else { return Ok(()) };
+            (seen, sh.fencing.ownership.clone(), sh.fencing.epoch)
+        };
+        let earliest = self.log.earliest_offsets().await?;
+        if seen.iter().zip(&earliest).any(|(s, e)| s < e) {
+            return self.fence_out(&ownership, None);
+        }
+        let mut newer: Option<Fence> = None;
+        for (p, (&from, &to)) in (0u32..).zip(seen.iter().zip(end)) {
+            let mut range = RangeRead::new(p, from, to, self.config.read_batch.max(1));
+            while let Some(records) = range.next_batch(&*self.log).await? {
+                for r in records {
+                    if r.key.first() != Some(&FENCE_KEY_LAYOUT) {
+                        continue;
+                    }
+                    if let LogRecord::Fence(f) = codec::decode(&r.key, &r.value).map_err(|e| e.at(p, r.offset))?
+                        && f.epoch > epoch
+                        && f.groups.overlaps(&ownership)
+                        && newer.as_ref().is_none_or(|n| n.epoch < f.epoch)
+                    {
+                        newer = Some(f);
+                    }
+                }
+            }
+        }
+        if let Some(f) = newer {
+            return self.fence_out(&f.groups, Some(f.epoch));
+        }
+        let mut sh = self.shared.lock();
+        if let Some(seen) = sh.fencing.seen.as_mut() {
+            for (s, &e) in seen.iter_mut().zip(end) {
+                *s = (*s).max(e);
+            }
+        }
+        Ok(())
+    }
+}

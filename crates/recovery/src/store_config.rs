@@ -1,0 +1,49 @@
+//! The tuning of a store: rebuild reads and limits, pending checkpoints, retention, fencing.
+
+use crate::retention::Retention;
+use std::time::Duration;
+
+/// Tuning of an [`ActionStateStore`](crate::ActionStateStore).
+#[derive(Clone, Debug)]
+pub struct StoreConfig {
+    /// Records per read call during rebuild.
+    pub read_batch: usize,
+    /// A rebuild read that does not return within this long fails the rebuild with
+    /// [`StoreError::RebuildStalled`](crate::StoreError::RebuildStalled). (A read that returns
+    /// an empty batch without advancing breaks the [`StateLog`](actionstate_core::StateLog)
+    /// contract and fails the rebuild at once with
+    /// [`actionstate_core::Error::NoProgress`].) A stalled read is given one more such period
+    /// to return (its backend may hold files open until it does) before it is abandoned, so a
+    /// failed rebuild reports its failure at most twice this long after it happened.
+    pub rebuild_stall: Duration,
+    /// A rebuild that has not read every partition to its end within this time fails with
+    /// [`StoreError::RebuildDeadline`](crate::StoreError::RebuildDeadline), naming the
+    /// unfinished partitions (`None`: no limit beyond the per-read stall).
+    pub rebuild_deadline: Option<Duration>,
+    /// Checkpoints snapshotted but neither completed nor aborted that are remembered; older
+    /// ones are forgotten (as if aborted), so the map stays bounded.
+    pub max_pending_checkpoints: usize,
+    /// How much history the log keeps: by default what the last
+    /// [`DEFAULT_RETAINED_CHECKPOINTS`](crate::DEFAULT_RETAINED_CHECKPOINTS) completed
+    /// checkpoints need (see [`Retention`]).
+    pub retention: Retention,
+    /// Whether a [`rebuild`](crate::ActionStateStore::rebuild) takes a new owner epoch and fences
+    /// the writers before it (the default: a runtime's restore). `false` is for tools that
+    /// are not an owner (an operator's repair, an inspection): the store then writes with the
+    /// newest epoch it replayed over its keys and appends no fence, so its records replay
+    /// and nobody is fenced.
+    pub fence_on_rebuild: bool,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            read_batch: 4096,
+            rebuild_stall: Duration::from_secs(30),
+            rebuild_deadline: Some(Duration::from_secs(3600)),
+            max_pending_checkpoints: 64,
+            retention: Retention::default(),
+            fence_on_rebuild: true,
+        }
+    }
+}

@@ -1,0 +1,57 @@
+//! One attempt of a run: the process between two crashes, with its stores and where it
+//! stands in the input source; and what every attempt of a run shares.
+
+use crate::crash::{CrashLog, Crashes};
+use crate::ledger::Ledger;
+use crate::outcome::Outcome;
+use crate::plan::mix;
+use crate::results::Memory;
+use crate::source::LogSource;
+use actionstate_core::{EventId, KeyId};
+use actionstate_recovery::{ActionStateStore, Ownership};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// The log every store of an attempt writes through: the source's, with crashes injected.
+pub(crate) type Log<S> = Arc<CrashLog<<S as LogSource>::Log>>;
+
+/// What every attempt of a run shares.
+pub(crate) struct Run<'a> {
+    pub(crate) source: &'a [(u32, i64)],
+    pub(crate) crashes: &'a Crashes,
+    pub(crate) ledger: &'a Mutex<Ledger>,
+    pub(crate) outcome: &'a mut Outcome,
+}
+
+/// One attempt: a store per owner, the input position, and the runtime's own state.
+pub(crate) struct Attempt<S: LogSource> {
+    pub(crate) stores: Vec<ActionStateStore<Log<S>>>,
+    pub(crate) owners: Vec<Ownership>,
+    pub(crate) pos: usize,
+    pub(crate) next_seq: HashMap<KeyId, u64>,
+    pub(crate) memory: Memory,
+    pub(crate) ids: u64,
+    pub(crate) attempt: u64,
+    /// The id of the next checkpoint.
+    pub(crate) checkpoint_id: u64,
+}
+
+impl<S: LogSource> Attempt<S> {
+    /// Waits for what the attempt's stores do in the background (reclaiming history): a
+    /// crashed process holds no files, but an attempt of this process keeps its log open
+    /// until its tasks are done, and the next attempt opens the same log.
+    pub(crate) async fn settle(&self) {
+        for store in &self.stores {
+            store.wait_for_reclaim().await;
+        }
+    }
+
+    /// A new event id, seeded by `seed` and the attempt (a restarted process mints new ids).
+    pub(crate) fn fresh_id(&mut self, seed: u64) -> EventId {
+        self.ids += 1;
+        let hi = mix(seed, 0x10 + self.attempt, self.ids);
+        let lo = mix(seed, 0x20 + self.attempt, self.ids);
+        EventId((u128::from(hi) << 64) | u128::from(lo))
+    }
+}
