@@ -1,4 +1,4 @@
-//! `actionstate bench --log kafka://...`: store paths on a Kafka topic side by side with raw
+//! `actionstate-bench --log kafka://...`: store paths on a Kafka topic side by side with raw
 //! rdkafka clients, in the same run.
 //!
 //! - **put**: `ActionStateStore::complete` on a `KafkaLog` against a raw `FutureProducer` send
@@ -21,10 +21,9 @@
 
 mod txn;
 
-use super::{
-    BenchArgs, PutFigures, RawRead, RebuildFigures, RebuildRound, fenced_count, log_read, median, percentile,
-    ratios_text, state,
-};
+use crate::BenchArgs;
+use crate::report::{PutFigures, ROUNDS, RawRead, RebuildFigures, RebuildRound, fenced_count, ratios_text};
+use actionstate_cli::measure::{load, log_read, median, percentile, state, store_put};
 use actionstate_core::{KeyId, LogRecord, Marker, StateLog, codec};
 use actionstate_kafka::{KafkaConfig, KafkaLog};
 use actionstate_recovery::{ActionStateStore, LogConfig, Ownership, StoreConfig};
@@ -53,7 +52,7 @@ const CONCURRENT_KEYS: usize = 64;
 /// machine; single rounds then spread from 0.37 to 1.59.
 const CONCURRENT_PUTS: u64 = 500;
 /// Measured rounds of the concurrent measurement, after one warm-up round (see
-/// [`ROUNDS`](super::ROUNDS)).
+/// [`ROUNDS`](ROUNDS)).
 const CONCURRENT_ROUNDS: u64 = 15;
 
 #[derive(Serialize, Debug)]
@@ -80,7 +79,7 @@ struct Report {
 
 /// Measures on fresh topics `<TOPIC>-<pid>-<n>`, with every other setting of `base` (the
 /// `--log` URL's).
-pub(super) async fn run(args: BenchArgs, base: KafkaConfig) -> Result<ExitCode> {
+pub(crate) async fn run(args: BenchArgs, base: KafkaConfig) -> Result<ExitCode> {
     let mut topics = Vec::new();
     let result = measure(&base, &args, &mut topics).await;
     delete_topics(&base.bootstrap, &topics).await;
@@ -154,7 +153,7 @@ async fn fresh_log(base: &KafkaConfig, topics: &mut Vec<String>) -> Result<Kafka
         let topic = format!("{}-{pid}-{n}", base.topic);
         let config = KafkaConfig { topic: topic.clone(), ..base.clone() };
         // A topic that is there already is someone's: never written to, never deleted.
-        if crate::claim::exists(&LogConfig::Kafka(Box::new(config.clone()))).await {
+        if actionstate_cli::claim::exists(&LogConfig::Kafka(Box::new(config.clone()))).await {
             continue;
         }
         let log = KafkaLog::open(config).await.with_context(|| {
@@ -216,7 +215,7 @@ async fn put_latency(base: &KafkaConfig, args: &BenchArgs, topics: &mut Vec<Stri
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     let warmup = 50;
     for n in 0..(args.puts + warmup) as u64 {
-        let (s, ours_us) = super::store_put(&store, key, n, n).await?;
+        let (s, ours_us) = store_put(&store, key, n, n).await?;
 
         let wire = codec::encode(&LogRecord::Upsert((*s).clone()))?;
         let partition = i32::try_from(wire.key_id.partition(partitions))?;
@@ -413,7 +412,7 @@ async fn store_concurrent<L: StateLog>(
     let store = Arc::clone(store);
     per_key_rate(keys, seqs, move |key, n| {
         let store = Arc::clone(&store);
-        async move { super::store_put(&store, key, n, n).await.map(drop) }
+        async move { store_put(&store, key, n, n).await.map(drop) }
     })
     .await
 }
@@ -437,7 +436,7 @@ async fn memory_concurrent() -> Result<f64> {
 
 /// Writes the records through the log (many concurrent appends), then times a store rebuild
 /// from offset 0, a raw consumer read of the same range and a plain `StateLog::read` of every
-/// partition, in [`ROUNDS`](super::ROUNDS) rounds, the three back to back in each.
+/// partition, in [`ROUNDS`](ROUNDS) rounds, the three back to back in each.
 async fn rebuild_throughput(
     base: &KafkaConfig,
     args: &BenchArgs,
@@ -445,7 +444,7 @@ async fn rebuild_throughput(
 ) -> Result<(u64, u64, Vec<RebuildRound>)> {
     let log = Arc::new(fresh_log(base, topics).await?);
     let config = log.config().clone();
-    let bytes = super::load(&log, args.records.unwrap_or(DEFAULT_RECORDS)).await?;
+    let bytes = load(&log, args.records.unwrap_or(DEFAULT_RECORDS)).await?;
     let end = log.end_offsets().await?;
     let written: u64 = end.iter().sum();
     let marker = Marker::new(log.identity().clone(), vec![0; end.len()]);
@@ -453,7 +452,7 @@ async fn rebuild_throughput(
 
     let mut rounds = Vec::new();
     let partitions = u64::from(marker.log.partitions);
-    for round in 0..super::ROUNDS {
+    for round in 0..ROUNDS {
         // A fresh log per round, so the rebuild creates its consumers as a restarted worker does.
         let log = KafkaLog::open(config.clone()).await?;
         let store = ActionStateStore::new(log, StoreConfig::default());
