@@ -47,10 +47,6 @@ use std::time::{Duration, Instant};
 const DEFAULT_RECORDS: usize = 500_000;
 /// Keys putting at once in the concurrent measurement.
 const CONCURRENT_KEYS: usize = 64;
-/// Puts per key in one round of the concurrent measurement (each side): about half a second
-/// per side. Sides of 0.3 s (300 puts) were often caught whole by a pause of the shared
-/// machine; single rounds then spread from 0.37 to 1.59.
-const CONCURRENT_PUTS: u64 = 500;
 /// Measured rounds of the concurrent measurement, after one warm-up round (see
 /// [`ROUNDS`](ROUNDS)).
 const CONCURRENT_ROUNDS: u64 = 15;
@@ -123,7 +119,7 @@ async fn measure(base: &KafkaConfig, args: &BenchArgs, topics: &mut Vec<String>)
     let (ours, raw) = put_latency(base, args, topics).await?;
     let txn = txn::measure(base, args.puts, topics).await?;
     let (linger_wait, send_flush) = linger_latency(base, args, topics).await?;
-    let concurrent = concurrent_throughput(base, topics).await?;
+    let concurrent = concurrent_throughput(base, topics, args.concurrent_puts).await?;
     let concurrent_round_ratios: Vec<f64> = concurrent.iter().map(|[store, _, raw]| store / raw.max(1e-9)).collect();
     let (records, bytes, rounds) = rebuild_throughput(base, args, topics).await?;
     Ok(Report {
@@ -139,7 +135,7 @@ async fn measure(base: &KafkaConfig, args: &BenchArgs, topics: &mut Vec<String>)
         concurrent_ratio: median(concurrent_round_ratios.iter().copied()),
         concurrent_round_ratios,
         log_concurrent_per_s: median(concurrent.iter().map(|r| r[1])),
-        store_memory_concurrent_per_s: memory_concurrent().await?,
+        store_memory_concurrent_per_s: memory_concurrent(args.concurrent_puts).await?,
         txn,
         rebuild: RebuildFigures::of(records, bytes, RawRead::Read, &rounds),
     })
@@ -281,13 +277,13 @@ async fn linger_latency(
 }
 
 /// Throughput with [`CONCURRENT_KEYS`] keys putting at once, one task per key, each doing
-/// [`CONCURRENT_PUTS`] sequential store puts (`begin` + `complete`), against the same number of
+/// `per_round` sequential store puts (`begin` + `complete`), against the same number of
 /// tasks sending the same records through one raw producer, awaiting each delivery, and the
 /// store's log appending alone. A warm-up round first, then [`CONCURRENT_ROUNDS`] rounds in
 /// which the three run back to back, in an order that rotates, each round followed by a
 /// [`checkpoint`] of the store. Returns each measured round's
 /// [store puts/s, log appends/s, raw sends/s].
-async fn concurrent_throughput(base: &KafkaConfig, topics: &mut Vec<String>) -> Result<Vec<[f64; 3]>> {
+async fn concurrent_throughput(base: &KafkaConfig, topics: &mut Vec<String>, per_round: u64) -> Result<Vec<[f64; 3]>> {
     let log = fresh_log(base, topics).await?;
     let config = log.config().clone();
     let partitions = log.identity().partitions;
@@ -299,7 +295,7 @@ async fn concurrent_throughput(base: &KafkaConfig, topics: &mut Vec<String>) -> 
     let topic: Arc<str> = config.topic.as_str().into();
     let timeout = config.delivery_timeout;
     for round in 0..=CONCURRENT_ROUNDS {
-        let seqs = round * CONCURRENT_PUTS..(round + 1) * CONCURRENT_PUTS;
+        let seqs = round * per_round..(round + 1) * per_round;
         let mut rates = [0f64; 3];
         // The order rotates every round, so that no side always runs right after another.
         for side in (0..3).map(|i| (i + round as usize) % 3) {
@@ -420,13 +416,13 @@ async fn store_concurrent<L: StateLog>(
 /// The store's own cost at the concurrency of `concurrent_throughput`: the same tasks and puts
 /// on the in-memory log, where an append costs next to nothing, with a [`checkpoint`] after
 /// each round. Median of three rounds after a warm-up round.
-async fn memory_concurrent() -> Result<f64> {
+async fn memory_concurrent(per_round: u64) -> Result<f64> {
     let store = Arc::new(ActionStateStore::new(MemoryLog::new(8), StoreConfig::default()));
     let keys = concurrent_keys();
     let mut rates = Vec::new();
     for round in 0..4u64 {
-        let rate = store_concurrent(&store, &keys, round * CONCURRENT_PUTS..(round + 1) * CONCURRENT_PUTS).await?;
-        checkpoint(&store, &keys, round, (round + 1) * CONCURRENT_PUTS - 1).await?;
+        let rate = store_concurrent(&store, &keys, round * per_round..(round + 1) * per_round).await?;
+        checkpoint(&store, &keys, round, (round + 1) * per_round - 1).await?;
         if round > 0 {
             rates.push(rate);
         }

@@ -143,3 +143,43 @@ pub(crate) fn ratios_text(ratios: &[f64]) -> String {
 pub(crate) fn fenced_count(records: u64, written: u64, round: usize, partitions: u64) -> bool {
     u64::try_from(round + 1).is_ok_and(|rebuilds| records == written + rebuilds * partitions)
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn put_ratio_is_the_store_median_over_the_raw_median() {
+        let f = PutFigures::of(3, &[10.0, 20.0, 90.0], &[5.0, 8.0, 9.0]);
+        assert_eq!((f.put_median_us, f.raw_median_us, f.put_p99_us), (20.0, 8.0, 90.0));
+        assert_eq!(f.put_ratio, 2.5);
+    }
+
+    /// Each round's ratio is taken within the round, and the reported ratio is their median,
+    /// not the ratio of the median rates.
+    #[test]
+    fn rebuild_ratio_is_the_median_of_the_ratios_within_rounds() {
+        let rounds = [
+            RebuildRound { rebuild: 10.0, raw: 20.0, log_read: 40.0 },
+            RebuildRound { rebuild: 90.0, raw: 100.0, log_read: 90.0 },
+            RebuildRound { rebuild: 30.0, raw: 40.0, log_read: 60.0 },
+        ];
+        let f = RebuildFigures::of(3, 900, RawRead::Scan, &rounds);
+        assert_eq!(f.rebuild_round_ratios, [0.5, 0.9, 0.75]);
+        assert_eq!(f.rebuild_ratio, 0.75);
+        assert_eq!((f.rebuild_records_per_s, f.raw.per_s(), f.log_read_records_per_s), (30.0, 40.0, 60.0));
+        assert_eq!(f.rebuild_vs_log_read, 0.5);
+        assert_eq!(f.record_bytes, 300);
+        let json = serde_json::to_value(&f).unwrap();
+        assert_eq!(json["raw_scan_records_per_s"], 40.0, "{json}");
+    }
+
+    #[test]
+    #[cfg(any(feature = "kafka", feature = "fluss"))]
+    fn a_rebuild_reads_the_records_and_one_fence_per_partition_per_rebuild() {
+        assert!(fenced_count(108, 100, 0, 8));
+        assert!(fenced_count(116, 100, 1, 8));
+        assert!(!fenced_count(108, 100, 1, 8));
+    }
+}
