@@ -199,7 +199,7 @@ async fn put_latency(base: &FlussConfig, args: &BenchArgs, tables: &mut Vec<Stri
 
 /// Writes the records through the log (many concurrent appends), then times a store rebuild
 /// from offset 0, a raw scanner read of the same range and a plain `StateLog::read` of every
-/// bucket, in [`ROUNDS`](ROUNDS) rounds, the three back to back in each.
+/// bucket, in [`ROUNDS`] rounds, the three back to back in each.
 async fn rebuild_throughput(
     base: &FlussConfig,
     args: &BenchArgs,

@@ -48,7 +48,7 @@ const DEFAULT_RECORDS: usize = 500_000;
 /// Keys putting at once in the concurrent measurement.
 const CONCURRENT_KEYS: usize = 64;
 /// Measured rounds of the concurrent measurement, after one warm-up round (see
-/// [`ROUNDS`](ROUNDS)).
+/// [`ROUNDS`]).
 const CONCURRENT_ROUNDS: u64 = 15;
 
 #[derive(Serialize, Debug)]
@@ -432,7 +432,7 @@ async fn memory_concurrent(per_round: u64) -> Result<f64> {
 
 /// Writes the records through the log (many concurrent appends), then times a store rebuild
 /// from offset 0, a raw consumer read of the same range and a plain `StateLog::read` of every
-/// partition, in [`ROUNDS`](ROUNDS) rounds, the three back to back in each.
+/// partition, in [`ROUNDS`] rounds, the three back to back in each.
 async fn rebuild_throughput(
     base: &KafkaConfig,
     args: &BenchArgs,

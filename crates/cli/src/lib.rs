@@ -27,9 +27,9 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// `MIMALLOC_PURGE_DELAY` in the environment still decides when it is set.
 const PURGE_DELAY_MS: std::ffi::c_long = 10_000;
 
-/// Sets mimalloc's purge delay to [`PURGE_DELAY_MS`] unless `MIMALLOC_PURGE_DELAY` is set. A
-/// program MUST call it first thing in `main`, and SHOULD use mimalloc as its global allocator
-/// (it sets an option of mimalloc, which no other allocator reads).
+/// Sets mimalloc's purge delay to ten seconds (`PURGE_DELAY_MS`) unless `MIMALLOC_PURGE_DELAY`
+/// is set. A program MUST call it first thing in `main`, and SHOULD use mimalloc as its global
+/// allocator (it sets an option of mimalloc, which no other allocator reads).
 pub fn keep_freed_memory() {
     if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
         // SAFETY: sets an integer option in mimalloc's option table; any value is valid, and
