@@ -7,7 +7,7 @@
 //!   against a raw scan of the same records in the same database file, copying each key and
 //!   value out as any reader must.
 
-use crate::BenchArgs;
+use crate::args::BenchArgs;
 use crate::report::{PutFigures, ROUNDS, RawRead, RebuildFigures, RebuildRound};
 use actionstate_cli::claim;
 use actionstate_cli::measure::{load, log_read, store_put};

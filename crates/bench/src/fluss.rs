@@ -16,7 +16,7 @@
 //! Every phase writes to a fresh table `actionstate_bench.bench_<pid>_<n>`; the tables are
 //! dropped at the end.
 
-use crate::BenchArgs;
+use crate::args::BenchArgs;
 use crate::report::{PutFigures, ROUNDS, RawRead, RebuildFigures, RebuildRound, fenced_count};
 use actionstate_cli::measure::{load, log_read, store_put};
 use actionstate_core::{KeyId, LogRecord, Marker, StateLog, WireRecord, codec};

@@ -21,7 +21,7 @@
 
 mod txn;
 
-use crate::BenchArgs;
+use crate::args::BenchArgs;
 use crate::report::{PutFigures, ROUNDS, RawRead, RebuildFigures, RebuildRound, fenced_count, ratios_text};
 use actionstate_cli::measure::{load, log_read, median, percentile, state, store_put};
 use actionstate_core::{KeyId, LogRecord, Marker, StateLog, codec};

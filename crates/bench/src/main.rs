@@ -16,7 +16,7 @@
 /// Prints a line to standard output; a closed pipe ends the program quietly instead of
 /// panicking.
 macro_rules! outln {
-    ($($arg:tt)*) => { $crate::write_line(format_args!($($arg)*)) };
+    ($($arg:tt)*) => { $crate::report::write_line(format_args!($($arg)*)) };
 }
 
 // The same allocator and setting as the `actionstate` binary, so that the store side measures
@@ -24,6 +24,7 @@ macro_rules! outln {
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod args;
 mod file;
 #[cfg(feature = "fluss")]
 mod fluss;
@@ -35,53 +36,9 @@ use actionstate_cli::claim;
 use actionstate_file::FileConfig;
 use actionstate_recovery::LogConfig;
 use anyhow::{Context, Result, bail};
-use clap::Parser;
+use args::BenchArgs;
+use clap::Parser as _;
 use std::process::ExitCode;
-
-#[derive(Parser, Debug)]
-#[command(name = "actionstate-bench", about = "The store's put and rebuild against the backend's raw client")]
-pub(crate) struct BenchArgs {
-    /// What to measure, as a log URL: `file:DIR` (the embedded default; DIR must be absent or
-    /// empty, the benchmark writes into `DIR/bench` and removes that, and DIR if it created it,
-    /// when done; without `--log`, a fresh directory under the system temp dir),
-    /// `kafka://HOST:PORT/TOPIC` (fresh topics `TOPIC-<pid>-<n>` on that cluster, with the
-    /// URL's partitions, timeouts and credentials) or `fluss://HOST:PORT/DATABASE/TABLE` (fresh
-    /// tables `DATABASE.TABLE_<pid>_<n>`).
-    #[arg(long, value_name = "URL")]
-    log: Option<String>,
-    /// Sequential puts measured (each side).
-    #[arg(long, default_value_t = 2000)]
-    puts: usize,
-    /// Records written and rebuilt (default: 1,000,000 for `file`, 500,000 for `kafka`,
-    /// 200,000 for `fluss`).
-    #[arg(long)]
-    records: Option<usize>,
-    /// Puts per key in one round of the Kafka benchmark's concurrent measurement (each side):
-    /// about half a second per side with the default. Sides of 0.3 s (300 puts) were often
-    /// caught whole by a pause of the shared machine; single rounds then spread from 0.37 to
-    /// 1.59. Smaller only for a quick check that the benchmark runs.
-    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..))]
-    #[cfg_attr(not(feature = "kafka"), allow(dead_code, reason = "read by the Kafka benchmark"))]
-    concurrent_puts: u64,
-    /// Partitions of the log, from the URL.
-    #[arg(skip)]
-    partitions: u32,
-    /// Print one JSON object.
-    #[arg(long)]
-    json: bool,
-}
-
-pub(crate) fn write_line(args: std::fmt::Arguments<'_>) {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    if let Err(e) = out.write_fmt(args).and_then(|()| out.write_all(b"\n")) {
-        if e.kind() != std::io::ErrorKind::BrokenPipe {
-            eprintln!("error: writing to standard output: {e}");
-            std::process::exit(1);
-        }
-        std::process::exit(0);
-    }
-}
 
 async fn run(mut args: BenchArgs) -> Result<ExitCode> {
     let log = match &args.log {

@@ -14,7 +14,7 @@
 //! The store against the raw client of each backend is the benchmark crate's (`cargo xtask
 //! bench file|kafka|fluss`).
 
-use crate::claim;
+use actionstate_cli::claim;
 use actionstate_cli::measure::{load, log_read, median, percentile, store_put};
 use actionstate_core::{KeyId, Marker, StateLog};
 use actionstate_file::FileConfig;
