@@ -102,7 +102,7 @@ async fn put_latency(dir: &Path, args: &BenchArgs) -> Result<(Vec<f64>, Vec<f64>
 async fn rebuild_throughput(dir: &Path, args: &BenchArgs) -> Result<(u64, u64, Vec<RebuildRound>)> {
     let path = dir.join("rebuild");
     let log = Arc::new(FileLog::open(FileConfig::new(&path, args.partitions)).map_err(actionstate_core::Error::from)?);
-    let bytes = load(&log, args.records.unwrap_or(1_000_000)).await?;
+    let bytes = load(&log, args.records.unwrap_or(1_000_000), 0).await?;
     let end = log.end_offsets().await?;
     let marker = actionstate_core::Marker::new(log.identity().clone(), vec![0; end.len()]);
     drop(log);

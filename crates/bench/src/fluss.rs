@@ -209,7 +209,7 @@ async fn rebuild_throughput(
     let config = log.config().clone();
     let path = log.table_path().clone();
     let total = args.records.unwrap_or(DEFAULT_RECORDS);
-    let bytes = load(&log, total).await?;
+    let bytes = load(&log, total, 0).await?;
     let end = log.end_offsets().await?;
     let written: u64 = end.iter().sum();
     if written != total as u64 {

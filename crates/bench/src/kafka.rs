@@ -440,7 +440,7 @@ async fn rebuild_throughput(
 ) -> Result<(u64, u64, Vec<RebuildRound>)> {
     let log = Arc::new(fresh_log(base, topics).await?);
     let config = log.config().clone();
-    let bytes = load(&log, args.records.unwrap_or(DEFAULT_RECORDS)).await?;
+    let bytes = load(&log, args.records.unwrap_or(DEFAULT_RECORDS), 0).await?;
     let end = log.end_offsets().await?;
     let written: u64 = end.iter().sum();
     let marker = Marker::new(log.identity().clone(), vec![0; end.len()]);

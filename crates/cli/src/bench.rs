@@ -144,9 +144,16 @@ fn default_records(config: &LogConfig) -> usize {
 async fn measure(shown: &LogConfig, target: &LogConfig, args: &BenchArgs) -> Result<Report> {
     let log = claim::claim_empty(target, "bench").await?;
     let partitions = log.identity().partitions;
-    let (latencies, puts_per_s) = put_latency(&log, args.puts).await?;
+    let store = ActionStateStore::new(Arc::clone(&log), StoreConfig::default());
+    // Fencing on, as a runtime runs it: the store restores first, takes its owner epoch and
+    // fences the partitions; every put then carries the epoch, and so do the loaded records,
+    // or a rebuild would skip them as a fenced writer's.
+    store.rebuild(&[], &Ownership::All, &HashMap::new()).await?;
+    let (latencies, puts_per_s) = put_latency(&store, args.puts).await?;
+    let epoch = store.epoch();
+    drop(store);
     let total = args.records.unwrap_or_else(|| default_records(target));
-    let bytes = load(&log, total).await?;
+    let bytes = load(&log, total, epoch).await?;
     let end = log.end_offsets().await?;
     let written: u64 = end.iter().sum();
     let marker = Marker::new(log.identity().clone(), vec![0; end.len()]);
@@ -159,6 +166,11 @@ async fn measure(shown: &LogConfig, target: &LogConfig, args: &BenchArgs) -> Res
         let report = store.rebuild(std::slice::from_ref(&marker), &Ownership::All, &HashMap::new()).await?;
         if report.records < written {
             bail!("the rebuild read {} records, the log holds {written}", report.records);
+        }
+        // Every record the benchmark wrote carries the epoch of the fences before it; one
+        // skipped as a fenced writer's would leave the rebuild less to do than it reports.
+        if report.fenced > 0 {
+            bail!("the rebuild skipped {} of the benchmark's records as a fenced writer's", report.fenced);
         }
         drop(store);
         // A fresh handle again, so that its caches are as cold as the rebuild's were.
@@ -184,11 +196,7 @@ async fn measure(shown: &LogConfig, target: &LogConfig, args: &BenchArgs) -> Res
 
 /// `puts` sequential store puts of one key after [`WARMUP_PUTS`]: the sorted µs of each
 /// `complete`, and the puts per second of the measured sequence, `begin` included.
-async fn put_latency(log: &Arc<AnyLog>, puts: usize) -> Result<(Vec<f64>, f64)> {
-    let store = ActionStateStore::new(Arc::clone(log), StoreConfig::default());
-    // Fencing on, as a runtime runs it: the store restores first, takes its owner epoch and
-    // fences the partitions; every put then carries the epoch.
-    store.rebuild(&[], &Ownership::All, &HashMap::new()).await?;
+async fn put_latency<L: StateLog>(store: &ActionStateStore<L>, puts: usize) -> Result<(Vec<f64>, f64)> {
     let key = KeyId::of(b"bench-put");
     let mut latencies = Vec::with_capacity(puts);
     let mut started = Instant::now();
@@ -196,7 +204,7 @@ async fn put_latency(log: &Arc<AnyLog>, puts: usize) -> Result<(Vec<f64>, f64)> 
         if n == WARMUP_PUTS as u64 {
             started = Instant::now();
         }
-        let (_, us) = store_put(&store, key, n, n).await?;
+        let (_, us) = store_put(store, key, n, n).await?;
         if n >= WARMUP_PUTS as u64 {
             latencies.push(us);
         }

@@ -87,8 +87,10 @@ pub async fn store_put<L: StateLog>(
 }
 
 /// Writes `total` completed states through `log` from 256 concurrent tasks (so appends share
-/// commits and batches) and returns the bytes written.
-pub async fn load<L: StateLog>(log: &Arc<L>, total: usize) -> Result<u64> {
+/// commits and batches), as written by the owner of writer `epoch`, and returns the bytes
+/// written. On a log that holds fences, `epoch` MUST be the latest fence's, or a rebuild skips
+/// the records as a fenced writer's; on one without, 0 (an unfenced writer).
+pub async fn load<L: StateLog>(log: &Arc<L>, total: usize, epoch: u64) -> Result<u64> {
     let writers = 256usize;
     let per = total.div_ceil(writers);
     let mut tasks = tokio::task::JoinSet::new();
@@ -102,7 +104,7 @@ pub async fn load<L: StateLog>(log: &Arc<L>, total: usize) -> Result<u64> {
                 if n as usize >= total {
                     break;
                 }
-                let wire = codec::encode(&LogRecord::Upsert(state(key, i as u64, n).0))?;
+                let wire = codec::encode_by(&LogRecord::Upsert(state(key, i as u64, n).0), epoch)?;
                 bytes += (wire.key.len() + wire.value.len()) as u64;
                 log.append(wire).await?;
             }
