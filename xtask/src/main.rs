@@ -9,11 +9,12 @@
 //!   (`crates/state-core/tests/codec/fuzz_target.rs`) and every shell example of the README,
 //!   run in order against the local servers (`crates/cli/tests/readme.rs`).
 //! - `bench index` — criterion benchmarks of the replay index and its summary line.
-//! - `bench file` — store put and rebuild on the embedded backend against raw redb.
+//! - `bench file` — store put and rebuild on the embedded backend against raw redb
+//!   (`actionstate-bench`, the benchmark crate in `crates/bench`, which is not shipped).
 //! - `bench kafka` — store put and rebuild on a Kafka topic against raw rdkafka clients, on a
-//!   local broker started for it and stopped after.
+//!   local broker started for it and stopped after (`actionstate-bench`).
 //! - `bench fluss` — store put and rebuild on a Fluss log table against raw fluss-rs clients, on
-//!   a local Fluss cluster started for it and stopped after.
+//!   a local Fluss cluster started for it and stopped after (`actionstate-bench`).
 //! - `bench soak` — `actionstate soak` over a million inputs on the embedded store, with
 //!   retention on and then keeping everything; `bench soak kafka` 200,000 inputs each way on a
 //!   topic of a local broker started for it, measuring the topic's partition directories.
@@ -357,17 +358,21 @@ fn chaos(args: &[String]) -> Result<()> {
     stopped.context("stopping the kafka3 cluster")
 }
 
-/// `actionstate bench --log URL --json`, in release.
+/// `actionstate-bench --log URL --json`, in release, with its server backends (its default
+/// features).
 fn bench_on(backend: &str, url: &str) -> Result<()> {
-    let args =
-        ["run", "--release", "-p", "actionstate", "--features", CLI_BACKENDS, "--", "bench", "--log", url, "--json"];
+    let args = ["run", "--release", "-p", "actionstate-bench", "--", "--log", url, "--json"];
     run(&format!("bench {backend}"), cargo().args(args))
 }
 
 fn bench(what: Option<&str>, on: Option<&str>) -> Result<()> {
     match what {
         Some("index") => run("bench index", cargo().args(["bench", "-p", "actionstate-index", "--bench", "index"])),
-        Some("file") => run("bench file", cargo().args(["run", "--release", "-p", "actionstate", "--", "bench"])),
+        // The embedded backend alone: without the server backends, no librdkafka to build.
+        Some("file") => run(
+            "bench file",
+            cargo().args(["run", "--release", "-p", "actionstate-bench", "--no-default-features", "--"]),
+        ),
         // A million inputs with retention on, then keeping everything: flat or growing.
         Some("soak") if on.is_none() => run(
             "bench soak",

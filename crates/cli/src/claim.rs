@@ -19,7 +19,7 @@ use std::sync::Arc;
 /// Opens the log `config` names for `command` and claims it, or refuses, naming what it found,
 /// when the log already holds anything (records, or for a data directory, files). Nothing is
 /// written to a log that is not empty.
-pub(crate) async fn claim_empty(config: &LogConfig, command: &str) -> Result<Arc<AnyLog>> {
+pub async fn claim_empty(config: &LogConfig, command: &str) -> Result<Arc<AnyLog>> {
     if let LogConfig::File(file) = config {
         refuse_foreign_files(&file.dir, command)?;
     }
@@ -51,13 +51,12 @@ pub(crate) async fn claim_empty(config: &LogConfig, command: &str) -> Result<Arc
 
 /// Whether the log `config` names exists: it opens read-only, which creates and changes
 /// nothing (an unreachable server counts as absent; the open that follows reports it).
-#[cfg(any(feature = "kafka", feature = "fluss"))]
-pub(crate) async fn exists(config: &LogConfig) -> bool {
+pub async fn exists(config: &LogConfig) -> bool {
     actionstate_recovery::open(&config.clone().read_only()).await.is_ok()
 }
 
 /// Refuses, for `command`, a log that exists and holds records; writes nothing either way.
-pub(crate) async fn refuse_if_holding(config: &LogConfig, command: &str) -> Result<()> {
+pub async fn refuse_if_holding(config: &LogConfig, command: &str) -> Result<()> {
     match actionstate_recovery::open(&config.clone().read_only()).await {
         Ok(existing) => refuse_records(&existing, config, command).await,
         Err(_) => Ok(()),
@@ -147,9 +146,9 @@ fn shown(names: &[&String]) -> String {
 /// `DIR` that was absent or empty. Only what the command created is removed: `DIR/NAME`, and
 /// `DIR` itself when the command created it and it is empty again.
 #[derive(Debug)]
-pub(crate) struct Scratch {
-    /// The directory the command writes into.
-    pub(crate) path: PathBuf,
+pub struct Scratch {
+    /// The directory the command writes into (`DIR/NAME`).
+    pub path: PathBuf,
     parent: PathBuf,
     created_parent: bool,
 }
@@ -158,7 +157,7 @@ impl Scratch {
     /// Claims `dir` for `command`: refuses a path that is not a directory or a directory that
     /// holds anything. Creating `DIR/NAME` is the exclusive step: of two commands that both
     /// found `dir` empty, one fails to create it and refuses.
-    pub(crate) fn claim(dir: &Path, name: &str, command: &str) -> Result<Scratch> {
+    pub fn claim(dir: &Path, name: &str, command: &str) -> Result<Scratch> {
         if dir.exists() && !dir.is_dir() {
             bail!(
                 "{} is not a directory; {command} needs a new or empty directory, so it wrote nothing",
@@ -195,7 +194,7 @@ impl Scratch {
     }
 
     /// Removes what the command created.
-    pub(crate) fn remove(self) -> Result<()> {
+    pub fn remove(self) -> Result<()> {
         std::fs::remove_dir_all(&self.path).with_context(|| format!("removing {}", self.path.display()))?;
         if self.created_parent {
             // Not recursive: whatever someone else put there stays.

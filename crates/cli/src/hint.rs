@@ -8,7 +8,7 @@ use std::io::ErrorKind;
 
 /// The hint for `error`, raised while opening `config`, or `None` when the error says all
 /// there is to say (a bad URL, a changed log).
-pub(crate) fn for_open(error: &anyhow::Error, config: &LogConfig) -> Option<String> {
+pub fn for_open(error: &anyhow::Error, config: &LogConfig) -> Option<String> {
     for cause in error.chain() {
         if let Some(file) = FileError::find(cause) {
             return file_hint(file);
@@ -69,7 +69,7 @@ fn server_hint(config: &LogConfig) -> Option<String> {
 /// A hint attached to an error as its outermost context: `main` prints it on a line of its
 /// own after the error.
 #[derive(Debug)]
-pub(crate) struct Hint(pub(crate) String);
+pub struct Hint(pub String);
 
 impl std::fmt::Display for Hint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -78,7 +78,7 @@ impl std::fmt::Display for Hint {
 }
 
 /// `error` with the hint for it, when there is one.
-pub(crate) fn with_hint(error: anyhow::Error, config: &LogConfig) -> anyhow::Error {
+pub fn with_hint(error: anyhow::Error, config: &LogConfig) -> anyhow::Error {
     match for_open(&error, config) {
         Some(hint) => error.context(Hint(hint)),
         None => error,

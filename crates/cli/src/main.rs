@@ -12,40 +12,15 @@ macro_rules! outln {
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// `mi_option_purge_delay` of `mimalloc.h` (the same number in mimalloc 2.1 and 3); the Rust
-/// bindings do not name it. `purge_delay_is_option_15` checks it against mimalloc's default.
-const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
-
-/// How long freed memory stays with the process before mimalloc returns it to the operating
-/// system: ten seconds, jemalloc's default decay, instead of mimalloc's one second. A rebuild
-/// that follows the drop of an earlier index (a restore in the same process, a change of
-/// ownership, the rounds of `actionstate bench`) then reuses those pages. Pages the process
-/// gets back from the kernel must be zeroed first, and on virtual machines whose host takes
-/// returned memory back that was most of a rebuild's time (docs/benchmarks-history.md,
-/// "Freed memory kept ten seconds").
-/// `MIMALLOC_PURGE_DELAY` in the environment still decides when it is set.
-const PURGE_DELAY_MS: std::ffi::c_long = 10_000;
-
-fn keep_freed_memory() {
-    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
-        // SAFETY: sets an integer option in mimalloc's option table; any value is valid, and
-        // mimalloc reads it the next time it considers purging.
-        #[allow(unsafe_code, reason = "the only way to set a mimalloc option from the program")]
-        unsafe {
-            libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS);
-        }
-    }
-}
-
 mod bench;
-mod claim;
 mod demo;
-mod hint;
 mod inspect;
 mod metrics;
 mod reset;
 mod soak;
 
+// Shared with the benchmark crate; `crate::claim` and `crate::hint` name them here as before.
+use actionstate_cli::{claim, hint};
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -94,7 +69,7 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Measure store paths side by side with the raw backend client.
+    /// Measure the store on a log of your own: put latency and throughput, and rebuild rate.
     Bench(bench::BenchArgs),
     /// Run conversations that go idle for good, with checkpoints, and print whether memory,
     /// the data directory and the snapshots stay flat (retention on, or `--compare` with off).
@@ -157,7 +132,7 @@ fn one_line(e: &anyhow::Error) -> String {
 }
 
 fn main() -> ExitCode {
-    keep_freed_memory();
+    actionstate_cli::keep_freed_memory();
     // Warnings of the library and the backends (a topic that deletes by age read by a
     // read-only tool, a reclaim that failed) reach the operator on standard error.
     tracing_subscriber::fmt().with_writer(std::io::stderr).with_max_level(tracing::Level::WARN).init();
@@ -200,30 +175,11 @@ fn main() -> ExitCode {
 mod tests {
     use super::*;
 
-    fn purge_delay() -> std::ffi::c_long {
-        // SAFETY: reads an integer option.
-        #[allow(unsafe_code, reason = "reading the option the program sets")]
-        unsafe {
-            libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY)
-        }
-    }
-
-    /// Option 15 is the purge delay: before the program sets it, it holds mimalloc 3's default
-    /// purge delay (1000 ms, which no other option of mimalloc 3 defaults to) or the value of
-    /// `MIMALLOC_PURGE_DELAY`; afterwards it holds ours.
     #[test]
     fn shell_words_paste_back() {
         assert_eq!(shell_word("file:/tmp/d"), "file:/tmp/d");
         assert_eq!(shell_word("kafka://h:1/t?a=1&b=2"), "'kafka://h:1/t?a=1&b=2'");
         assert_eq!(shell_word("file:/it's"), "'file:/it'\\''s'");
         assert_eq!(shell_word(""), "''");
-    }
-
-    #[test]
-    fn purge_delay_is_option_15() {
-        let from_env = std::env::var("MIMALLOC_PURGE_DELAY").ok().and_then(|v| v.parse::<std::ffi::c_long>().ok());
-        assert_eq!(purge_delay(), from_env.unwrap_or(1000));
-        keep_freed_memory();
-        assert_eq!(purge_delay(), from_env.unwrap_or(PURGE_DELAY_MS));
     }
 }

@@ -141,8 +141,25 @@ fn bytes_held(config: &LogConfig, broker_log_dir: Option<&Path>) -> Result<Box<d
 }
 
 async fn once(args: &SoakArgs, config: &SoakConfig, retention: Retention) -> Result<SoakReport> {
-    let temp = tempfile::tempdir().context("creating a temporary data directory")?;
-    let log_config = log_of(args, retention == Retention::KeepAll && args.compare, temp.path())?;
+    // Without `--log`, a data directory of the run's own under the system temp dir, removed
+    // after the run whatever it did.
+    let temp = match args.log {
+        Some(_) => None,
+        None => {
+            let dir = std::env::temp_dir().join(format!("actionstate-soak-{}", std::process::id()));
+            Some(crate::claim::Scratch::claim(&dir, "soak", "soak")?)
+        }
+    };
+    let run = run_once(args, config, retention, temp.as_ref().map_or(Path::new(""), |t| t.path.as_path())).await;
+    if let Some(temp) = temp {
+        temp.remove()?;
+    }
+    run
+}
+
+/// One run of the soak, with `temp` the directory of its default data directories.
+async fn run_once(args: &SoakArgs, config: &SoakConfig, retention: Retention, temp: &Path) -> Result<SoakReport> {
+    let log_config = log_of(args, retention == Retention::KeepAll && args.compare, temp)?;
     let held = bytes_held(&log_config, args.broker_log_dir.as_deref())?;
     // The soak writes a history of its own and reclaims it: never into a log that holds one.
     let log = crate::claim::claim_empty(&log_config, "soak").await?;

@@ -240,3 +240,80 @@ fn soak_prints_a_json_line_per_run_with_growth_and_snapshot_entries() {
     }
     assert!(lines[0]["disk_growth"].as_f64() < lines[1]["disk_growth"].as_f64(), "{lines:?}");
 }
+
+/// `bench` on a data directory: put latency and throughput of the store, the rebuild rate of
+/// every round and the log's own read rate, on the records it wrote; it removes the directory
+/// it created.
+#[test]
+fn bench_reports_put_latency_and_rebuild_rate_of_a_data_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let url = format!("file:{}", data.display());
+    let out = actionstate(&["bench", "--log", &url, "--puts", "20", "--records", "300", "--json"]);
+    assert!(out.status.success(), "bench failed: {}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    let r: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_bench_report(&r, &url);
+    assert!(!data.exists(), "bench left the directory it created");
+}
+
+/// The figures of a `bench --puts 20 --records 300` report on `url`.
+fn assert_bench_report(r: &serde_json::Value, url: &str) {
+    assert_eq!(r["log"], url, "{r}");
+    assert_eq!(r["puts"], 20, "{r}");
+    assert!(r["partitions"].as_u64().is_some_and(|p| p > 0), "{r}");
+    for field in ["put_median_us", "put_p99_us", "puts_per_s", "rebuild_records_per_s", "log_read_records_per_s"] {
+        assert!(r[field].as_f64().is_some_and(|v| v > 0.0), "{field} in {r}");
+    }
+    assert!(r["put_p99_us"].as_f64() >= r["put_median_us"].as_f64(), "{r}");
+    // The log holds the loaded records, the puts (and their warm-up) and the fences.
+    assert!(r["records"].as_u64().is_some_and(|n| n >= 300 + 20), "{r}");
+    assert!(r["record_bytes"].as_u64().is_some_and(|b| (200..1000).contains(&b)), "{r}");
+    let rounds = r["rebuild_round_records_per_s"].as_array().unwrap();
+    assert_eq!(rounds.len(), 3, "{r}");
+    assert!(rounds.iter().all(|x| x.as_f64().is_some_and(|v| v > 0.0)), "{r}");
+}
+
+/// `bench` on a server's new topic or table claims it, writes its records there and keeps
+/// them: the log then verifies, and a second bench refuses it as not empty.
+#[cfg(any(feature = "kafka", feature = "fluss"))]
+fn bench_on_server(backend: &str, prefix: &str, test: &str) {
+    use actionstate_testkit::services::Service;
+    let Some(server) = Service::require(backend, prefix, test) else { return };
+    let bootstrap = server.get(&format!("{prefix}_BOOTSTRAP")).unwrap().to_owned();
+    let name = format!("bench_{}_{}", std::process::id(), backend);
+    let url = match backend {
+        "kafka" => format!("kafka://{bootstrap}/{name}?replication=1"),
+        _ => format!("fluss://{bootstrap}/actionstate_demo/{name}"),
+    };
+    let out = actionstate(&["bench", "--log", &url, "--puts", "20", "--records", "300", "--json"]);
+    assert!(
+        out.status.success(),
+        "bench on {backend} failed: {}{}",
+        stdout(&out),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_bench_report(&r, &url);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("stay in"), "{}", String::from_utf8_lossy(&out.stderr));
+    let verify = actionstate(&["verify", "--log", &url]);
+    assert!(verify.status.success(), "{}", stdout(&verify));
+    let again = actionstate(&["bench", "--log", &url, "--puts", "20", "--records", "300"]);
+    assert!(!again.status.success(), "a second bench wrote into the first one's log");
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("is not empty"),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+}
+
+#[test]
+#[cfg(feature = "kafka")]
+fn bench_on_kafka_writes_into_the_topic_it_claimed_and_keeps_it() {
+    bench_on_server("kafka", "KAFKA", "bench_on_kafka_writes_into_the_topic_it_claimed_and_keeps_it");
+}
+
+#[test]
+#[cfg(feature = "fluss")]
+fn bench_on_fluss_writes_into_the_table_it_claimed_and_keeps_it() {
+    bench_on_server("fluss", "FLUSS", "bench_on_fluss_writes_into_the_table_it_claimed_and_keeps_it");
+}

@@ -18,7 +18,7 @@
 //! `block_in_place`, as a runtime on tokio would have to run them.
 
 use super::{fresh_log, raw_client_config, raw_producer};
-use crate::bench::{percentile, state};
+use actionstate_cli::measure::{percentile, state};
 use actionstate_core::{KeyId, LogRecord, StateLog, codec};
 use actionstate_kafka::KafkaConfig;
 use anyhow::{Context, Result, anyhow};

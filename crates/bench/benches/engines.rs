@@ -2,7 +2,7 @@
 //! the two things the backend does most: durable single-record appends (the put path) and
 //! sequential full scans (rebuild).
 //!
-//! Run with `cargo bench -p actionstate-file --bench engines`. Tunables (environment):
+//! Run with `cargo bench -p actionstate-bench --bench engines`. Tunables (environment):
 //! `ACTIONSTATE_BENCH_APPENDS` (default 2000), `ACTIONSTATE_BENCH_RECORDS` (default 1000000),
 //! `ACTIONSTATE_BENCH_ROUNDS` (default 2), `ACTIONSTATE_BENCH_DIR` (default: the system temp
 //! directory; it must be on a real disk, or fsync measures nothing), `ACTIONSTATE_BENCH_PARTS`
@@ -418,7 +418,7 @@ fn main() {
     // that run cheap.
     let args: Vec<String> = std::env::args().collect();
     if !args.iter().any(|a| a == "--bench") {
-        println!("engines: run with `cargo bench -p actionstate-file --bench engines`");
+        println!("engines: run with `cargo bench -p actionstate-bench --bench engines`");
         return;
     }
     let appends = env_u64("ACTIONSTATE_BENCH_APPENDS", 2000);

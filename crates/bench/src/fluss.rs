@@ -1,4 +1,4 @@
-//! `actionstate bench --log fluss://...`: store paths on an Apache Fluss log table side by side
+//! `actionstate-bench --log fluss://...`: store paths on an Apache Fluss log table side by side
 //! with raw fluss-rs clients, in the same run.
 //!
 //! - **put**: `ActionStateStore::complete` on a `FlussLog` against a raw fluss-rs append of the
@@ -16,7 +16,9 @@
 //! Every phase writes to a fresh table `actionstate_bench.bench_<pid>_<n>`; the tables are
 //! dropped at the end.
 
-use super::{BenchArgs, PutFigures, RawRead, RebuildFigures, RebuildRound, fenced_count, log_read};
+use crate::args::BenchArgs;
+use crate::report::{PutFigures, ROUNDS, RawRead, RebuildFigures, RebuildRound, fenced_count};
+use actionstate_cli::measure::{load, log_read, store_put};
 use actionstate_core::{KeyId, LogRecord, Marker, StateLog, WireRecord, codec};
 use actionstate_fluss::{COLUMNS, FlussConfig, FlussLog, bucket};
 use actionstate_recovery::{ActionStateStore, LogConfig, Ownership, StoreConfig};
@@ -52,7 +54,7 @@ struct Report {
 
 /// Measures on fresh tables `<DATABASE>.<TABLE>_<pid>_<n>`, with every other setting of
 /// `base` (the `--log` URL's).
-pub(super) async fn run(args: BenchArgs, base: FlussConfig) -> Result<ExitCode> {
+pub(crate) async fn run(args: BenchArgs, base: FlussConfig) -> Result<ExitCode> {
     let mut tables = Vec::new();
     let result = measure(&base, &args, &mut tables).await;
     drop_tables(&base, &tables).await;
@@ -92,7 +94,7 @@ async fn fresh_log(base: &FlussConfig, tables: &mut Vec<String>) -> Result<Fluss
         let table = format!("{}_{pid}_{n}", base.table);
         let config = FlussConfig { table: table.clone(), ..base.clone() };
         // A table that is there already is someone's: never written to, never dropped.
-        if crate::claim::exists(&LogConfig::Fluss(Box::new(config.clone()))).await {
+        if actionstate_cli::claim::exists(&LogConfig::Fluss(Box::new(config.clone()))).await {
             continue;
         }
         let log = FlussLog::open(config).await.with_context(|| {
@@ -172,7 +174,7 @@ async fn put_latency(base: &FlussConfig, args: &BenchArgs, tables: &mut Vec<Stri
     let warmup = 50;
     let measured = async {
         for n in 0..(args.puts + warmup) as u64 {
-            let (s, ours_us) = super::store_put(&store, key, n, n).await?;
+            let (s, ours_us) = store_put(&store, key, n, n).await?;
 
             let wire = codec::encode(&LogRecord::Upsert((*s).clone()))?;
             let row = row(&wire, &column[..]);
@@ -197,7 +199,7 @@ async fn put_latency(base: &FlussConfig, args: &BenchArgs, tables: &mut Vec<Stri
 
 /// Writes the records through the log (many concurrent appends), then times a store rebuild
 /// from offset 0, a raw scanner read of the same range and a plain `StateLog::read` of every
-/// bucket, in [`ROUNDS`](super::ROUNDS) rounds, the three back to back in each.
+/// bucket, in [`ROUNDS`] rounds, the three back to back in each.
 async fn rebuild_throughput(
     base: &FlussConfig,
     args: &BenchArgs,
@@ -207,7 +209,7 @@ async fn rebuild_throughput(
     let config = log.config().clone();
     let path = log.table_path().clone();
     let total = args.records.unwrap_or(DEFAULT_RECORDS);
-    let bytes = super::load(&log, total).await?;
+    let bytes = load(&log, total, 0).await?;
     let end = log.end_offsets().await?;
     let written: u64 = end.iter().sum();
     if written != total as u64 {
@@ -218,7 +220,7 @@ async fn rebuild_throughput(
 
     let mut rounds = Vec::new();
     let partitions = u64::from(marker.log.partitions);
-    for round in 0..super::ROUNDS {
+    for round in 0..ROUNDS {
         // A fresh log per round, so the rebuild creates its scanners as a restarted worker does.
         let log = FlussLog::open(config.clone()).await?;
         let store = ActionStateStore::new(log, StoreConfig::default());

@@ -1,4 +1,4 @@
-//! `actionstate bench --log kafka://...`: store paths on a Kafka topic side by side with raw
+//! `actionstate-bench --log kafka://...`: store paths on a Kafka topic side by side with raw
 //! rdkafka clients, in the same run.
 //!
 //! - **put**: `ActionStateStore::complete` on a `KafkaLog` against a raw `FutureProducer` send
@@ -21,10 +21,9 @@
 
 mod txn;
 
-use super::{
-    BenchArgs, PutFigures, RawRead, RebuildFigures, RebuildRound, fenced_count, log_read, median, percentile,
-    ratios_text, state,
-};
+use crate::args::BenchArgs;
+use crate::report::{PutFigures, ROUNDS, RawRead, RebuildFigures, RebuildRound, fenced_count, ratios_text};
+use actionstate_cli::measure::{load, log_read, median, percentile, state, store_put};
 use actionstate_core::{KeyId, LogRecord, Marker, StateLog, codec};
 use actionstate_kafka::{KafkaConfig, KafkaLog};
 use actionstate_recovery::{ActionStateStore, LogConfig, Ownership, StoreConfig};
@@ -48,12 +47,8 @@ use std::time::{Duration, Instant};
 const DEFAULT_RECORDS: usize = 500_000;
 /// Keys putting at once in the concurrent measurement.
 const CONCURRENT_KEYS: usize = 64;
-/// Puts per key in one round of the concurrent measurement (each side): about half a second
-/// per side. Sides of 0.3 s (300 puts) were often caught whole by a pause of the shared
-/// machine; single rounds then spread from 0.37 to 1.59.
-const CONCURRENT_PUTS: u64 = 500;
 /// Measured rounds of the concurrent measurement, after one warm-up round (see
-/// [`ROUNDS`](super::ROUNDS)).
+/// [`ROUNDS`]).
 const CONCURRENT_ROUNDS: u64 = 15;
 
 #[derive(Serialize, Debug)]
@@ -80,7 +75,7 @@ struct Report {
 
 /// Measures on fresh topics `<TOPIC>-<pid>-<n>`, with every other setting of `base` (the
 /// `--log` URL's).
-pub(super) async fn run(args: BenchArgs, base: KafkaConfig) -> Result<ExitCode> {
+pub(crate) async fn run(args: BenchArgs, base: KafkaConfig) -> Result<ExitCode> {
     let mut topics = Vec::new();
     let result = measure(&base, &args, &mut topics).await;
     delete_topics(&base.bootstrap, &topics).await;
@@ -124,7 +119,7 @@ async fn measure(base: &KafkaConfig, args: &BenchArgs, topics: &mut Vec<String>)
     let (ours, raw) = put_latency(base, args, topics).await?;
     let txn = txn::measure(base, args.puts, topics).await?;
     let (linger_wait, send_flush) = linger_latency(base, args, topics).await?;
-    let concurrent = concurrent_throughput(base, topics).await?;
+    let concurrent = concurrent_throughput(base, topics, args.concurrent_puts).await?;
     let concurrent_round_ratios: Vec<f64> = concurrent.iter().map(|[store, _, raw]| store / raw.max(1e-9)).collect();
     let (records, bytes, rounds) = rebuild_throughput(base, args, topics).await?;
     Ok(Report {
@@ -140,7 +135,7 @@ async fn measure(base: &KafkaConfig, args: &BenchArgs, topics: &mut Vec<String>)
         concurrent_ratio: median(concurrent_round_ratios.iter().copied()),
         concurrent_round_ratios,
         log_concurrent_per_s: median(concurrent.iter().map(|r| r[1])),
-        store_memory_concurrent_per_s: memory_concurrent().await?,
+        store_memory_concurrent_per_s: memory_concurrent(args.concurrent_puts).await?,
         txn,
         rebuild: RebuildFigures::of(records, bytes, RawRead::Read, &rounds),
     })
@@ -154,7 +149,7 @@ async fn fresh_log(base: &KafkaConfig, topics: &mut Vec<String>) -> Result<Kafka
         let topic = format!("{}-{pid}-{n}", base.topic);
         let config = KafkaConfig { topic: topic.clone(), ..base.clone() };
         // A topic that is there already is someone's: never written to, never deleted.
-        if crate::claim::exists(&LogConfig::Kafka(Box::new(config.clone()))).await {
+        if actionstate_cli::claim::exists(&LogConfig::Kafka(Box::new(config.clone()))).await {
             continue;
         }
         let log = KafkaLog::open(config).await.with_context(|| {
@@ -216,7 +211,7 @@ async fn put_latency(base: &KafkaConfig, args: &BenchArgs, topics: &mut Vec<Stri
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     let warmup = 50;
     for n in 0..(args.puts + warmup) as u64 {
-        let (s, ours_us) = super::store_put(&store, key, n, n).await?;
+        let (s, ours_us) = store_put(&store, key, n, n).await?;
 
         let wire = codec::encode(&LogRecord::Upsert((*s).clone()))?;
         let partition = i32::try_from(wire.key_id.partition(partitions))?;
@@ -282,13 +277,13 @@ async fn linger_latency(
 }
 
 /// Throughput with [`CONCURRENT_KEYS`] keys putting at once, one task per key, each doing
-/// [`CONCURRENT_PUTS`] sequential store puts (`begin` + `complete`), against the same number of
+/// `per_round` sequential store puts (`begin` + `complete`), against the same number of
 /// tasks sending the same records through one raw producer, awaiting each delivery, and the
 /// store's log appending alone. A warm-up round first, then [`CONCURRENT_ROUNDS`] rounds in
 /// which the three run back to back, in an order that rotates, each round followed by a
 /// [`checkpoint`] of the store. Returns each measured round's
 /// [store puts/s, log appends/s, raw sends/s].
-async fn concurrent_throughput(base: &KafkaConfig, topics: &mut Vec<String>) -> Result<Vec<[f64; 3]>> {
+async fn concurrent_throughput(base: &KafkaConfig, topics: &mut Vec<String>, per_round: u64) -> Result<Vec<[f64; 3]>> {
     let log = fresh_log(base, topics).await?;
     let config = log.config().clone();
     let partitions = log.identity().partitions;
@@ -300,7 +295,7 @@ async fn concurrent_throughput(base: &KafkaConfig, topics: &mut Vec<String>) -> 
     let topic: Arc<str> = config.topic.as_str().into();
     let timeout = config.delivery_timeout;
     for round in 0..=CONCURRENT_ROUNDS {
-        let seqs = round * CONCURRENT_PUTS..(round + 1) * CONCURRENT_PUTS;
+        let seqs = round * per_round..(round + 1) * per_round;
         let mut rates = [0f64; 3];
         // The order rotates every round, so that no side always runs right after another.
         for side in (0..3).map(|i| (i + round as usize) % 3) {
@@ -413,7 +408,7 @@ async fn store_concurrent<L: StateLog>(
     let store = Arc::clone(store);
     per_key_rate(keys, seqs, move |key, n| {
         let store = Arc::clone(&store);
-        async move { super::store_put(&store, key, n, n).await.map(drop) }
+        async move { store_put(&store, key, n, n).await.map(drop) }
     })
     .await
 }
@@ -421,13 +416,13 @@ async fn store_concurrent<L: StateLog>(
 /// The store's own cost at the concurrency of `concurrent_throughput`: the same tasks and puts
 /// on the in-memory log, where an append costs next to nothing, with a [`checkpoint`] after
 /// each round. Median of three rounds after a warm-up round.
-async fn memory_concurrent() -> Result<f64> {
+async fn memory_concurrent(per_round: u64) -> Result<f64> {
     let store = Arc::new(ActionStateStore::new(MemoryLog::new(8), StoreConfig::default()));
     let keys = concurrent_keys();
     let mut rates = Vec::new();
     for round in 0..4u64 {
-        let rate = store_concurrent(&store, &keys, round * CONCURRENT_PUTS..(round + 1) * CONCURRENT_PUTS).await?;
-        checkpoint(&store, &keys, round, (round + 1) * CONCURRENT_PUTS - 1).await?;
+        let rate = store_concurrent(&store, &keys, round * per_round..(round + 1) * per_round).await?;
+        checkpoint(&store, &keys, round, (round + 1) * per_round - 1).await?;
         if round > 0 {
             rates.push(rate);
         }
@@ -437,7 +432,7 @@ async fn memory_concurrent() -> Result<f64> {
 
 /// Writes the records through the log (many concurrent appends), then times a store rebuild
 /// from offset 0, a raw consumer read of the same range and a plain `StateLog::read` of every
-/// partition, in [`ROUNDS`](super::ROUNDS) rounds, the three back to back in each.
+/// partition, in [`ROUNDS`] rounds, the three back to back in each.
 async fn rebuild_throughput(
     base: &KafkaConfig,
     args: &BenchArgs,
@@ -445,7 +440,7 @@ async fn rebuild_throughput(
 ) -> Result<(u64, u64, Vec<RebuildRound>)> {
     let log = Arc::new(fresh_log(base, topics).await?);
     let config = log.config().clone();
-    let bytes = super::load(&log, args.records.unwrap_or(DEFAULT_RECORDS)).await?;
+    let bytes = load(&log, args.records.unwrap_or(DEFAULT_RECORDS), 0).await?;
     let end = log.end_offsets().await?;
     let written: u64 = end.iter().sum();
     let marker = Marker::new(log.identity().clone(), vec![0; end.len()]);
@@ -453,7 +448,7 @@ async fn rebuild_throughput(
 
     let mut rounds = Vec::new();
     let partitions = u64::from(marker.log.partitions);
-    for round in 0..super::ROUNDS {
+    for round in 0..ROUNDS {
         // A fresh log per round, so the rebuild creates its consumers as a restarted worker does.
         let log = KafkaLog::open(config.clone()).await?;
         let store = ActionStateStore::new(log, StoreConfig::default());
