@@ -7,9 +7,12 @@
 //! - [`conformance`]: the suite every backend's tests run against a real server through a
 //!   [`conformance::Harness`] (`run_all`, `assert_conforms`), itself checked against broken
 //!   backends that it must reject;
-//! - [`services`]: finding the servers `cargo xtask services up` started (their env files), and
-//!   the `ACTIONSTATE-SKIP` marker a test prints when none is configured, which `cargo xtask ci`
-//!   turns into a failure;
+//! - [`services`]: finding the servers `cargo xtask services up` started (their env files), the
+//!   `ACTIONSTATE-SKIP` marker a test prints when none is configured, which `cargo xtask ci`
+//!   turns into a failure, and the server processes fault tests stop and restart;
+//! - [`scenarios`]: the checks every server backend's tests run beside the suite (an
+//!   unreachable server, a changed partition count, SASL, a recreated log, a read past the end),
+//!   and [`scenarios::LogCapture`] for what a client logs;
 //! - [`MemoryHarness`]: the conformance harness of [`MemoryLog`].
 //!
 //! The suite runs its futures with no runtime of its own ([`join_all`], [`within`]); backends
@@ -23,6 +26,7 @@ mod memory;
 #[cfg(test)]
 mod rejects;
 mod run;
+pub mod scenarios;
 pub mod services;
 
 pub use run::{join_all, within};
