@@ -1,5 +1,7 @@
 //! An in-memory [`StateLog`] with fault injection, for tests of code above the backend
 //! contract.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 use actionstate_core::{
     BackendError, Capabilities, Error, LogIdentity, Position, ReadBatch, ReadRecord, StateLog, WireRecord,
