@@ -2,29 +2,23 @@
 
 use actionstate_core::Error;
 use actionstate_memory::MemoryLog;
-use actionstate_testkit::conformance;
+use actionstate_testkit::conformance::{Harness, assert_conforms};
 
-/// Conformance harness for [`MemoryLog`]: a recreated log keeps its handle, an unreachable
-/// one is a log whose backend is down.
-#[derive(Debug, Default)]
+/// Opens, reopens and recreates in-memory logs; an unreachable one is down.
 struct MemoryHarness;
 
-impl conformance::Harness for MemoryHarness {
+impl Harness for MemoryHarness {
     type Log = MemoryLog;
-
     async fn fresh(&self, partitions: u32) -> Result<MemoryLog, Error> {
         Ok(MemoryLog::new(partitions))
     }
-
     async fn reopen(&self, log: MemoryLog) -> Result<MemoryLog, Error> {
         Ok(log.reopen())
     }
-
     async fn recreate(&self, log: MemoryLog, partitions: u32) -> Result<MemoryLog, Error> {
         log.recreate(partitions);
         Ok(log)
     }
-
     async fn unreachable(&self) -> Result<MemoryLog, Error> {
         let log = MemoryLog::new(1);
         log.set_down(true);
@@ -34,5 +28,5 @@ impl conformance::Harness for MemoryHarness {
 
 #[tokio::test]
 async fn memory_log_conforms() {
-    conformance::assert_conforms(&MemoryHarness).await;
+    assert_conforms(&MemoryHarness).await;
 }
