@@ -18,10 +18,10 @@
 pub mod kafka3;
 
 use actionstate_core::{ActionDigest, KeyId, LogRecord, RangeRead, StateKey, StateLog, codec};
+use actionstate_memory::MemoryLog;
 use actionstate_recovery::{AnyLog, LogConfig, StoreError};
 use actionstate_sim::agent::Kind;
 use actionstate_sim::{Ledger, LedgerEntry, LogSource, MemorySource, Outcome, RunPlan, Sim, SimConfig};
-use actionstate_testkit::MemoryLog;
 use actionstate_testkit::services::{self, Service};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;

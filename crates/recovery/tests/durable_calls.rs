@@ -5,8 +5,8 @@
 mod common;
 
 use actionstate_core::{CallResult, CallStatus, Event, KeyId, Marker, StateKey, StateLog};
+use actionstate_memory::MemoryLog;
 use actionstate_recovery::{ActionStateStore, AnyLog, Call, CallSource, Ownership, StoreConfig};
-use actionstate_testkit::MemoryLog;
 use common::*;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};

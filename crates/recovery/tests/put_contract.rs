@@ -6,8 +6,8 @@ mod common;
 
 use actionstate_core::Trigger;
 use actionstate_index::Recorded;
+use actionstate_memory::MemoryLog;
 use actionstate_recovery::{ActionStateStore, Begin, Ownership, Round, StoreConfig};
-use actionstate_testkit::MemoryLog;
 use common::*;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -256,7 +256,7 @@ on_every_backend!(invalidated_history_is_never_revived_by_a_later_restore, not_r
 
 #[tokio::test]
 async fn rebuild_past_its_deadline_names_the_unfinished_partitions_and_changes_nothing() {
-    let log = actionstate_testkit::MemoryLog::new(4);
+    let log = actionstate_memory::MemoryLog::new(4);
     let writer = ActionStateStore::new(log.reopen(), StoreConfig::default());
     for k in keys() {
         process(&writer, k, 0, &input(0)).await.unwrap();

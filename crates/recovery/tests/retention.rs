@@ -6,8 +6,8 @@
 mod common;
 
 use actionstate_core::{Error, KeyId, StateLog};
+use actionstate_memory::MemoryLog;
 use actionstate_recovery::{ActionStateStore, Ownership, Retention, Snapshot, StoreConfig, StoreError};
-use actionstate_testkit::MemoryLog;
 use common::{Backend, Env, dump, input, key, process};
 use proptest::prelude::*;
 use std::collections::HashMap;

@@ -6,7 +6,8 @@
 //! backend contract, and [`RangeRead`], which reads a partition range checking every batch
 //! against that contract.
 //!
-//! Nothing here performs I/O or depends on an async runtime; backends implement [`StateLog`].
+//! Nothing here performs I/O or depends on an async runtime; backends implement [`StateLog`],
+//! and [`BackendConfig`] for the configuration a log URL names.
 //! (The one exception: [`url::SecretSource::resolve`] reads the environment variable or file
 //! a log URL names for its secret, once, when a backend's configuration is built.)
 //!
@@ -37,6 +38,7 @@
 #![deny(clippy::unwrap_used)]
 #![warn(missing_docs)]
 
+pub mod backend;
 mod canonical;
 pub mod codec;
 mod error;
@@ -52,6 +54,7 @@ pub mod url;
 mod value;
 mod view;
 
+pub use backend::{BackendConfig, DEFAULT_PARTITIONS};
 pub use error::{BackendError, Error};
 pub use event::{Event, Trigger};
 pub use fence::{FENCE_KEY_LAYOUT, Fence, FenceMark, Ownership, fence_key_id, fence_log_key};

@@ -6,7 +6,30 @@
 //! with that report unless all passed, for a backend's test:
 //!
 //! ```
-//! use actionstate_testkit::{MemoryHarness, conformance};
+//! use actionstate_core::Error;
+//! use actionstate_memory::MemoryLog;
+//! use actionstate_testkit::conformance;
+//!
+//! struct MemoryHarness;
+//!
+//! impl conformance::Harness for MemoryHarness {
+//!     type Log = MemoryLog;
+//!     async fn fresh(&self, partitions: u32) -> Result<MemoryLog, Error> {
+//!         Ok(MemoryLog::new(partitions))
+//!     }
+//!     async fn reopen(&self, log: MemoryLog) -> Result<MemoryLog, Error> {
+//!         Ok(log.reopen())
+//!     }
+//!     async fn recreate(&self, log: MemoryLog, partitions: u32) -> Result<MemoryLog, Error> {
+//!         log.recreate(partitions);
+//!         Ok(log)
+//!     }
+//!     async fn unreachable(&self) -> Result<MemoryLog, Error> {
+//!         let log = MemoryLog::new(1);
+//!         log.set_down(true);
+//!         Ok(log)
+//!     }
+//! }
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {

@@ -5,8 +5,8 @@
 #![allow(clippy::unwrap_used)]
 
 use super::conformance::{self, CHECKS, ConformanceReport, Harness};
-use super::{MemoryHarness, MemoryLog};
 use actionstate_core::{Error, LogIdentity, Position, ReadBatch, StateLog, WireRecord};
+use actionstate_memory::MemoryLog;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,6 +26,33 @@ enum Flaw {
     /// The identity names the log, not its incarnation: a log recreated with the same
     /// partition count reports the old identity.
     KeepsIdentityOnRecreate,
+}
+
+/// The suite's harness of the in-memory log, which the flawed logs below wrap.
+#[derive(Debug)]
+struct MemoryHarness;
+
+impl Harness for MemoryHarness {
+    type Log = MemoryLog;
+
+    async fn fresh(&self, partitions: u32) -> Result<MemoryLog, Error> {
+        Ok(MemoryLog::new(partitions))
+    }
+
+    async fn reopen(&self, log: MemoryLog) -> Result<MemoryLog, Error> {
+        Ok(log.reopen())
+    }
+
+    async fn recreate(&self, log: MemoryLog, partitions: u32) -> Result<MemoryLog, Error> {
+        log.recreate(partitions);
+        Ok(log)
+    }
+
+    async fn unreachable(&self) -> Result<MemoryLog, Error> {
+        let log = MemoryLog::new(1);
+        log.set_down(true);
+        Ok(log)
+    }
 }
 
 static NEXT_NAME: AtomicU64 = AtomicU64::new(0);

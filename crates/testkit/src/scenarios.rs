@@ -196,7 +196,7 @@ impl std::io::Write for LogCapture {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{MemoryHarness, MemoryLog};
+    use actionstate_memory::MemoryLog;
     use std::io::Write;
 
     #[tokio::test]
@@ -229,10 +229,29 @@ mod tests {
         assert!(checked.await.is_err_and(|e| e.is_panic()));
     }
 
+    /// A harness whose unreachable log opens (its operations would fail).
+    struct OpensUnreachable;
+
+    impl Harness for OpensUnreachable {
+        type Log = MemoryLog;
+        async fn fresh(&self, partitions: u32) -> Result<MemoryLog, Error> {
+            Ok(MemoryLog::new(partitions))
+        }
+        async fn reopen(&self, log: MemoryLog) -> Result<MemoryLog, Error> {
+            Ok(log.reopen())
+        }
+        async fn recreate(&self, log: MemoryLog, partitions: u32) -> Result<MemoryLog, Error> {
+            log.recreate(partitions);
+            Ok(log)
+        }
+        async fn unreachable(&self) -> Result<MemoryLog, Error> {
+            Ok(MemoryLog::new(1))
+        }
+    }
+
     #[tokio::test]
     async fn an_unreachable_log_that_opens_fails_the_check() {
-        // The memory harness's unreachable log opens (its operations fail): the check refuses it.
-        let checked = tokio::spawn(async { assert_unreachable_fails_fast(&MemoryHarness, "server").await });
+        let checked = tokio::spawn(async { assert_unreachable_fails_fast(&OpensUnreachable, "server").await });
         assert!(checked.await.is_err_and(|e| e.is_panic()));
     }
 

@@ -27,8 +27,8 @@ use super::{
 };
 use actionstate_core::{KeyId, LogRecord, Marker, StateLog, codec};
 use actionstate_kafka::{KafkaConfig, KafkaLog};
+use actionstate_memory::MemoryLog;
 use actionstate_recovery::{ActionStateStore, LogConfig, Ownership, StoreConfig};
-use actionstate_testkit::MemoryLog;
 use anyhow::{Context, Result, anyhow, bail};
 use rdkafka::admin::{AdminClient, AdminOptions};
 use rdkafka::client::DefaultClientContext;

@@ -7,8 +7,8 @@ use actionstate_core::{
     Position, ReadBatch, StateKey, StateLog, TaggedBytes, Trigger, Value, WireRecord, codec,
 };
 use actionstate_index::Stats;
+use actionstate_memory::MemoryLog;
 use actionstate_recovery::{ActionStateStore, AnyLog, Begin, LogConfig, Round, StoreConfig, StoreError};
-use actionstate_testkit::MemoryLog;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use tempfile::TempDir;
