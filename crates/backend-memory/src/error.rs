@@ -13,9 +13,6 @@ pub const BACKEND: &str = "memory";
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum MemoryError {
-    /// A failure a test injected (see [`MemoryLog::fail_nth_append`](crate::MemoryLog::fail_nth_append)
-    /// and its neighbours): what it simulates, e.g. `"acknowledgement lost"`.
-    Injected(&'static str),
     /// A read starting at or past the end of its partition.
     PastTheEnd {
         /// The partition.
@@ -30,7 +27,6 @@ pub enum MemoryError {
 impl fmt::Display for MemoryError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            MemoryError::Injected(fault) => write!(f, "injected fault: {fault}"),
             MemoryError::PastTheEnd { partition, offset, end } => {
                 write!(f, "nothing to read at offset {offset} of partition {partition}: it ends at {end}")
             }

@@ -2,7 +2,7 @@
 //!
 //! An in-memory [`StateLog`] (`memory` or `memory:N` logs), depending on `actionstate-core`
 //! and std only: the log the `actionstate demo` rehearses on, and the one tests of code above
-//! the backend contract run on, with fault injection.
+//! the backend contract run on.
 //!
 //! ```
 //! # async fn demo() -> Result<(), actionstate_core::Error> {
@@ -31,27 +31,26 @@
 //!   `memory-N`), and [`MemoryLog::recreate`] gives a log a new one, so markers of another log
 //!   or of an earlier incarnation are refused.
 //!
-//! ## Faults
+//! ## Tampering
 //!
-//! A test makes appends fail ([`MemoryLog::fail_nth_append`]) or lose their acknowledgement
-//! after writing ([`MemoryLog::lose_ack_of_nth_append`]), reads and reclaims fail, the
-//! backend unreachable ([`MemoryLog::set_down`]), records vanish below an offset
-//! ([`MemoryLog::truncate_before`]) or a value change ([`MemoryLog::corrupt`]). An injected
-//! failure is a retryable [`Error::Backend`] whose source is [`MemoryError::Injected`].
+//! A test makes records vanish below an offset ([`MemoryLog::truncate_before`]) or a value
+//! change ([`MemoryLog::corrupt`]), and counts the appends ([`MemoryLog::appends`]). The log
+//! injects no failures of its own: a test wraps it (like any backend) in the test kit's
+//! `Faulty`, whose faults fail appends before or after writing, reads, reclaims, or every
+//! operation of an unreachable backend.
 //!
 //! [`StateLog`]: actionstate_core::StateLog
 //! [`StateLog::reclaim`]: actionstate_core::StateLog::reclaim
 //! [`LogIdentity`]: actionstate_core::LogIdentity
-//! [`Error::Backend`]: actionstate_core::Error::Backend
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod config;
 mod error;
-mod faults;
 mod log;
 mod open;
 mod read;
+mod tamper;
 
 pub use config::MemoryConfig;
 pub use error::{BACKEND, MemoryError};

@@ -1,8 +1,8 @@
 //! The [`StateLog`] contract on an in-memory log.
 
-use crate::error::MemoryError;
 use crate::open::{MemoryLog, Storage, lock};
 use actionstate_core::{Capabilities, Error, LogIdentity, Position, ReadBatch, StateLog, WireRecord};
+use std::sync::atomic::Ordering;
 
 impl StateLog for MemoryLog {
     fn identity(&self) -> &LogIdentity {
@@ -10,16 +10,11 @@ impl StateLog for MemoryLog {
     }
 
     async fn current_identity(&self) -> Result<LogIdentity, Error> {
-        self.check_down("metadata")?;
         Ok(Self::identity_of(&self.shared))
     }
 
     async fn append(&self, record: WireRecord) -> Result<Position, Error> {
-        self.check_down("append")?;
-        let (fail, lose) = self.count_append();
-        if fail {
-            return Err(MemoryError::Injected("append failed").during("append"));
-        }
+        self.shared.appends.fetch_add(1, Ordering::Relaxed);
         let mut st = lock(&self.shared.storage);
         if st.id != self.identity.id {
             return Err(Error::LogChanged { expected: self.identity.to_string(), found: st.id.clone() });
@@ -28,25 +23,18 @@ impl StateLog for MemoryLog {
         let p = &mut st.partitions[partition as usize];
         p.push((record.key, record.value));
         let offset = p.len() as u64 - 1;
-        if lose {
-            return Err(MemoryError::Injected("acknowledgement lost").during("append"));
-        }
         Ok(Position { partition, offset, exact: true })
     }
 
     async fn earliest_offsets(&self) -> Result<Vec<u64>, Error> {
-        self.check_down("list offsets")?;
         Ok(lock(&self.shared.storage).earliest.clone())
     }
 
     async fn end_offsets(&self) -> Result<Vec<u64>, Error> {
-        self.check_down("list offsets")?;
         Ok(lock(&self.shared.storage).partitions.iter().map(|p| p.len() as u64).collect())
     }
 
     async fn read(&self, partition: u32, from: u64, to: u64, max: usize) -> Result<ReadBatch, Error> {
-        self.check_down("read")?;
-        self.check_read()?;
         self.read_range(partition, from, to, max)
     }
 
@@ -55,8 +43,6 @@ impl StateLog for MemoryLog {
     }
 
     async fn reclaim(&self, before: &[u64]) -> Result<Vec<u64>, Error> {
-        self.check_down("reclaim")?;
-        self.check_reclaim()?;
         let mut st = lock(&self.shared.storage);
         let partitions = u32::try_from(st.partitions.len()).unwrap_or(u32::MAX);
         if before.len() != st.partitions.len() {

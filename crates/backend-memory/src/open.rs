@@ -1,5 +1,4 @@
-//! [`MemoryLog`], a handle on the records (and injected faults) every handle of one log
-//! shares, and making one.
+//! [`MemoryLog`], a handle on the records every handle of one log shares, and making one.
 
 use crate::error::BACKEND;
 use actionstate_core::LogIdentity;
@@ -17,19 +16,8 @@ pub(crate) struct Storage {
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) storage: Mutex<Storage>,
-    pub(crate) faults: Mutex<Faults>,
-}
-
-/// The failures injected into one log (shared by its handles); see the `faults` module.
-#[derive(Debug, Default)]
-pub(crate) struct Faults {
-    /// Appends so far (counted from 1).
-    pub(crate) appends: u64,
-    pub(crate) fail_append: Option<u64>,
-    pub(crate) lose_ack: Option<u64>,
-    pub(crate) fail_reads: bool,
-    pub(crate) fail_reclaims: bool,
-    pub(crate) down: bool,
+    /// Appends attempted so far.
+    pub(crate) appends: AtomicU64,
 }
 
 /// Numbers the logs of this process, so that no two logs (and no log and its recreation)
@@ -64,7 +52,7 @@ impl MemoryLog {
                 partitions: vec![Vec::new(); partitions.max(1) as usize],
                 earliest: vec![0; partitions.max(1) as usize],
             }),
-            faults: Mutex::new(Faults::default()),
+            appends: AtomicU64::new(0),
         });
         let identity = Self::identity_of(&shared);
         MemoryLog { shared, identity }

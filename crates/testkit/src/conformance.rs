@@ -8,25 +8,26 @@
 //! ```
 //! use actionstate_core::Error;
 //! use actionstate_memory::MemoryLog;
-//! use actionstate_testkit::conformance;
+//! use actionstate_testkit::{Faulty, conformance};
 //!
 //! struct MemoryHarness;
 //!
 //! impl conformance::Harness for MemoryHarness {
-//!     type Log = MemoryLog;
-//!     async fn fresh(&self, partitions: u32) -> Result<MemoryLog, Error> {
-//!         Ok(MemoryLog::new(partitions))
+//!     type Log = Faulty<MemoryLog>;
+//!     async fn fresh(&self, partitions: u32) -> Result<Self::Log, Error> {
+//!         Ok(Faulty::wrap(MemoryLog::new(partitions)))
 //!     }
-//!     async fn reopen(&self, log: MemoryLog) -> Result<MemoryLog, Error> {
-//!         Ok(log.reopen())
+//!     async fn reopen(&self, log: Self::Log) -> Result<Self::Log, Error> {
+//!         Ok(log.with_inner(log.inner().reopen()))
 //!     }
-//!     async fn recreate(&self, log: MemoryLog, partitions: u32) -> Result<MemoryLog, Error> {
-//!         log.recreate(partitions);
+//!     async fn recreate(&self, log: Self::Log, partitions: u32) -> Result<Self::Log, Error> {
+//!         log.inner().recreate(partitions);
 //!         Ok(log)
 //!     }
-//!     async fn unreachable(&self) -> Result<MemoryLog, Error> {
-//!         let log = MemoryLog::new(1);
-//!         log.set_down(true);
+//!     async fn unreachable(&self) -> Result<Self::Log, Error> {
+//!         // A log whose every operation fails, as a backend that cannot be reached.
+//!         let log = Faulty::wrap(MemoryLog::new(1));
+//!         log.faults().set_down(true);
 //!         Ok(log)
 //!     }
 //! }

@@ -8,6 +8,10 @@
 //! - [`services`]: finding the servers `cargo xtask services up` started (their env files), the
 //!   `ACTIONSTATE-SKIP` marker a test prints when none is configured, which `cargo xtask ci`
 //!   turns into a failure, and the server processes fault tests stop and restart;
+//! - [`Faulty`]: the one fault-injecting wrapper over any [`StateLog`](actionstate_core::StateLog),
+//!   driven by the [`Faults`] a test turns on (failed or unacknowledged appends, a budget of
+//!   appends, failed reads and reclaims, an unreachable backend, held appends, slow reads) or
+//!   by an [`Inject`]or of its own (the simulator's crash points);
 //! - [`scenarios`]: the checks every server backend's tests run beside the suite (an
 //!   unreachable server, a changed partition count, SASL, a recreated log, a read past the end),
 //!   and [`scenarios::LogCapture`] for what a client logs.
@@ -22,10 +26,12 @@
 #![warn(missing_docs)]
 
 pub mod conformance;
+mod faulty;
 #[cfg(test)]
 mod rejects;
 mod run;
 pub mod scenarios;
 pub mod services;
 
+pub use faulty::{FAULTY, Faults, Faulty, Hold, Inject, InjectedFault, Operation, SlowReads};
 pub use run::{join_all, within};
