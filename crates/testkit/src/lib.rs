@@ -12,6 +12,7 @@
 //!   driven by the [`Faults`] a test turns on (failed or unacknowledged appends, a budget of
 //!   appends, failed reads and reclaims, an unreachable backend, held appends, slow reads) or
 //!   by an [`Inject`]or of its own (the simulator's crash points);
+//! - [`Backend`]: the backends scenarios run on, and the server each needs (as data);
 //! - [`scenarios`]: the checks every server backend's tests run beside the suite (an
 //!   unreachable server, a changed partition count, SASL, a recreated log, a read past the end),
 //!   and [`scenarios::LogCapture`] for what a client logs.
@@ -25,6 +26,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod backend;
 pub mod conformance;
 mod faulty;
 #[cfg(test)]
@@ -33,5 +35,6 @@ mod run;
 pub mod scenarios;
 pub mod services;
 
+pub use backend::{Backend, Server};
 pub use faulty::{FAULTY, Faults, Faulty, Hold, Inject, InjectedFault, Operation, SlowReads};
 pub use run::{join_all, within};

@@ -122,14 +122,9 @@ async fn run<L: StateLog>(
 /// Number of states `process` records per input.
 pub(crate) const STATES_PER_ROUND: usize = 3;
 
-/// The backends store scenarios run on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Backend {
-    /// The in-memory test log.
-    Memory,
-    /// The embedded file backend.
-    File,
-}
+/// The backends store scenarios run on: [`Backend::Memory`] and [`Backend::File`] (the
+/// server backends run them in the integration tests).
+pub(crate) use actionstate_testkit::Backend;
 
 /// One log that survives "crashes": stores are dropped and new ones open the same records.
 #[derive(Debug)]
@@ -160,6 +155,7 @@ impl Env {
                 let config = LogConfig::File(actionstate_file::FileConfig::new(self.data_dir(), PARTITIONS));
                 actionstate_recovery::open(&config).await.unwrap()
             }
+            server => panic!("the store tests run on the embedded backends, not {}", server.name()),
         }
     }
 
