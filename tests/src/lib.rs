@@ -4,13 +4,11 @@
 //! on, simulated runs over a fresh log of each, and views of a run's ledger and log that the
 //! scenarios and the crash campaign assert on.
 //!
-//! The Kafka backend needs a broker: `KAFKA_BOOTSTRAP` in the environment, or
-//! `<workspace>/target/services/kafka.env` as `cargo xtask services up kafka` writes it. Tests
-//! on Kafka call [`kafka_available`] first, which prints the `ACTIONSTATE-SKIP` marker when no
-//! broker is configured (and panics instead when `ACTIONSTATE_REQUIRE_SERVICES` is set).
-//! The Fluss backend likewise needs a cluster: `FLUSS_BOOTSTRAP`, or
-//! `<workspace>/target/services/fluss.env` from `cargo xtask services up fluss`, checked by
-//! [`fluss_available`]. The fault tests that kill nodes of the three-node Kafka cluster find it
+//! A server backend needs its server: `KAFKA_BOOTSTRAP` (or `FLUSS_BOOTSTRAP`) in the
+//! environment, or `<workspace>/target/services/kafka.env` (`fluss.env`) as `cargo xtask
+//! services up kafka` (`fluss`) writes it. Tests on one call [`Backend::available`] first,
+//! which prints the `ACTIONSTATE-SKIP` marker when no server is configured (and panics instead
+//! when `ACTIONSTATE_REQUIRE_SERVICES` is set); [`Backend::bootstrap`] is its address. The fault tests that kill nodes of the three-node Kafka cluster find it
 //! through [`kafka3::Kafka3`].
 #![forbid(unsafe_code)]
 #![deny(clippy::unwrap_used)]
@@ -18,69 +16,25 @@
 pub mod kafka3;
 
 use actionstate_core::{ActionDigest, KeyId, LogRecord, RangeRead, StateKey, StateLog, codec};
+use actionstate_memory::MemoryLog;
 use actionstate_recovery::{AnyLog, LogConfig, StoreError};
 use actionstate_sim::agent::Kind;
 use actionstate_sim::{Ledger, LedgerEntry, LogSource, MemorySource, Outcome, RunPlan, Sim, SimConfig};
-use actionstate_testkit::MemoryLog;
-use actionstate_testkit::services::{self, Service};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::OnceLock;
 use tempfile::TempDir;
 
 /// Partitions of every log the tests open.
 pub const PARTITIONS: u32 = 4;
 
-/// A backend the scenarios run on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Backend {
-    /// The in-memory log of the test kit.
-    Memory,
-    /// The embedded file backend, in a temporary directory.
-    File,
-    /// A fresh topic on the Kafka broker the environment names (see [`kafka_bootstrap`]).
-    Kafka,
-    /// A fresh table on the Fluss cluster the environment names (see [`fluss_bootstrap`]).
-    Fluss,
-}
+pub use actionstate_testkit::Backend;
 
-impl Backend {
-    /// Every backend available without external services.
-    pub const ALL: [Backend; 2] = [Backend::Memory, Backend::File];
-
-    /// The backend's name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Backend::Memory => "memory",
-            Backend::File => "file",
-            Backend::Kafka => "kafka",
-            Backend::Fluss => "fluss",
-        }
+/// The URL of a fresh log of the server backend `backend` on its server at `bootstrap`.
+fn server_test_url(backend: Backend, bootstrap: &str) -> String {
+    match backend {
+        Backend::Kafka => kafka_test_url(bootstrap),
+        _ => fluss_test_url(bootstrap),
     }
-}
-
-/// The bootstrap address of the service `name` (settings prefix `prefix`), as
-/// [`Service::find`] finds it.
-fn service_bootstrap(name: &str, prefix: &str) -> Option<String> {
-    Service::find(name, prefix)?.get(&format!("{prefix}_BOOTSTRAP")).map(str::to_owned)
-}
-
-/// The Fluss cluster's bootstrap address: `FLUSS_BOOTSTRAP` from the environment, else from
-/// `<workspace>/target/services/fluss.env`; `None` when neither names one. Read once.
-pub fn fluss_bootstrap() -> Option<&'static str> {
-    static BOOTSTRAP: OnceLock<Option<String>> = OnceLock::new();
-    BOOTSTRAP.get_or_init(|| service_bootstrap("fluss", "FLUSS")).as_deref()
-}
-
-/// Whether a Fluss cluster is configured for `test`. When none is, prints the
-/// `ACTIONSTATE-SKIP` marker and returns `false`, or panics if `ACTIONSTATE_REQUIRE_SERVICES`
-/// is set.
-pub fn fluss_available(test: &str) -> bool {
-    if fluss_bootstrap().is_some() {
-        return true;
-    }
-    services::skip("fluss", test);
-    false
 }
 
 /// The database the tests' Fluss tables live in.
@@ -99,23 +53,6 @@ pub fn fluss_table_url(bootstrap: &str, table: &str) -> String {
         "fluss://{bootstrap}/{FLUSS_DATABASE}/{table}?buckets={PARTITIONS}\
          &delivery_timeout=20s&read_stall_timeout=10s&request_timeout=15s"
     )
-}
-
-/// The Kafka broker's bootstrap address: `KAFKA_BOOTSTRAP` from the environment, else from
-/// `<workspace>/target/services/kafka.env`; `None` when neither names one. Read once.
-pub fn kafka_bootstrap() -> Option<&'static str> {
-    static BOOTSTRAP: OnceLock<Option<String>> = OnceLock::new();
-    BOOTSTRAP.get_or_init(|| service_bootstrap("kafka", "KAFKA")).as_deref()
-}
-
-/// Whether a Kafka broker is configured for `test`. When none is, prints the `ACTIONSTATE-SKIP`
-/// marker and returns `false`, or panics if `ACTIONSTATE_REQUIRE_SERVICES` is set.
-pub fn kafka_available(test: &str) -> bool {
-    if kafka_bootstrap().is_some() {
-        return true;
-    }
-    services::skip("kafka", test);
-    false
 }
 
 /// The URL of a fresh, uniquely named topic of [`PARTITIONS`] partitions on the configured
@@ -164,17 +101,9 @@ impl Env {
                 let url = format!("file:{}?partitions={PARTITIONS}", dir.path().join("log").display());
                 (Some(dir), Some(log_config(&url)))
             }
-            Backend::Fluss => {
-                let bootstrap = fluss_bootstrap().ok_or_else(|| {
-                    missing("no Fluss cluster configured (FLUSS_BOOTSTRAP or target/services/fluss.env)")
-                })?;
-                (None, Some(log_config(&fluss_test_url(bootstrap))))
-            }
-            Backend::Kafka => {
-                let bootstrap = kafka_bootstrap().ok_or_else(|| {
-                    missing("no Kafka broker configured (KAFKA_BOOTSTRAP or target/services/kafka.env)")
-                })?;
-                (None, Some(log_config(&kafka_test_url(bootstrap))))
+            Backend::Kafka | Backend::Fluss => {
+                let bootstrap = backend.bootstrap().ok_or_else(|| missing(&backend.missing()))?;
+                (None, Some(log_config(&server_test_url(backend, bootstrap))))
             }
         };
         Ok(Env { backend, memory: MemoryLog::new(PARTITIONS), _dir: dir, log })

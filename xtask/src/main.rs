@@ -384,7 +384,7 @@ fn bench(what: Option<&str>, on: Option<&str>) -> Result<()> {
             let kafka = services::up_kafka().context("starting the Kafka broker for the soak")?;
             let url = format!(
                 "kafka://{}/actionstate-soak-{}?replication=1&topic.segment.bytes=1048576",
-                kafka.bootstrap,
+                kafka.client.bootstrap,
                 std::process::id()
             );
             let log_dir = services::kafka_log_dir()?;
@@ -410,7 +410,8 @@ fn bench(what: Option<&str>, on: Option<&str>) -> Result<()> {
         Some("soak") => bail!("usage: cargo xtask bench soak [kafka]"),
         Some("kafka") => {
             let kafka = services::up_kafka().context("starting the Kafka broker for the benchmark")?;
-            let measured = bench_on("kafka", &format!("kafka://{}/actionstate-bench?replication=1", kafka.bootstrap));
+            let measured =
+                bench_on("kafka", &format!("kafka://{}/actionstate-bench?replication=1", kafka.client.bootstrap));
             let stopped = services::down_kafka();
             measured?;
             stopped.context("stopping the Kafka broker")?;
@@ -425,7 +426,7 @@ fn bench(what: Option<&str>, on: Option<&str>) -> Result<()> {
         }
         Some("fluss") => {
             let env = fluss::up_fluss().context("starting the Fluss cluster for the benchmark")?;
-            let measured = bench_on("fluss", &format!("fluss://{}/actionstate_bench/bench", env.bootstrap));
+            let measured = bench_on("fluss", &format!("fluss://{}/actionstate_bench/bench", env.client.bootstrap));
             let stopped = fluss::down_fluss();
             measured?;
             stopped.context("stopping the Fluss cluster")

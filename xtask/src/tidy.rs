@@ -51,6 +51,9 @@ fn pure_crates_have_only_allowed_dependencies() {
         ("crates/state-index/Cargo.toml", &["actionstate-core"]),
         // The test kit: core and std only, so that every backend can dev-depend on it.
         ("crates/testkit/Cargo.toml", &["actionstate-core"]),
+        // The in-memory backend: no I/O and no runtime either, so that the binary's demo and
+        // every test can link it.
+        ("crates/backend-memory/Cargo.toml", &["actionstate-core"]),
     ];
     for (manifest, allow) in allowed {
         for dep in dependencies(&read(&root().join(manifest))) {

@@ -1,7 +1,9 @@
 //! [`FlussConfig`]: where the log lives and how the client reaches it (its URL grammar is in
 //! `url`).
 
+use crate::FlussLog;
 use actionstate_core::url::SecretSource;
+use actionstate_core::{BackendConfig, Error as CoreError};
 use fluss::config::Config;
 use std::fmt;
 use std::time::Duration;
@@ -203,5 +205,33 @@ impl fmt::Display for FlussConfig {
             write!(f, "?{}", params.join("&"))?;
         }
         Ok(())
+    }
+}
+
+/// The Fluss backend as `actionstate-recovery` chooses it by a log URL's scheme; its
+/// partitions are the table's buckets.
+impl BackendConfig for FlussConfig {
+    type Log = FlussLog;
+    const SCHEME: &'static str = "fluss";
+    const URL_FORM: &'static str = "fluss://HOST:PORT/DATABASE/TABLE";
+
+    fn from_url(url: &str) -> Result<Self, CoreError> {
+        FlussConfig::from_url(url)
+    }
+
+    fn read_only(self) -> Self {
+        FlussConfig { read_only: true, ..self }
+    }
+
+    fn with_partitions(self, buckets: u32) -> Self {
+        FlussConfig { buckets, ..self }
+    }
+
+    fn partitions(&self) -> u32 {
+        self.buckets
+    }
+
+    fn open(&self) -> impl Future<Output = Result<FlussLog, CoreError>> + Send {
+        FlussLog::open(self.clone())
     }
 }

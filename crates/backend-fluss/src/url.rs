@@ -4,8 +4,9 @@ use crate::{FlussConfig, Security};
 use actionstate_core::Error as CoreError;
 use actionstate_core::url::LogUrl;
 
-/// Buckets of a table created from a URL without `buckets=N`.
-pub const DEFAULT_BUCKETS: u32 = 8;
+/// Buckets of a table created from a URL without `buckets=N`: the partitions of every
+/// backend's log created without a count.
+pub const DEFAULT_BUCKETS: u32 = actionstate_core::DEFAULT_PARTITIONS;
 
 impl FlussConfig {
     /// The configuration a log URL names:

@@ -20,6 +20,7 @@ use actionstate_core::{Error, KeyId, Marker, StateLog, WireRecord};
 use actionstate_fluss::retention::{self, RetentionProblem};
 use actionstate_fluss::{FlussConfig, FlussError, FlussLog, Security, bucket};
 use actionstate_testkit::conformance;
+use actionstate_testkit::scenarios::{self, LogCapture};
 use actionstate_testkit::services::{self, Service};
 use fluss::metadata::{
     AlterConfig, AlterConfigOpType, AlterTableChanges, DataTypes, Schema, TableDescriptor, TablePath,
@@ -31,23 +32,10 @@ use std::time::{Duration, Instant};
 /// The database every test table lives in.
 const DATABASE: &str = "actionstate_tests";
 
-/// The cluster's settings (`FLUSS_BOOTSTRAP`, `FLUSS_SASL_*`).
-#[derive(Debug, Clone)]
-struct Cluster(Service);
-
-impl Cluster {
-    fn get(&self, key: &str) -> Option<String> {
-        self.0.get(key).map(str::to_owned)
-    }
-
-    fn bootstrap(&self) -> String {
-        self.get("FLUSS_BOOTSTRAP").unwrap()
-    }
-}
-
-/// The configured cluster, or `None` after printing the skip marker.
-fn cluster(test: &str) -> Option<Cluster> {
-    Service::require("fluss", "FLUSS", test).map(Cluster)
+/// The configured cluster (`FLUSS_BOOTSTRAP`, `FLUSS_SASL_*`), or `None` after printing the
+/// skip marker.
+fn cluster(test: &str) -> Option<Service> {
+    Service::require("fluss", "FLUSS", test)
 }
 
 fn unique_table(prefix: &str) -> String {
@@ -65,7 +53,7 @@ fn test_config(bootstrap: &str, table: &str, buckets: u32) -> FlussConfig {
 /// Conformance harness: each fresh log is a new table on the shared cluster.
 #[derive(Debug)]
 struct FlussHarness {
-    cluster: Cluster,
+    cluster: Service,
 }
 
 async fn drop_table(log: &FlussLog) {
@@ -77,7 +65,7 @@ impl conformance::Harness for FlussHarness {
     type Log = FlussLog;
 
     async fn fresh(&self, buckets: u32) -> Result<FlussLog, Error> {
-        FlussLog::open(test_config(&self.cluster.bootstrap(), &unique_table("conformance"), buckets)).await
+        FlussLog::open(test_config(self.cluster.bootstrap(), &unique_table("conformance"), buckets)).await
     }
 
     async fn reopen(&self, log: FlussLog) -> Result<FlussLog, Error> {
@@ -91,17 +79,7 @@ impl conformance::Harness for FlussHarness {
         drop_table(&log).await;
         drop(log);
         config.buckets = buckets;
-        let started = Instant::now();
-        loop {
-            match FlussLog::open(config.clone()).await {
-                Ok(log) => return Ok(log),
-                Err(e) if started.elapsed() < Duration::from_secs(60) => {
-                    eprintln!("recreate: {e}; retrying");
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                }
-                Err(e) => return Err(e),
-            }
-        }
+        scenarios::retry_for(Duration::from_secs(60), "recreate", || FlussLog::open(config.clone())).await
     }
 
     async fn unreachable(&self) -> Result<FlussLog, Error> {
@@ -135,7 +113,7 @@ async fn bucket_contents(log: &FlussLog, bucket: u32) -> Vec<(u64, Vec<u8>, Vec<
 async fn bucket_function_matches_the_cluster() {
     let Some(cluster) = cluster("bucket-function") else { return };
     const BUCKETS: u32 = 7;
-    let log = FlussLog::open(test_config(&cluster.bootstrap(), &unique_table("buckets"), BUCKETS)).await.unwrap();
+    let log = FlussLog::open(test_config(cluster.bootstrap(), &unique_table("buckets"), BUCKETS)).await.unwrap();
 
     // Raw rows: the bucket-key column holds `column`, state_key repeats it so the scan can
     // tell which row it sees.
@@ -189,7 +167,7 @@ async fn bucket_function_matches_the_cluster() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn append_offsets_are_lower_bounds_and_exact_for_a_single_writer() {
     let Some(cluster) = cluster("offsets") else { return };
-    let config = test_config(&cluster.bootstrap(), &unique_table("offsets"), 2);
+    let config = test_config(cluster.bootstrap(), &unique_table("offsets"), 2);
     let log = FlussLog::open(config.clone()).await.unwrap();
     let other = FlussLog::open(config).await.unwrap();
     let key = KeyId::of(b"offsets");
@@ -225,26 +203,15 @@ async fn append_offsets_are_lower_bounds_and_exact_for_a_single_writer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_cluster_fails_within_seconds_and_is_retryable() {
     let Some(cluster) = cluster("unreachable") else { return };
-    let started = Instant::now();
-    let err = conformance::Harness::unreachable(&FlussHarness { cluster }).await.unwrap_err();
-    let took = started.elapsed();
-    eprintln!("unreachable after {took:?}: {err}");
-    assert!(took < Duration::from_secs(10), "took {took:?}: {err}");
-    assert!(err.is_retryable(), "an unreachable cluster should be retryable: {err}");
-    assert!(err.to_string().contains("127.0.0.1:1"), "the error does not name the cluster: {err}");
+    scenarios::assert_unreachable_fails_fast(&FlussHarness { cluster }, "cluster").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn existing_table_with_other_bucket_count_is_refused() {
     let Some(cluster) = cluster("buckets-changed") else { return };
     let table = unique_table("buckets_changed");
-    let log = FlussLog::open(test_config(&cluster.bootstrap(), &table, 2)).await.unwrap();
-    assert_eq!(log.identity().partitions, 2);
-    assert_eq!(log.identity().backend, "fluss");
-    let err = FlussLog::open(test_config(&cluster.bootstrap(), &table, 3)).await.unwrap_err();
-    eprintln!("{err}");
-    assert!(err.to_string().contains("has 2 buckets, configured 3"), "{err}");
-    assert!(!err.is_retryable());
+    let open = |buckets| FlussLog::open(test_config(cluster.bootstrap(), &table, buckets));
+    scenarios::assert_changed_partition_count_is_refused(open, "fluss", "buckets").await;
 }
 
 /// A table the log creates gets the configured replication factor as its
@@ -252,14 +219,14 @@ async fn existing_table_with_other_bucket_count_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn created_tables_take_the_configured_replication() {
     let Some(cluster) = cluster("replication") else { return };
-    let mut config = test_config(&cluster.bootstrap(), &unique_table("replication"), 2);
+    let mut config = test_config(cluster.bootstrap(), &unique_table("replication"), 2);
     config.replication = Some(1);
     let log = FlussLog::open(config).await.unwrap();
     let properties = log.table_info().get_properties();
     assert_eq!(properties.get("table.replication.factor").map(String::as_str), Some("1"), "{properties:?}");
     drop_table(&log).await;
 
-    let mut config = test_config(&cluster.bootstrap(), &unique_table("replication"), 2);
+    let mut config = test_config(cluster.bootstrap(), &unique_table("replication"), 2);
     config.replication = Some(1000);
     let err = FlussLog::open(config).await.unwrap_err();
     assert!(err.to_string().contains("Replication factor: 1000"), "{err}");
@@ -270,53 +237,31 @@ async fn recreated_table_with_the_same_buckets_is_a_changed_log() {
     let Some(cluster) = cluster("recreated-table") else { return };
     let harness = FlussHarness { cluster };
     let log = conformance::Harness::fresh(&harness, 2).await.unwrap();
-    let old = log.identity().clone();
-    assert_eq!(old.id.split('/').count(), 3, "identity {old} carries database, table and table id");
-    for n in 0..3u8 {
-        log.append(WireRecord { key_id: KeyId::of(&[n]), key: vec![n], value: vec![n] }).await.unwrap();
-    }
-    let marker = Marker::new(old.clone(), log.end_offsets().await.unwrap());
-
-    // Dropped under a running handle: reported by current_identity.
-    drop_table(&log).await;
-    let err = log.current_identity().await.unwrap_err();
-    eprintln!("dropped table: {err}");
-    assert!(err.to_string().contains("does not exist"), "{err}");
-
-    let config = log.config().clone();
-    drop(log);
-    let log = FlussLog::open(config).await.unwrap();
-    let new = log.identity().clone();
-    eprintln!("before: {old}\nafter:  {new}");
-    assert_eq!(new.partitions, old.partitions);
-    assert_ne!(new.id, old.id, "a recreated table must have another identity");
-    for n in 0..3u8 {
-        log.append(WireRecord { key_id: KeyId::of(&[n]), key: vec![n], value: vec![n] }).await.unwrap();
-    }
-    let current = log.current_identity().await.unwrap();
-    let err = marker
-        .validate(&current, &log.earliest_offsets().await.unwrap(), &log.end_offsets().await.unwrap())
-        .unwrap_err();
-    eprintln!("old marker on the recreated table: {err}");
-    assert!(matches!(err, Error::LogChanged { .. }), "{err}");
+    // The identity carries database, table and table id.
+    let recreate = |log: FlussLog| async move {
+        // Dropped under a running handle: reported by current_identity.
+        drop_table(&log).await;
+        let err = log.current_identity().await.unwrap_err();
+        eprintln!("dropped table: {err}");
+        assert!(err.to_string().contains("does not exist"), "{err}");
+        let config = log.config().clone();
+        drop(log);
+        FlussLog::open(config).await.unwrap()
+    };
+    scenarios::assert_recreated_log_is_changed(log, "table", recreate).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_name_bucket_and_offset_when_they_stall() {
     let Some(cluster) = cluster("read-stall") else { return };
-    let mut config = test_config(&cluster.bootstrap(), &unique_table("stall"), 1);
+    let mut config = test_config(cluster.bootstrap(), &unique_table("stall"), 1);
     config.read_stall_timeout = Duration::from_secs(2);
     let log = FlussLog::open(config).await.unwrap();
     for n in 0..3u8 {
         log.append(WireRecord { key_id: KeyId::of(b"s"), key: vec![n], value: vec![n] }).await.unwrap();
     }
     // A range reaching past the end returns what exists, then fails naming the offset.
-    let batch = log.read(0, 0, 6, 10).await.unwrap();
-    assert_eq!(batch.records.iter().map(|r| r.offset).collect::<Vec<_>>(), vec![0, 1, 2]);
-    assert_eq!(batch.next, 3);
-    let err = log.read(0, 3, 6, 10).await.unwrap_err();
-    eprintln!("read past the end: {err}");
-    assert!(err.to_string().contains("bucket 0") && err.to_string().contains("offset 3"), "{err}");
+    let err = scenarios::assert_read_past_the_end_fails(&log, 0, 0, 3, "bucket").await;
     assert!(err.is_retryable());
     let err = log.read(1, 0, 1, 10).await.unwrap_err();
     assert!(err.to_string().contains("bucket 1 out of range"), "{err}");
@@ -326,31 +271,23 @@ async fn reads_name_bucket_and_offset_when_they_stall() {
 fn debug_hides_the_password() {
     let mut c = FlussConfig::new("b:9123", "db", "t", 1);
     c.security = Some(Security::sasl_plain("user", "hunter2-secret"));
-    let text = format!("{c:?}");
-    assert!(!text.contains("hunter2-secret"), "{text}");
-    assert!(text.contains("***") && text.contains("user"), "{text}");
+    scenarios::assert_debug_hides(&format!("{c:?}"), "user", &["hunter2-secret"]);
 }
 
-fn sasl_config(cluster: &Cluster, table: &str, password: &str) -> Option<FlussConfig> {
-    let bootstrap = cluster.get("FLUSS_SASL_BOOTSTRAP")?;
-    let username = cluster.get("FLUSS_SASL_USERNAME")?;
-    let mut c = test_config(&bootstrap, table, 2);
-    c.security = Some(Security::sasl_plain(username, password));
+fn sasl_config(cluster: &Service, table: &str, password: &str) -> Option<FlussConfig> {
+    let sasl = cluster.sasl()?;
+    let mut c = test_config(&sasl.bootstrap, table, 2);
+    c.security = Some(Security::sasl_plain(sasl.username, password));
     Some(c)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sasl_plain_round_trip() {
     let Some(cluster) = cluster("sasl") else { return };
-    let password = cluster.get("FLUSS_SASL_PASSWORD").expect("FLUSS_SASL_PASSWORD");
+    let password = cluster.sasl().expect("FLUSS_SASL_*").password;
     let config = sasl_config(&cluster, &unique_table("sasl"), &password).expect("FLUSS_SASL_BOOTSTRAP");
     let log = FlussLog::open(config).await.unwrap();
-    let record = WireRecord { key_id: KeyId::of(b"sasl-key"), key: b"k".to_vec(), value: b"v".to_vec() };
-    let p = log.append(record.clone()).await.unwrap();
-    let end = log.end_offsets().await.unwrap()[p.partition as usize];
-    let batch = log.read(p.partition, p.offset, end, 10).await.unwrap();
-    assert_eq!(batch.records.len(), 1);
-    assert_eq!((batch.records[0].key.as_slice(), batch.records[0].value.as_slice()), (&b"k"[..], &b"v"[..]));
+    scenarios::assert_round_trip(&log).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -360,12 +297,8 @@ async fn sasl_wrong_password_fails_with_authentication_error() {
         sasl_config(&cluster, &unique_table("sasl_bad"), "not-the-password").expect("FLUSS_SASL_BOOTSTRAP");
     config.request_timeout = Duration::from_secs(5);
     let started = Instant::now();
-    let err = FlussLog::open(config).await.unwrap_err();
-    let text = err.to_string();
-    eprintln!("wrong password after {:?}: {text}", started.elapsed());
-    assert!(text.to_lowercase().contains("authentication"), "not an authentication error: {text}");
-    assert!(!err.is_retryable(), "a rejected password is not retryable: {text}");
-    assert!(!text.contains("not-the-password"), "the error shows the password: {text}");
+    let text = scenarios::assert_wrong_password_refused(FlussLog::open(config).await, "not-the-password");
+    eprintln!("refused after {:?}", started.elapsed());
     assert!(text.contains("`username=`") && text.contains("`password_env=`"), "{text}");
 }
 
@@ -373,7 +306,7 @@ async fn sasl_wrong_password_fails_with_authentication_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sasl_listener_without_credentials_names_the_url_parameters() {
     let Some(cluster) = cluster("sasl-no-credentials") else { return };
-    let bootstrap = cluster.get("FLUSS_SASL_BOOTSTRAP").expect("FLUSS_SASL_BOOTSTRAP");
+    let bootstrap = cluster.sasl().expect("FLUSS_SASL_*").bootstrap;
     let mut config = test_config(&bootstrap, &unique_table("sasl_none"), 2);
     config.request_timeout = Duration::from_secs(5);
     let err = FlussLog::open(config).await.unwrap_err();
@@ -392,10 +325,10 @@ async fn a_sasl_listener_without_credentials_names_the_url_parameters() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_only_open_creates_and_writes_nothing() {
     let Some(cluster) = cluster("read-only") else { return };
-    let helper = FlussLog::open(test_config(&cluster.bootstrap(), &unique_table("ro_helper"), 1)).await.unwrap();
+    let helper = FlussLog::open(test_config(cluster.bootstrap(), &unique_table("ro_helper"), 1)).await.unwrap();
     let admin = helper.connection().get_admin().unwrap();
     let read_only = |database: &str, table: &str| {
-        let mut c = test_config(&cluster.bootstrap(), table, 8);
+        let mut c = test_config(cluster.bootstrap(), table, 8);
         c.database = database.to_owned();
         c.read_only = true;
         c
@@ -414,7 +347,7 @@ async fn a_read_only_open_creates_and_writes_nothing() {
     let table = unique_table("ro_ttl");
     create_table_without_a_log_ttl(&helper, &table, 2).await;
     let writer = {
-        let mut c = test_config(&cluster.bootstrap(), &table, 2);
+        let mut c = test_config(cluster.bootstrap(), &table, 2);
         c.log_ttl = Some(retention::DEFAULT_LOG_TTL);
         FlussLog::open(c).await.unwrap()
     };
@@ -424,14 +357,13 @@ async fn a_read_only_open_creates_and_writes_nothing() {
     let path = TablePath::new(DATABASE, table.as_str());
     let before = admin.get_table_info(&path).await.unwrap();
 
-    let logged = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
-    let sink = logged.clone();
-    let subscriber = tracing_subscriber::fmt().with_writer(move || Capture(sink.clone())).finish();
+    let logged = LogCapture::new();
+    let subscriber = tracing_subscriber::fmt().with_writer(logged.writer()).finish();
     let log = {
         let _guard = tracing::subscriber::set_default(subscriber);
         FlussLog::open(read_only(DATABASE, &table)).await.unwrap()
     };
-    let logged = String::from_utf8_lossy(&logged.lock().unwrap()).into_owned();
+    let logged = logged.text();
     assert!(
         logged.contains("WARN") && logged.contains("table.log.ttl") && logged.contains("may already be gone"),
         "{logged}"
@@ -448,19 +380,6 @@ async fn a_read_only_open_creates_and_writes_nothing() {
     assert_eq!(writer.end_offsets().await.unwrap(), ends);
     drop_table(&writer).await;
     drop_table(&helper).await;
-}
-
-/// A `tracing` writer into a shared buffer.
-struct Capture(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Capture {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 /// The `FlussError` inside an error of the log, if there is one.
@@ -497,11 +416,11 @@ async fn create_table_without_a_log_ttl(log_on_cluster: &FlussLog, table: &str, 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_table_with_the_default_log_ttl_is_refused_unless_its_ttl_is_accepted() {
     let Some(cluster) = cluster("default-log-ttl") else { return };
-    let helper = FlussLog::open(test_config(&cluster.bootstrap(), &unique_table("ttl_helper"), 1)).await.unwrap();
+    let helper = FlussLog::open(test_config(cluster.bootstrap(), &unique_table("ttl_helper"), 1)).await.unwrap();
     let table = unique_table("default_ttl");
     create_table_without_a_log_ttl(&helper, &table, 2).await;
 
-    let mut config = test_config(&cluster.bootstrap(), &table, 2);
+    let mut config = test_config(cluster.bootstrap(), &table, 2);
     let err = FlussLog::open(config.clone()).await.unwrap_err();
     let text = err.to_string();
     eprintln!("default TTL: {text}");
@@ -559,7 +478,7 @@ async fn a_table_with_the_default_log_ttl_is_refused_unless_its_ttl_is_accepted(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn created_tables_delete_by_age_only_what_the_configuration_accepts() {
     let Some(cluster) = cluster("created-log-ttl") else { return };
-    let config = test_config(&cluster.bootstrap(), &unique_table("no_ttl"), 1);
+    let config = test_config(cluster.bootstrap(), &unique_table("no_ttl"), 1);
     let log = FlussLog::open(config.clone()).await.unwrap();
     let property = |log: &FlussLog| log.table_info().get_properties().get(retention::LOG_TTL_PROPERTY).cloned();
     assert_eq!(property(&log).as_deref(), Some("0 ms"));
@@ -571,7 +490,7 @@ async fn created_tables_delete_by_age_only_what_the_configuration_accepts() {
     drop_table(&log).await;
 
     let hour = Duration::from_secs(3600);
-    let mut config = test_config(&cluster.bootstrap(), &unique_table("hour_ttl"), 1);
+    let mut config = test_config(cluster.bootstrap(), &unique_table("hour_ttl"), 1);
     config.log_ttl = Some(hour);
     let log = FlussLog::open(config.clone()).await.unwrap();
     assert_eq!(property(&log).as_deref(), Some("3600000 ms"));
@@ -607,7 +526,7 @@ const MAX_TIERING_TASK_INTERVAL: Duration = Duration::from_secs(5);
 
 /// The cluster's tiering settings, or `None` after the skip marker (a failure under
 /// `ACTIONSTATE_REQUIRE_SERVICES`) when they are not declared or are too large for a test.
-fn tiering(cluster: &Cluster, test: &str) -> Option<Tiering> {
+fn tiering(cluster: &Service, test: &str) -> Option<Tiering> {
     let number = |key: &str| cluster.get(key).and_then(|v| v.parse::<u64>().ok());
     let segment_bytes = number("FLUSS_LOG_SEGMENT_BYTES");
     let task_interval = number("FLUSS_REMOTE_LOG_TASK_INTERVAL_MS").map(Duration::from_millis);
@@ -618,7 +537,7 @@ fn tiering(cluster: &Cluster, test: &str) -> Option<Tiering> {
             Some(Tiering { segment_bytes, task_interval })
         }
         _ => {
-            let declared = |key: &str| format!("{key}={}", cluster.get(key).unwrap_or_else(|| "(unset)".to_owned()));
+            let declared = |key: &str| format!("{key}={}", cluster.get(key).unwrap_or("(unset)"));
             services::skip_because(
                 "fluss",
                 test,
@@ -627,7 +546,7 @@ fn tiering(cluster: &Cluster, test: &str) -> Option<Tiering> {
                      log.segment.file-size (at most {MAX_TIERING_SEGMENT_BYTES} bytes) and \
                      remote.log.task-interval-duration (at most {} ms) declared there, as cargo xtask services up \
                      fluss does",
-                    cluster.0.source,
+                    cluster.source,
                     declared("FLUSS_LOG_SEGMENT_BYTES"),
                     declared("FLUSS_REMOTE_LOG_TASK_INTERVAL_MS"),
                     MAX_TIERING_TASK_INTERVAL.as_millis()
@@ -665,10 +584,10 @@ async fn segments_expire_only_under_an_accepted_ttl_and_older_markers_are_data_l
     let Some(cluster) = cluster(TEST) else { return };
     let Some(tiering) = tiering(&cluster, TEST) else { return };
     let bootstrap = cluster.bootstrap();
-    let mut config = test_config(&bootstrap, &unique_table("ttl_second"), 1);
+    let mut config = test_config(bootstrap, &unique_table("ttl_second"), 1);
     config.log_ttl = Some(Duration::from_secs(1));
     let expiring = FlussLog::open(config).await.unwrap();
-    let kept = FlussLog::open(test_config(&bootstrap, &unique_table("ttl_none"), 1)).await.unwrap();
+    let kept = FlussLog::open(test_config(bootstrap, &unique_table("ttl_none"), 1)).await.unwrap();
     let markers: Vec<Marker> = vec![
         Marker::new(expiring.identity().clone(), expiring.end_offsets().await.unwrap()),
         Marker::new(kept.identity().clone(), kept.end_offsets().await.unwrap()),

@@ -19,36 +19,34 @@
 
 use actionstate_fluss::{FlussConfig, FlussLog};
 use actionstate_sim::faults;
-use actionstate_testkit::services::{self, ServerProcess, Service};
+use actionstate_testkit::services::ServerRole;
 use std::time::Duration;
 
 const DELIVERY_TIMEOUT: Duration = Duration::from_secs(5);
 const BUCKETS: u32 = 4;
 
+/// The tablet server of the cluster `cargo xtask services up fluss` started.
+const TABLET: ServerRole<'static> = ServerRole {
+    service: "fluss",
+    prefix: "FLUSS",
+    started: "cluster",
+    pid_var: "FLUSS_TABLET_PID",
+    main_class: "org.apache.fluss.server.tablet.TabletServer",
+    log_file: "tablet.log",
+    pid_file: "tablet.pid",
+};
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tablet_server_stop_during_puts_loses_no_acknowledged_state() {
     // The cluster xtask started, not just any bootstrap address: the test restarts a process.
-    let Some(env_file) = services::env_file("fluss").filter(|f| f.exists()) else {
-        services::skip("fluss", "tablet-stop: no cluster started by `cargo xtask services up fluss`");
-        return;
-    };
-    let Some(env) = Service::find("fluss", "FLUSS") else {
-        services::skip("fluss", "tablet-stop");
-        return;
-    };
-    let bootstrap = env.get("FLUSS_BOOTSTRAP").unwrap().to_owned();
-    let pid = env.get("FLUSS_TABLET_PID").unwrap().parse().unwrap();
-    let tablet = ServerProcess::of(pid, "org.apache.fluss.server.tablet.TabletServer").unwrap();
+    let Some(tablet) = TABLET.find("tablet-stop") else { return };
+    let tablet = tablet.unwrap();
 
     let table = format!("tablet_stop_{}", uuid::Uuid::new_v4().simple());
-    let mut config = FlussConfig::new(&bootstrap, "actionstate_tests", &table, BUCKETS);
+    let mut config = FlussConfig::new(tablet.service.bootstrap(), "actionstate_tests", &table, BUCKETS);
     config.delivery_timeout = DELIVERY_TIMEOUT;
     config.request_timeout = Duration::from_secs(10);
     config.read_stall_timeout = Duration::from_secs(10);
     let open = move || FlussLog::open(config.clone());
-    let restart = move |tablet: &ServerProcess| {
-        let dir = tablet.dir();
-        tablet.restart(&dir.join("tablet.log"), &dir.join("tablet.pid"), &env_file, "FLUSS_TABLET_PID")
-    };
-    faults::server_stop_during_puts("tablet", open, tablet, restart, DELIVERY_TIMEOUT).await;
+    faults::server_stop_during_puts("tablet", open, tablet.process.clone(), tablet.restarter(), DELIVERY_TIMEOUT).await;
 }

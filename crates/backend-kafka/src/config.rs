@@ -1,14 +1,12 @@
 //! [`KafkaConfig`]: where the log lives, how clients reach it, and its URL grammar.
 
-use actionstate_core::Error as CoreError;
+use crate::KafkaLog;
 use actionstate_core::url::{LogUrl, SecretSource};
+use actionstate_core::{BackendConfig, DEFAULT_PARTITIONS, Error as CoreError};
 use rdkafka::config::ClientConfig;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
-
-/// Partitions of a topic created from a URL without `partitions=N`.
-pub const DEFAULT_PARTITIONS: u32 = 8;
 
 /// How clients authenticate: passed to librdkafka as `security.protocol`, `sasl.mechanism`,
 /// `sasl.username` and `sasl.password`. `Debug` prints the password as `***`.
@@ -358,6 +356,33 @@ impl KafkaConfig {
         }
         url.finish()?;
         Ok(config)
+    }
+}
+
+/// The Kafka backend as `actionstate-recovery` chooses it by a log URL's scheme.
+impl BackendConfig for KafkaConfig {
+    type Log = KafkaLog;
+    const SCHEME: &'static str = "kafka";
+    const URL_FORM: &'static str = "kafka://HOST:PORT/TOPIC";
+
+    fn from_url(url: &str) -> Result<Self, CoreError> {
+        KafkaConfig::from_url(url)
+    }
+
+    fn read_only(self) -> Self {
+        KafkaConfig { read_only: true, ..self }
+    }
+
+    fn with_partitions(self, partitions: u32) -> Self {
+        KafkaConfig { partitions, ..self }
+    }
+
+    fn partitions(&self) -> u32 {
+        self.partitions
+    }
+
+    fn open(&self) -> impl Future<Output = Result<KafkaLog, CoreError>> + Send {
+        KafkaLog::open(self.clone())
     }
 }
 

@@ -125,7 +125,9 @@ pub use error::KafkaError;
 use error::{LogContext, read_only, with_operation};
 use read::Reader;
 
-pub use config::{DEFAULT_PARTITIONS, KafkaConfig, Security};
+/// Partitions of a topic created from a URL without `partitions=N`.
+pub use actionstate_core::DEFAULT_PARTITIONS;
+pub use config::{KafkaConfig, Security};
 
 use actionstate_core::{
     Capabilities, Error as CoreError, LogIdentity, Position, ReadBatch, RecordKind, StateLog, WireRecord, codec,

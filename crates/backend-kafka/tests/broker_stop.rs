@@ -20,37 +20,36 @@
 
 use actionstate_kafka::{KafkaConfig, KafkaLog};
 use actionstate_sim::faults;
-use actionstate_testkit::services::{self, ServerProcess, Service};
+use actionstate_testkit::services::ServerRole;
 use std::time::Duration;
 
 const DELIVERY_TIMEOUT: Duration = Duration::from_secs(5);
 const PARTITIONS: u32 = 4;
 
+/// The broker `cargo xtask services up kafka` started.
+const BROKER: ServerRole<'static> = ServerRole {
+    service: "kafka",
+    prefix: "KAFKA",
+    started: "broker",
+    pid_var: "KAFKA_PID",
+    main_class: "kafka.Kafka",
+    log_file: "broker.log",
+    pid_file: "kafka.pid",
+};
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn broker_stop_during_puts_loses_no_acknowledged_state() {
     // The broker xtask started, not just any bootstrap address: the test restarts its process.
-    let Some(env_file) = services::env_file("kafka").filter(|f| f.exists()) else {
-        services::skip("kafka", "broker-stop: no broker started by `cargo xtask services up kafka`");
-        return;
-    };
-    let Some(env) = Service::find("kafka", "KAFKA") else {
-        services::skip("kafka", "broker-stop");
-        return;
-    };
-    let bootstrap = env.get("KAFKA_BOOTSTRAP").unwrap().to_owned();
-    let broker = ServerProcess::of(env.get("KAFKA_PID").unwrap().parse().unwrap(), "kafka.Kafka").unwrap();
+    let Some(broker) = BROKER.find("broker-stop") else { return };
+    let broker = broker.unwrap();
 
     let topic = format!("broker-stop-{}", uuid::Uuid::new_v4().simple());
-    let mut config = KafkaConfig::new(&bootstrap, &topic, PARTITIONS);
+    let mut config = KafkaConfig::new(broker.service.bootstrap(), &topic, PARTITIONS);
     config.replication = Some(1);
     config.delivery_timeout = DELIVERY_TIMEOUT;
     config.request_timeout = Duration::from_secs(10);
     config.read_stall_timeout = Duration::from_secs(10);
 
     let open = move || KafkaLog::open(config.clone());
-    let restart = move |broker: &ServerProcess| {
-        let dir = broker.dir();
-        broker.restart(&dir.join("broker.log"), &dir.join("kafka.pid"), &env_file, "KAFKA_PID")
-    };
-    faults::server_stop_during_puts("broker", open, broker, restart, DELIVERY_TIMEOUT).await;
+    faults::server_stop_during_puts("broker", open, broker.process.clone(), broker.restarter(), DELIVERY_TIMEOUT).await;
 }

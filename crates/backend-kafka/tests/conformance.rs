@@ -10,31 +10,18 @@
 
 use actionstate_core::{Error, KeyId, Marker, StateLog, WireRecord};
 use actionstate_kafka::{KafkaConfig, KafkaError, KafkaLog, Security};
-use actionstate_testkit::conformance;
-use actionstate_testkit::services::Service;
+use actionstate_testkit::scenarios::{self, LogCapture};
+use actionstate_testkit::{conformance, services::Service};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-/// The broker's settings (`KAFKA_BOOTSTRAP`, `KAFKA_SASL_*`).
-#[derive(Debug, Clone)]
-struct Broker(Service);
-
-impl Broker {
-    fn get(&self, key: &str) -> Option<String> {
-        self.0.get(key).map(str::to_owned)
-    }
-
-    fn bootstrap(&self) -> String {
-        self.get("KAFKA_BOOTSTRAP").unwrap()
-    }
-}
-
-/// The configured broker, or `None` after printing the skip marker.
-fn broker(test: &str) -> Option<Broker> {
-    Service::require("kafka", "KAFKA", test).map(Broker)
+/// The configured broker (`KAFKA_BOOTSTRAP`, `KAFKA_SASL_*`), or `None` after printing the
+/// skip marker.
+fn broker(test: &str) -> Option<Service> {
+    Service::require("kafka", "KAFKA", test)
 }
 
 fn unique_topic(prefix: &str) -> String {
@@ -50,13 +37,13 @@ fn test_config(bootstrap: &str, topic: &str, partitions: u32) -> KafkaConfig {
     c
 }
 
-fn admin(broker: &Broker) -> AdminClient<DefaultClientContext> {
+fn admin(broker: &Service) -> AdminClient<DefaultClientContext> {
     ClientConfig::new().set("bootstrap.servers", broker.bootstrap()).create().unwrap()
 }
 
 /// Creates `topic` with one partition and the given settings, as a user (or an earlier version
 /// of the crate) would.
-async fn create_topic(broker: &Broker, topic: &str, settings: &[(&str, &str)]) {
+async fn create_topic(broker: &Service, topic: &str, settings: &[(&str, &str)]) {
     let mut new = NewTopic::new(topic, 1, TopicReplication::Fixed(1));
     for (k, v) in settings {
         new = new.set(k, v);
@@ -67,7 +54,7 @@ async fn create_topic(broker: &Broker, topic: &str, settings: &[(&str, &str)]) {
 }
 
 /// The topic's settings as the broker describes them.
-async fn describe_topic(broker: &Broker, topic: &str) -> BTreeMap<String, String> {
+async fn describe_topic(broker: &Service, topic: &str) -> BTreeMap<String, String> {
     let resource = ResourceSpecifier::Topic(topic);
     let described = admin(broker).describe_configs([&resource], &AdminOptions::new()).await.unwrap();
     let described = described.into_iter().next().unwrap().unwrap();
@@ -83,7 +70,7 @@ fn kafka_error(err: &Error) -> &KafkaError {
 /// Conformance harness: each fresh log is a new topic on the shared broker.
 #[derive(Debug)]
 struct KafkaHarness {
-    broker: Broker,
+    broker: Service,
 }
 
 impl KafkaHarness {
@@ -102,7 +89,7 @@ impl conformance::Harness for KafkaHarness {
     type Log = KafkaLog;
 
     async fn fresh(&self, partitions: u32) -> Result<KafkaLog, Error> {
-        KafkaLog::open(test_config(&self.broker.bootstrap(), &unique_topic("conformance"), partitions)).await
+        KafkaLog::open(test_config(self.broker.bootstrap(), &unique_topic("conformance"), partitions)).await
     }
 
     async fn reopen(&self, log: KafkaLog) -> Result<KafkaLog, Error> {
@@ -118,17 +105,7 @@ impl conformance::Harness for KafkaHarness {
         config.partitions = partitions;
         // The deletion may still be in progress; open retries creating the topic until it
         // appears with its new partition count.
-        let started = Instant::now();
-        loop {
-            match KafkaLog::open(config.clone()).await {
-                Ok(log) => return Ok(log),
-                Err(e) if started.elapsed() < Duration::from_secs(60) => {
-                    eprintln!("recreate: {e}; retrying");
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                }
-                Err(e) => return Err(e),
-            }
-        }
+        scenarios::retry_for(Duration::from_secs(60), "recreate", || KafkaLog::open(config.clone())).await
     }
 
     async fn unreachable(&self) -> Result<KafkaLog, Error> {
@@ -149,24 +126,15 @@ async fn kafka_log_conforms() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_broker_fails_within_seconds_and_is_retryable() {
     let Some(broker) = broker("unreachable") else { return };
-    let started = Instant::now();
-    let err = conformance::Harness::unreachable(&KafkaHarness { broker }).await.unwrap_err();
-    let took = started.elapsed();
-    assert!(took < Duration::from_secs(10), "took {took:?}: {err}");
-    assert!(err.is_retryable(), "an unreachable broker should be retryable: {err}");
-    assert!(err.to_string().contains("127.0.0.1:1"), "the error does not name the broker: {err}");
+    scenarios::assert_unreachable_fails_fast(&KafkaHarness { broker }, "broker").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn existing_topic_with_other_partition_count_is_refused() {
     let Some(broker) = broker("partitions") else { return };
     let topic = unique_topic("partitions");
-    let log = KafkaLog::open(test_config(&broker.bootstrap(), &topic, 2)).await.unwrap();
-    assert_eq!(log.identity().partitions, 2);
-    assert_eq!(log.identity().backend, "kafka");
-    let err = KafkaLog::open(test_config(&broker.bootstrap(), &topic, 3)).await.unwrap_err();
-    assert!(err.to_string().contains("has 2 partitions, configured 3"), "{err}");
-    assert!(!err.is_retryable());
+    let open = |partitions| KafkaLog::open(test_config(broker.bootstrap(), &topic, partitions));
+    scenarios::assert_changed_partition_count_is_refused(open, "kafka", "partitions").await;
 }
 
 #[test]
@@ -174,32 +142,23 @@ fn debug_hides_the_password() {
     let mut c = KafkaConfig::new("b:9092", "t", 1);
     c.security = Some(Security::sasl_plain("user", "hunter2-secret"));
     c.client_properties.insert("ssl.key.password".into(), "other-secret".into());
-    let text = format!("{c:?}");
-    assert!(!text.contains("hunter2-secret") && !text.contains("other-secret"), "{text}");
-    assert!(text.contains("***") && text.contains("user"), "{text}");
+    scenarios::assert_debug_hides(&format!("{c:?}"), "user", &["hunter2-secret", "other-secret"]);
 }
 
-fn sasl_config(broker: &Broker, topic: &str, password: &str) -> Option<KafkaConfig> {
-    let bootstrap = broker.get("KAFKA_SASL_BOOTSTRAP")?;
-    let username = broker.get("KAFKA_SASL_USERNAME")?;
-    let mut c = test_config(&bootstrap, topic, 2);
-    c.security = Some(Security::sasl_plain(username, password));
+fn sasl_config(broker: &Service, topic: &str, password: &str) -> Option<KafkaConfig> {
+    let sasl = broker.sasl()?;
+    let mut c = test_config(&sasl.bootstrap, topic, 2);
+    c.security = Some(Security::sasl_plain(sasl.username, password));
     Some(c)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sasl_plain_round_trip() {
     let Some(broker) = broker("sasl") else { return };
-    let password = broker.get("KAFKA_SASL_PASSWORD").expect("KAFKA_SASL_PASSWORD");
+    let password = broker.sasl().expect("KAFKA_SASL_*").password;
     let config = sasl_config(&broker, &unique_topic("sasl"), &password).expect("KAFKA_SASL_BOOTSTRAP");
     let log = KafkaLog::open(config).await.unwrap();
-    let record = WireRecord { key_id: KeyId::of(b"sasl-key"), key: b"k".to_vec(), value: b"v".to_vec() };
-    let p = log.append(record.clone()).await.unwrap();
-    assert!(p.exact);
-    let end = log.end_offsets().await.unwrap()[p.partition as usize];
-    let batch = log.read(p.partition, p.offset, end, 10).await.unwrap();
-    assert_eq!(batch.records.len(), 1);
-    assert_eq!((batch.records[0].key.as_slice(), batch.records[0].value.as_slice()), (&b"k"[..], &b"v"[..]));
+    assert!(scenarios::assert_round_trip(&log).await.exact);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -208,12 +167,8 @@ async fn sasl_wrong_password_fails_with_authentication_error() {
     let mut config = sasl_config(&broker, &unique_topic("sasl-bad"), "not-the-password").expect("KAFKA_SASL_BOOTSTRAP");
     config.request_timeout = Duration::from_secs(5);
     let started = Instant::now();
-    let err = KafkaLog::open(config).await.unwrap_err();
-    let text = err.to_string();
-    assert!(text.to_lowercase().contains("authentication"), "not an authentication error: {text}");
-    assert!(!err.is_retryable(), "a rejected password is not retryable: {text}");
-    assert!(!text.contains("not-the-password"), "the error shows the password: {text}");
-    eprintln!("wrong password after {:?}: {text}", started.elapsed());
+    scenarios::assert_wrong_password_refused(KafkaLog::open(config).await, "not-the-password");
+    eprintln!("refused after {:?}", started.elapsed());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -239,7 +194,7 @@ async fn deleted_topic_is_reported_by_current_identity() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleted_records_move_earliest_and_reads_below_it_fail() {
     let Some(broker) = broker("delete-records") else { return };
-    let mut config = test_config(&broker.bootstrap(), &unique_topic("delete-records"), 1);
+    let mut config = test_config(broker.bootstrap(), &unique_topic("delete-records"), 1);
     config.read_stall_timeout = Duration::from_secs(2);
     let log = KafkaLog::open(config).await.unwrap();
     for n in 0..6u8 {
@@ -261,12 +216,7 @@ async fn deleted_records_move_earliest_and_reads_below_it_fail() {
     assert!(err.to_string().contains("partition 0"), "{err}");
 
     // A range reaching past the end returns what exists, then fails naming the offset.
-    let batch = log.read(0, 3, 9, 10).await.unwrap();
-    assert_eq!(batch.records.len(), 3);
-    assert_eq!(batch.next, 6);
-    let err = log.read(0, 6, 9, 10).await.unwrap_err();
-    eprintln!("read past the end: {err}");
-    assert!(err.to_string().contains("partition 0") && err.to_string().contains("offset 6"), "{err}");
+    scenarios::assert_read_past_the_end_fails(&log, 0, 3, 6, "partition").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -279,7 +229,7 @@ async fn invalidated_states_are_null_value_tombstones_read_back_as_their_envelop
 
     let Some(broker) = broker("tombstones") else { return };
     let topic = unique_topic("tombstones");
-    let mut config = test_config(&broker.bootstrap(), &topic, 1);
+    let mut config = test_config(broker.bootstrap(), &topic, 1);
     config.read_stall_timeout = Duration::from_secs(3);
     let log = KafkaLog::open(config).await.unwrap();
     let input = Event { id: EventId(1), event_type: "input".into(), attributes: Default::default() };
@@ -331,38 +281,19 @@ async fn invalidated_states_are_null_value_tombstones_read_back_as_their_envelop
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recreated_topic_with_the_same_partitions_is_a_changed_log() {
-    use actionstate_core::Marker;
     let Some(broker) = broker("recreated-topic") else { return };
     let harness = KafkaHarness { broker };
     let log = conformance::Harness::fresh(&harness, 2).await.unwrap();
-    let old = log.identity().clone();
-    assert_eq!(old.id.split('/').count(), 3, "identity {old} carries cluster, topic and topic id");
-    for n in 0..3u8 {
-        log.append(WireRecord { key_id: KeyId::of(&[n]), key: vec![n], value: vec![n] }).await.unwrap();
-    }
-    let marker = Marker::new(old.clone(), log.end_offsets().await.unwrap());
-
-    let log = conformance::Harness::recreate(&harness, log, 2).await.unwrap();
-    let new = log.identity().clone();
-    eprintln!("before: {old}\nafter:  {new}");
-    assert_eq!(new.partitions, old.partitions);
-    assert_ne!(new.id, old.id, "a recreated topic must have another identity");
-    // The new topic is written up to the same offsets, so only the identity tells them apart.
-    for n in 0..3u8 {
-        log.append(WireRecord { key_id: KeyId::of(&[n]), key: vec![n], value: vec![n] }).await.unwrap();
-    }
-    let current = log.current_identity().await.unwrap();
-    let err = marker.validate(&current, &log.earliest_offsets().await.unwrap(), &log.end_offsets().await.unwrap());
-    let err = err.unwrap_err();
-    eprintln!("old marker on the recreated topic: {err}");
-    assert!(matches!(err, Error::LogChanged { .. }), "{err}");
+    // The identity carries cluster, topic and topic id.
+    let recreate = |log| async { conformance::Harness::recreate(&harness, log, 2).await.unwrap() };
+    scenarios::assert_recreated_log_is_changed(log, "topic", recreate).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reclaim_moves_the_earliest_offsets_and_an_older_marker_is_data_loss() {
     let Some(broker) = broker("reclaim") else { return };
     let topic = unique_topic("reclaim");
-    let log = KafkaLog::open(test_config(&broker.bootstrap(), &topic, 2)).await.unwrap();
+    let log = KafkaLog::open(test_config(broker.bootstrap(), &topic, 2)).await.unwrap();
     assert!(log.capabilities().reclaim);
     // A created topic lets DeleteRecords run, deletes nothing by itself, and rolls segments
     // small and often enough for reclaimed records to give their disk back.
@@ -425,7 +356,7 @@ async fn a_compact_only_topic_is_migrated_when_opened() {
     // What earlier versions of the crate created, with an override of the user's that the
     // migration must keep.
     create_topic(&broker, &topic, &[("cleanup.policy", "compact"), ("max.message.bytes", "2000000")]).await;
-    let log = KafkaLog::open(test_config(&broker.bootstrap(), &topic, 1)).await.unwrap();
+    let log = KafkaLog::open(test_config(broker.bootstrap(), &topic, 1)).await.unwrap();
     let described = describe_topic(&broker, &topic).await;
     let get = |k: &str| described.get(k).map(String::as_str);
     assert_eq!(get("cleanup.policy"), Some("compact,delete"), "{described:?}");
@@ -439,7 +370,7 @@ async fn a_compact_only_topic_is_migrated_when_opened() {
     assert_eq!(log.reclaim(&[2]).await.unwrap(), vec![2]);
     drop(log);
     // Opening the migrated topic again changes nothing.
-    let log = KafkaLog::open(test_config(&broker.bootstrap(), &topic, 1)).await.unwrap();
+    let log = KafkaLog::open(test_config(broker.bootstrap(), &topic, 1)).await.unwrap();
     assert_eq!(log.earliest_offsets().await.unwrap(), vec![2]);
     assert_eq!(describe_topic(&broker, &topic).await, described);
 }
@@ -449,7 +380,7 @@ async fn a_topic_with_time_retention_is_refused_unless_allowed() {
     let Some(broker) = broker("time-retention") else { return };
     let topic = unique_topic("time-retention");
     create_topic(&broker, &topic, &[("cleanup.policy", "delete"), ("retention.ms", "604800000")]).await;
-    let config = test_config(&broker.bootstrap(), &topic, 1);
+    let config = test_config(broker.bootstrap(), &topic, 1);
     let err = KafkaLog::open(config.clone()).await.unwrap_err();
     eprintln!("time retention: {err}");
     assert!(!err.is_retryable(), "{err}");
@@ -481,7 +412,7 @@ async fn a_topic_with_time_retention_is_refused_unless_allowed() {
 
 /// Writes `n` keyed records to partition 0 of `topic` with a plain producer, as another
 /// client would (a log opened for writing would migrate the topic first).
-fn produce(broker: &Broker, topic: &str, n: u8) {
+fn produce(broker: &Service, topic: &str, n: u8) {
     use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
     let producer: BaseProducer = ClientConfig::new().set("bootstrap.servers", broker.bootstrap()).create().unwrap();
     for i in 0..n {
@@ -498,7 +429,7 @@ fn produce(broker: &Broker, topic: &str, n: u8) {
 async fn a_read_only_open_creates_migrates_and_writes_nothing() {
     let Some(broker) = broker("read-only") else { return };
     let read_only = |topic: &str| {
-        let mut c = test_config(&broker.bootstrap(), topic, 8);
+        let mut c = test_config(broker.bootstrap(), topic, 8);
         c.read_only = true;
         c
     };
@@ -532,14 +463,13 @@ async fn a_read_only_open_creates_migrates_and_writes_nothing() {
         create_topic(&broker, &topic, settings).await;
         produce(&broker, &topic, 3);
         let described = describe_topic(&broker, &topic).await;
-        let logged = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
-        let sink = logged.clone();
-        let subscriber = tracing_subscriber::fmt().with_writer(move || Capture(sink.clone())).finish();
+        let logged = LogCapture::new();
+        let subscriber = tracing_subscriber::fmt().with_writer(logged.writer()).finish();
         let log = {
             let _guard = tracing::subscriber::set_default(subscriber);
             KafkaLog::open(read_only(&topic)).await.unwrap()
         };
-        let logged = String::from_utf8_lossy(&logged.lock().unwrap()).into_owned();
+        let logged = logged.text();
         match warned {
             Some(says) => assert!(logged.contains("WARN") && logged.contains(says), "{name}: {logged}"),
             None => assert!(!logged.contains("WARN"), "{name}: {logged}"),
@@ -562,7 +492,7 @@ async fn a_read_only_open_creates_migrates_and_writes_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sasl_listener_without_credentials_hints_at_authentication() {
     let Some(broker) = broker("sasl-no-credentials") else { return };
-    let bootstrap = broker.get("KAFKA_SASL_BOOTSTRAP").expect("the broker's settings name no SASL listener");
+    let bootstrap = broker.sasl().expect("the broker's settings name no SASL listener").bootstrap;
     let mut config = test_config(&bootstrap, &unique_topic("sasl-none"), 1);
     config.request_timeout = Duration::from_secs(3);
     let started = Instant::now();
@@ -582,7 +512,7 @@ async fn a_reclaim_the_broker_refuses_names_topic_partition_and_offset() {
     use rdkafka::admin::AlterConfig;
     let Some(broker) = broker("reclaim-refused") else { return };
     let topic = unique_topic("reclaim-refused");
-    let log = KafkaLog::open(test_config(&broker.bootstrap(), &topic, 1)).await.unwrap();
+    let log = KafkaLog::open(test_config(broker.bootstrap(), &topic, 1)).await.unwrap();
     for n in 0..3u8 {
         log.append(WireRecord { key_id: KeyId::of(b"x"), key: vec![n], value: vec![n] }).await.unwrap();
     }
@@ -607,7 +537,7 @@ async fn a_reclaim_the_broker_refuses_names_topic_partition_and_offset() {
     assert_eq!(log.earliest_offsets().await.unwrap(), vec![0]);
     drop(log);
     // Opening it again migrates it back, and the reclaim goes through.
-    let log = KafkaLog::open(test_config(&broker.bootstrap(), &topic, 1)).await.unwrap();
+    let log = KafkaLog::open(test_config(broker.bootstrap(), &topic, 1)).await.unwrap();
     assert_eq!(log.reclaim(&[2]).await.unwrap(), vec![2]);
 }
 
@@ -618,11 +548,8 @@ async fn a_reclaim_the_broker_refuses_names_topic_partition_and_offset() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_url_takes_the_password_from_a_file_and_never_shows_it() {
     let Some(broker) = broker("url-secrets") else { return };
-    let (Some(bootstrap), Some(username), Some(password)) =
-        (broker.get("KAFKA_SASL_BOOTSTRAP"), broker.get("KAFKA_SASL_USERNAME"), broker.get("KAFKA_SASL_PASSWORD"))
-    else {
-        panic!("the broker's settings name no SASL listener (KAFKA_SASL_*)");
-    };
+    let Some(sasl) = broker.sasl() else { panic!("the broker's settings name no SASL listener (KAFKA_SASL_*)") };
+    let (bootstrap, username, password) = (sasl.bootstrap, sasl.username, sasl.password);
     let dir = tempfile::tempdir().unwrap();
     let (good, bad) = (dir.path().join("good"), dir.path().join("bad"));
     std::fs::write(&good, format!("{password}\n")).unwrap();
@@ -639,32 +566,16 @@ async fn a_url_takes_the_password_from_a_file_and_never_shows_it() {
     let log = KafkaLog::open(config).await.unwrap();
     log.append(WireRecord { key_id: KeyId::of(b"u"), key: b"k".to_vec(), value: b"v".to_vec() }).await.unwrap();
 
-    let logged = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
-    let sink = logged.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_writer(move || Capture(sink.clone()))
-        .finish();
+    let logged = LogCapture::new();
+    let subscriber =
+        tracing_subscriber::fmt().with_max_level(tracing::Level::TRACE).with_writer(logged.writer()).finish();
     let err = {
         let _guard = tracing::subscriber::set_default(subscriber);
         KafkaLog::open(KafkaConfig::from_url(&url(&bad)).unwrap()).await.unwrap_err()
     };
-    let shown = format!("{err} {err:?} {}", String::from_utf8_lossy(&logged.lock().unwrap()));
+    let shown = format!("{err} {err:?} {}", logged.text());
     assert!(err.to_string().to_lowercase().contains("authentication"), "{err}");
     for secret in ["wrong-Secret-8c1f", password.as_str()] {
         assert!(!shown.contains(secret), "a password was shown: {shown}");
-    }
-}
-
-/// A `tracing` writer into a shared buffer.
-struct Capture(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Capture {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
     }
 }

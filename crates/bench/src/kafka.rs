@@ -26,8 +26,8 @@ use crate::report::{PutFigures, ROUNDS, RawRead, RebuildFigures, RebuildRound, f
 use actionstate_cli::measure::{load, log_read, median, percentile, state, store_put};
 use actionstate_core::{KeyId, LogRecord, Marker, StateLog, codec};
 use actionstate_kafka::{KafkaConfig, KafkaLog};
+use actionstate_memory::MemoryLog;
 use actionstate_recovery::{ActionStateStore, LogConfig, Ownership, StoreConfig};
-use actionstate_testkit::MemoryLog;
 use anyhow::{Context, Result, anyhow, bail};
 use rdkafka::admin::{AdminClient, AdminOptions};
 use rdkafka::client::DefaultClientContext;

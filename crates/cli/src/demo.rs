@@ -2,9 +2,9 @@
 //! topic, a Fluss table), crashed partway and restored.
 
 use actionstate_core::StateLog;
+use actionstate_memory::MemoryLog;
 use actionstate_recovery::LogConfig;
 use actionstate_sim::{CrashPoint, MemorySource, RunPlan, Sim, SimConfig};
-use actionstate_testkit::MemoryLog;
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;

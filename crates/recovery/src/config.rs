@@ -21,7 +21,7 @@ use std::str::FromStr;
 /// - `fluss://HOST:PORT[,HOST:PORT]/DATABASE/TABLE[?...]` — a log table on an Apache Fluss
 ///   cluster (feature `fluss`), with buckets, timeouts, a log TTL and SASL/PLAIN; see
 ///   `actionstate_fluss::FlussConfig::from_url`;
-/// - `memory` or `memory:N` — the in-memory log of the test kit (feature `testkit`).
+/// - `memory` or `memory:N` — the in-memory log (feature `memory`).
 ///
 /// Secrets never appear in the URL: parameters name an environment variable or a file
 /// (`password_env=VAR`, `password_file=PATH`), and `Debug` and `Display` show no secret.
@@ -169,8 +169,8 @@ pub enum AnyLog {
     #[cfg(feature = "file")]
     File(actionstate_file::FileLog),
     /// The in-memory test log.
-    #[cfg(feature = "testkit")]
-    Memory(actionstate_testkit::MemoryLog),
+    #[cfg(feature = "memory")]
+    Memory(actionstate_memory::MemoryLog),
     /// A topic on an Apache Kafka cluster.
     #[cfg(feature = "kafka")]
     Kafka(actionstate_kafka::KafkaLog),
@@ -187,13 +187,13 @@ pub async fn open(config: &LogConfig) -> Result<AnyLog> {
             let log = actionstate_file::FileLog::open(config.clone()).map_err(Error::from)?;
             Ok(AnyLog::File(log))
         }
-        #[cfg(feature = "testkit")]
-        LogConfig::Memory { partitions } => Ok(AnyLog::Memory(actionstate_testkit::MemoryLog::new(*partitions))),
+        #[cfg(feature = "memory")]
+        LogConfig::Memory { partitions } => Ok(AnyLog::Memory(actionstate_memory::MemoryLog::new(*partitions))),
         #[cfg(feature = "kafka")]
         LogConfig::Kafka(config) => Ok(AnyLog::Kafka(actionstate_kafka::KafkaLog::open((**config).clone()).await?)),
         #[cfg(feature = "fluss")]
         LogConfig::Fluss(config) => Ok(AnyLog::Fluss(actionstate_fluss::FlussLog::open((**config).clone()).await?)),
-        #[allow(unreachable_patterns, reason = "reachable when the testkit feature is off")]
+        #[allow(unreachable_patterns, reason = "reachable when the memory feature is off")]
         other => Err(StoreError::Config {
             value: other.to_string(),
             detail: "this backend is not compiled in (enable its cargo feature)".into(),
@@ -206,7 +206,7 @@ macro_rules! dispatch {
         match $self {
             #[cfg(feature = "file")]
             AnyLog::File($log) => $body,
-            #[cfg(feature = "testkit")]
+            #[cfg(feature = "memory")]
             AnyLog::Memory($log) => $body,
             #[cfg(feature = "kafka")]
             AnyLog::Kafka($log) => $body,

@@ -35,7 +35,7 @@
 //! # async fn main() -> Result<(), actionstate_recovery::StoreError> {
 //! use actionstate_core::{ActionId, Attributes, Event, KeyId, Trigger};
 //! use actionstate_recovery::{ActionStateStore, Begin, Round, StoreConfig};
-//! use actionstate_testkit::MemoryLog;
+//! use actionstate_memory::MemoryLog;
 //!
 //! let store = ActionStateStore::new(MemoryLog::new(4), StoreConfig::default());
 //! let input = Event::new("question", Attributes::new());

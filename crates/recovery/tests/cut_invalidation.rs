@@ -8,10 +8,9 @@ mod common;
 
 use actionstate_core::{ActionId, Event, EventId, LogRecord, MissReason, StateLog, Trigger};
 use actionstate_recovery::{ActionStateStore, Begin, Ownership, Round, StoreConfig};
-use common::{Backend, Env, FaultyLog, SlowReads, event, input, key};
+use common::{Backend, Env, Faulty, event, input, key};
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 /// Begins `action` and, unless it is reused, completes it with `outputs`. Returns the outputs
 /// it recorded.
@@ -57,10 +56,10 @@ async fn cut_invalidation(backend: Backend) {
     let round = Round::new(k, 0, &ev);
     // The invalidation of the producer is four records (its audit, then the tombstones of
     // the producer and its two children): cut after each of the first three.
-    for keep in 1..4i64 {
+    for keep in 1..4u64 {
         let env = Env::new(backend);
-        let log = FaultyLog::new(env.open().await, SlowReads::Never);
-        let budget = Arc::clone(&log.budget);
+        let log = Faulty::wrap(env.open().await);
+        let faults = Arc::clone(log.faults());
         let store = ActionStateStore::new(log, StoreConfig::default());
         let marker = store.snapshot(1).await.unwrap().marker;
 
@@ -86,7 +85,7 @@ async fn cut_invalidation(backend: Backend) {
         assert_eq!(store.pending_invalidations(), 4, "an audit and three tombstones are queued");
         // The next write flushes them; the append after `keep` of them fails: the task fails
         // over.
-        budget.store(keep, Ordering::SeqCst);
+        faults.fail_appends_after(Some(keep));
         assert!(store.complete(handle, twins(), Vec::new()).await.is_err(), "the cut write fails");
         drop(store);
 

@@ -5,8 +5,9 @@
 mod common;
 
 use actionstate_core::{CallResult, CallStatus, Event, KeyId, Marker, StateKey, StateLog};
+use actionstate_memory::MemoryLog;
 use actionstate_recovery::{ActionStateStore, AnyLog, Call, CallSource, Ownership, StoreConfig};
-use actionstate_testkit::MemoryLog;
+use actionstate_testkit::Hold;
 use common::*;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -156,14 +157,14 @@ on_every_backend!(error_result_replays_as_the_same_error, error_result);
 
 #[tokio::test]
 async fn failed_persist_fails_the_call_and_withholds_its_result() {
-    let log = MemoryLog::new(PARTITIONS);
+    let log = faulty_memory(PARTITIONS);
     let store = ActionStateStore::new(log.reopen(), StoreConfig::default());
     let (k, inp) = (key("calls-failed-persist"), input(4));
     let count = AtomicUsize::new(0);
     let mut h = fresh(&store, k, 0, &inp).await;
     let sk = *h.key();
     let records_before = records(&log).await;
-    log.fail_nth_append(1);
+    log.faults().fail_nth_append(1);
     let err = store.call(&mut h, "llm", digest(1), counted(&count, Ok(b"lost".to_vec()))).await.unwrap_err();
     assert!(err.is_retryable(), "{err}");
     assert_eq!(runs(&count), 1);
@@ -214,8 +215,13 @@ on_every_backend!(reconcile_mode_persists_a_pending_slot_before_running, pending
 /// A memory-backed store in which `mail.send` was called in reconcile mode and the process
 /// crashed between the side effect and the write of its result. Returns the marker to
 /// restore, the log, and the input.
-async fn crash_after_side_effect(k: KeyId, inp: &Event, sent: &AtomicUsize, with_prefix: bool) -> (Marker, MemoryLog) {
-    let log = MemoryLog::new(PARTITIONS);
+async fn crash_after_side_effect(
+    k: KeyId,
+    inp: &Event,
+    sent: &AtomicUsize,
+    with_prefix: bool,
+) -> (Marker, FaultyMemory) {
+    let log = faulty_memory(PARTITIONS);
     let store = ActionStateStore::new(log.reopen(), StoreConfig::default());
     let marker = store.snapshot(0).await.unwrap().marker;
     let mut h = fresh(&store, k, 0, inp).await;
@@ -224,7 +230,7 @@ async fn crash_after_side_effect(k: KeyId, inp: &Event, sent: &AtomicUsize, with
         store.call(&mut h, "llm", digest(1), counted(&unused, Ok(b"draft".to_vec()))).await.unwrap();
     }
     // The PENDING slot lands; the result's write does not.
-    log.fail_nth_append(2);
+    log.faults().fail_nth_append(2);
     let err = store
         .call_reconciled(
             &mut h,
@@ -310,12 +316,12 @@ async fn reconcile_mode_mismatch_truncates_and_runs_the_call() {
 
 #[tokio::test]
 async fn reconcile_mode_retry_after_a_failed_result_write_goes_to_the_reconciler() {
-    let log = MemoryLog::new(PARTITIONS);
+    let log = faulty_memory(PARTITIONS);
     let store = ActionStateStore::new(log.reopen(), StoreConfig::default());
     let (k, inp) = (key("calls-reconcile-retry"), input(8));
     let (sent, reconciled) = (AtomicUsize::new(0), AtomicUsize::new(0));
     let mut h = fresh(&store, k, 0, &inp).await;
-    log.fail_nth_append(2);
+    log.faults().fail_nth_append(2);
     let err = store
         .call_reconciled(
             &mut h,
@@ -348,7 +354,7 @@ async fn reconcile_mode_retry_after_a_failed_result_write_goes_to_the_reconciler
 #[tokio::test]
 async fn dropped_call_never_returns_a_result_that_is_not_durable() {
     let memory = MemoryLog::new(PARTITIONS);
-    let gate = GatedLog::new(memory.clone());
+    let gate = Faulty::wrap(memory.clone());
     let store = ActionStateStore::new(gate.clone(), StoreConfig::default());
     let wait = Duration::from_millis(50);
     let count = AtomicUsize::new(0);
@@ -356,12 +362,12 @@ async fn dropped_call_never_returns_a_result_that_is_not_durable() {
     // `call`: the journal write is held and the future dropped after the call ran.
     let mut h = fresh(&store, key("calls-dropped"), 0, &input(9)).await;
     let sk = *h.key();
-    gate.set(Hold::BeforeAppend);
+    gate.faults().hold_appends(Hold::BeforeAppend);
     let dropped =
         tokio::time::timeout(wait, store.call(&mut h, "llm", digest(1), counted(&count, Ok(b"one".to_vec()))));
     assert!(dropped.await.is_err(), "the held write completed");
     assert_eq!(runs(&count), 1);
-    gate.set(Hold::Off);
+    gate.faults().hold_appends(Hold::Off);
     let c = store.call(&mut h, "llm", digest(1), counted(&count, Ok(b"two".to_vec()))).await.unwrap();
     let logged = logged_journal(&memory, &sk).await;
     assert_eq!(logged.first().map(|s| &s.status), Some(&CallStatus::Succeeded { result: c.output.clone().unwrap() }));
@@ -372,7 +378,7 @@ async fn dropped_call_never_returns_a_result_that_is_not_durable() {
     let sk = *h.key();
     let (sent, reconciled) = (AtomicUsize::new(0), AtomicUsize::new(0));
     let hold_after_running = || {
-        gate.set(Hold::BeforeAppend);
+        gate.faults().hold_appends(Hold::BeforeAppend);
         counted(&sent, Ok(b"sent".to_vec()))()
     };
     let dropped = tokio::time::timeout(
@@ -382,7 +388,7 @@ async fn dropped_call_never_returns_a_result_that_is_not_durable() {
     assert!(dropped.await.is_err(), "the held write completed");
     assert_eq!(runs(&sent), 1);
     assert_eq!(logged_journal(&memory, &sk).await, vec![slot("mail.send", 5, CallStatus::Pending)]);
-    gate.set(Hold::Off);
+    gate.faults().hold_appends(Hold::Off);
     let c = store
         .call_reconciled(
             &mut h,

@@ -10,7 +10,7 @@ use actionstate_core::{
     ActionId, Error, InvalidationReason, KeyId, LogRecord, Marker, StateKey, StateLog, Trigger, WireRecord, codec,
 };
 use actionstate_recovery::{ActionStateStore, AnyLog, LogConfig, Ownership, StoreConfig, StoreError};
-use common::{FaultyLog, PARTITIONS, SlowReads, input, key, process};
+use common::{PARTITIONS, SlowReads, input, key, process, with_slow_reads};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -70,7 +70,7 @@ async fn fail_drop_reopen(first: SlowReads, corrupt: bool, config: StoreConfig, 
     let mut failed_reopens = Vec::new();
     let mut log = open(dir.path()).await.unwrap();
     for i in 0..REPETITIONS {
-        let store = ActionStateStore::new(FaultyLog::new(log, first), config.clone());
+        let store = ActionStateStore::new(with_slow_reads(log, first), config.clone());
         let k = key(&format!("kept-{i}"));
         process(&store, k, 0, &input(1)).await.unwrap();
         let before = store.stats();

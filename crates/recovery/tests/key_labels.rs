@@ -4,8 +4,8 @@
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 use actionstate_core::{ActionId, Attributes, Event, KeyId, LogRecord, Marker, RangeRead, StateLog, Trigger, codec};
+use actionstate_memory::MemoryLog;
 use actionstate_recovery::{ActionStateStore, Begin, Ownership, Round, StoreConfig};
-use actionstate_testkit::MemoryLog;
 use std::collections::HashMap;
 
 #[tokio::test]

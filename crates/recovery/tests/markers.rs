@@ -5,8 +5,8 @@
 mod common;
 
 use actionstate_core::{Error, KeyId, Marker, StateLog, WireRecord};
+use actionstate_memory::MemoryLog;
 use actionstate_recovery::{ActionStateStore, AnyLog, LogConfig, Ownership, Snapshot, StoreConfig, StoreError};
-use actionstate_testkit::MemoryLog;
 use common::*;
 use std::collections::HashMap;
 

@@ -11,10 +11,9 @@ use actionstate_core::{
     AuditDetail, Error, InvalidationReason, KeyId, LogRecord, MAX_OPERATOR_TEXT, Marker, StateKey, StateLog,
 };
 use actionstate_recovery::{ActionStateStore, Ownership, StoreConfig, StoreError};
-use common::{Backend, Env, FaultyLog, Outcome, STATES_PER_ROUND, SlowReads, input, key, process, replayed};
+use common::{Backend, Env, Faulty, Outcome, STATES_PER_ROUND, input, key, process, replayed};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 /// Rounds each key runs before the repair.
 const ROUNDS: u64 = 5;
@@ -166,15 +165,15 @@ async fn cut_repair(backend: Backend) {
     let k = key("repaired");
     let states = (ROUNDS - FROM) as usize * STATES_PER_ROUND;
     // The repair is 1 + `states` records: cut after each of the first `states` of them.
-    for keep in 1..=states as i64 {
+    for keep in 1..=states as u64 {
         let env = Env::new(backend);
-        let log = FaultyLog::new(env.open().await, SlowReads::Never);
-        let budget = Arc::clone(&log.budget);
+        let log = Faulty::wrap(env.open().await);
+        let faults = Arc::clone(log.faults());
         let store = ActionStateStore::new(log, StoreConfig::default());
         let marker: Marker = store.snapshot(1).await.unwrap().marker;
         run_rounds(&store, k).await;
         let doomed = states_from(&store, &k, FROM);
-        budget.store(keep, Ordering::SeqCst);
+        faults.fail_appends_after(Some(keep));
         let failed = store.invalidate(k, FROM, WHY).await;
         assert!(matches!(failed, Err(StoreError::Log(ref e)) if e.is_retryable()), "cut after {keep}: {failed:?}");
         drop(store);
@@ -183,7 +182,7 @@ async fn cut_repair(backend: Backend) {
         let store = ActionStateStore::new(env.open().await, StoreConfig::default());
         let report = store.rebuild(&[marker], &Ownership::All, &HashMap::new()).await.unwrap();
         assert!(states_from(&store, &k, FROM).is_empty(), "cut after {keep}: a removed state came back");
-        assert_eq!(report.tombstones_queued, (states + 1) as u64 - keep as u64, "cut after {keep}");
+        assert_eq!(report.tombstones_queued, (states + 1) as u64 - keep, "cut after {keep}");
         assert_reruns_exactly_the_invalidated_rounds(&replay_rounds(&store, k).await, &format!("cut after {keep}"));
 
         // The key's next write appended the tombstones the cut lost: the log holds the whole

@@ -6,26 +6,27 @@ mod common;
 
 use actionstate_core::Trigger;
 use actionstate_index::Recorded;
+use actionstate_memory::MemoryLog;
 use actionstate_recovery::{ActionStateStore, Begin, Ownership, Round, StoreConfig};
-use actionstate_testkit::MemoryLog;
+use actionstate_testkit::Hold;
 use common::*;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-fn store_over(log: &MemoryLog) -> ActionStateStore<MemoryLog> {
+fn store_over(log: &FaultyMemory) -> ActionStateStore<FaultyMemory> {
     ActionStateStore::new(log.reopen(), StoreConfig::default())
 }
 
 /// A store that replays the log without becoming its owner (no fence), so the writer it looks
 /// at keeps writing as the owner.
-fn observer_over(log: &MemoryLog) -> ActionStateStore<MemoryLog> {
+fn observer_over(log: &FaultyMemory) -> ActionStateStore<FaultyMemory> {
     ActionStateStore::new(log.reopen(), StoreConfig { fence_on_rebuild: false, ..StoreConfig::default() })
 }
 
 #[tokio::test]
 async fn failed_append_is_retryable_and_changes_neither_index_nor_log() {
-    let log = MemoryLog::new(PARTITIONS);
+    let log = faulty_memory(PARTITIONS);
     let store = store_over(&log);
     let k = key("put-failed-append");
     let inputs: Vec<_> = (0..3).map(input).collect();
@@ -37,18 +38,18 @@ async fn failed_append_is_retryable_and_changes_neither_index_nor_log() {
     // A completion whose append fails.
     let handle = fresh(&store, k, 2, &inputs[2]).await;
     let before = view(&store, &probes);
-    let (records_before, appends_before) = (records(&log).await, log.appends());
-    log.fail_nth_append(1);
+    let (records_before, appends_before) = (records(&log).await, log.faults().appends());
+    log.faults().fail_nth_append(1);
     let err = store.complete(handle, vec![event("out", 2)], vec![note(2)]).await.unwrap_err();
     assert!(err.is_retryable(), "a failed append must be retryable: {err}");
-    assert_eq!(log.appends(), appends_before + 1, "the completion was not even attempted");
+    assert_eq!(log.faults().appends(), appends_before + 1, "the completion was not even attempted");
     assert_eq!(view(&store, &probes), before, "a failed append changed the index");
     assert_eq!(records(&log).await, records_before, "a failed append left a record in the log");
 
     // A durable call whose journal write fails.
     let mut handle = fresh(&store, k, 2, &inputs[2]).await;
     let runs = AtomicUsize::new(0);
-    log.fail_nth_append(1);
+    log.faults().fail_nth_append(1);
     let err = store.call(&mut handle, "tool.search", [7; 32], counted(&runs, Ok(b"hits".to_vec()))).await.unwrap_err();
     assert!(err.is_retryable(), "a failed journal write must be retryable: {err}");
     assert_eq!(runs.load(Ordering::SeqCst), 1);
@@ -65,7 +66,7 @@ async fn failed_append_is_retryable_and_changes_neither_index_nor_log() {
 
 #[tokio::test]
 async fn lost_acknowledgement_is_recovered_exactly_once_by_rebuild() {
-    let log = MemoryLog::new(PARTITIONS);
+    let log = faulty_memory(PARTITIONS);
     let store = store_over(&log);
     let k = key("put-lost-ack");
     let inputs: Vec<_> = (0..3).map(input).collect();
@@ -80,7 +81,7 @@ async fn lost_acknowledgement_is_recovered_exactly_once_by_rebuild() {
     let outputs = vec![event("out", 2)];
     let before = view(&store, &probes);
     let records_before = records(&log).await;
-    log.lose_ack_of_nth_append(1);
+    log.faults().lose_ack_of_nth_append(1);
     let err = store.complete(handle, outputs.clone(), vec![note(2)]).await.unwrap_err();
     assert!(err.is_retryable(), "a lost acknowledgement must be retryable: {err}");
     assert_eq!(view(&store, &probes), before, "an unacknowledged append changed the index");
@@ -121,7 +122,7 @@ async fn lost_acknowledgement_is_recovered_exactly_once_by_rebuild() {
 #[tokio::test]
 async fn dropped_put_future_never_indexes() {
     let memory = MemoryLog::new(PARTITIONS);
-    let gate = GatedLog::new(memory.clone());
+    let gate = Faulty::wrap(memory.clone());
     let store = ActionStateStore::new(gate.clone(), StoreConfig::default());
     let k = key("put-dropped");
     let inputs: Vec<_> = (0..3).map(input).collect();
@@ -135,7 +136,7 @@ async fn dropped_put_future_never_indexes() {
     let wait = Duration::from_millis(50);
 
     // Dropped while the append has not reached the backend.
-    gate.set(Hold::BeforeAppend);
+    gate.faults().hold_appends(Hold::BeforeAppend);
     let handle = fresh(&store, k, 2, &inputs[2]).await;
     let outputs = vec![event("out", 2)];
     let put = tokio::time::timeout(wait, store.complete(handle, outputs.clone(), vec![])).await;
@@ -144,7 +145,7 @@ async fn dropped_put_future_never_indexes() {
     assert_eq!(records(&memory).await, records_before);
 
     // Dropped after the record became durable, before its acknowledgement came back.
-    gate.set(Hold::BeforeAck);
+    gate.faults().hold_appends(Hold::BeforeAck);
     let handle = fresh(&store, k, 2, &inputs[2]).await;
     let sk = *handle.key();
     let put = tokio::time::timeout(wait, store.complete(handle, outputs.clone(), vec![])).await;
@@ -160,7 +161,7 @@ async fn dropped_put_future_never_indexes() {
     assert_eq!(view(&store, &probes), before, "a dropped journal write changed the index");
 
     // The dropped futures released their locks: the key takes writes again.
-    gate.set(Hold::Off);
+    gate.faults().hold_appends(Hold::Off);
     let handle = fresh(&store, k, 2, &inputs[2]).await;
     store.complete(handle, outputs.clone(), vec![]).await.unwrap();
     assert_eq!(stats(&store).states, before.stats.states + 1);
@@ -174,7 +175,7 @@ async fn dropped_put_future_never_indexes() {
 
 #[tokio::test]
 async fn failed_reads_fail_the_rebuild_and_keep_the_previous_index() {
-    let log = MemoryLog::new(PARTITIONS);
+    let log = faulty_memory(PARTITIONS);
     let store = store_over(&log);
     let (a, b) = (key("reads-a"), key("reads-b"));
     let inputs: Vec<_> = (0..4).map(input).collect();
@@ -195,21 +196,21 @@ async fn failed_reads_fail_the_rebuild_and_keep_the_previous_index() {
     let probes = vec![Probe::root(a, 3, &inputs[3]), Probe::root(b, 2, &inputs[2]), Probe::root(a, 0, &inputs[0])];
     let before = view(&store, &probes);
     let checkpoints = store.pending_checkpoints();
-    log.fail_reads(true);
+    log.faults().fail_reads(true);
     let err = store.rebuild(std::slice::from_ref(&snap.marker), &Ownership::All, &snap.completed).await.unwrap_err();
     assert!(err.is_retryable(), "a failed read must be retryable: {err}");
     assert_eq!(view(&store, &probes), before, "a failed rebuild changed the index");
     assert_eq!(store.pending_invalidations(), pending, "a failed rebuild dropped unlogged invalidations");
     assert_eq!(store.pending_checkpoints(), checkpoints, "a failed rebuild forgot checkpoints");
 
-    log.fail_reads(false);
+    log.faults().fail_reads(false);
     store.rebuild(&[snap.marker], &Ownership::All, &snap.completed).await.unwrap();
     assert_eq!(states_after(&store, &a, 2), STATES_PER_ROUND, "the retried rebuild lost a's round 3");
 }
 
 #[tokio::test]
 async fn unreachable_backend_serves_lookups_and_fails_writes_retryably() {
-    let log = MemoryLog::new(PARTITIONS);
+    let log = faulty_memory(PARTITIONS);
     let store = store_over(&log);
     let k = key("down");
     let inputs: Vec<_> = (0..3).map(input).collect();
@@ -218,15 +219,15 @@ async fn unreachable_backend_serves_lookups_and_fails_writes_retryably() {
     }
     let probes: Vec<Probe> = (0..3).map(|seq| Probe::root(k, seq, &inputs[seq as usize])).collect();
     let before = view(&store, &probes);
-    let appends = log.appends();
+    let appends = log.faults().appends();
 
-    log.set_down(true);
+    log.faults().set_down(true);
     // Lookups are answered from memory.
     for seq in 0..2 {
         let outcome = process(&store, k, seq, &replayed(&inputs[seq as usize])).await.unwrap();
         assert_eq!(outcome.reused, STATES_PER_ROUND, "round {seq} not reused while the backend is down");
     }
-    assert_eq!(log.appends(), appends, "a lookup wrote to the backend");
+    assert_eq!(log.faults().appends(), appends, "a lookup wrote to the backend");
 
     // Writes fail, retryably, and change nothing.
     let handle = fresh(&store, k, 2, &inputs[2]).await;
@@ -241,7 +242,7 @@ async fn unreachable_backend_serves_lookups_and_fails_writes_retryably() {
     assert_eq!(store.pending_checkpoints(), 0, "a failed snapshot was recorded");
     assert_eq!(view(&store, &probes), before);
 
-    log.set_down(false);
+    log.faults().set_down(false);
     let handle = fresh(&store, k, 2, &inputs[2]).await;
     store.complete(handle, vec![], vec![]).await.unwrap();
     assert_eq!(stats(&store).states, before.stats.states + 1);

@@ -256,7 +256,7 @@ on_every_backend!(invalidated_history_is_never_revived_by_a_later_restore, not_r
 
 #[tokio::test]
 async fn rebuild_past_its_deadline_names_the_unfinished_partitions_and_changes_nothing() {
-    let log = actionstate_testkit::MemoryLog::new(4);
+    let log = actionstate_memory::MemoryLog::new(4);
     let writer = ActionStateStore::new(log.reopen(), StoreConfig::default());
     for k in keys() {
         process(&writer, k, 0, &input(0)).await.unwrap();
@@ -272,7 +272,7 @@ async fn rebuild_past_its_deadline_names_the_unfinished_partitions_and_changes_n
         rebuild_stall: std::time::Duration::from_secs(2),
         ..StoreConfig::default()
     };
-    let store = ActionStateStore::new(FaultyLog::new(log.reopen(), SlowReads::Hang(2)), config);
+    let store = ActionStateStore::new(with_slow_reads(log.reopen(), SlowReads::Hang(2)), config);
     process(&store, key("before"), 0, &input(0)).await.unwrap();
     let before = store.stats();
     let started = std::time::Instant::now();

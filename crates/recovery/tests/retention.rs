@@ -6,8 +6,8 @@
 mod common;
 
 use actionstate_core::{Error, KeyId, StateLog};
+use actionstate_memory::MemoryLog;
 use actionstate_recovery::{ActionStateStore, Ownership, Retention, Snapshot, StoreConfig, StoreError};
-use actionstate_testkit::MemoryLog;
 use common::{Backend, Env, dump, input, key, process};
 use proptest::prelude::*;
 use std::collections::HashMap;
@@ -92,15 +92,15 @@ on_every_backend!(completed_rounds_are_remembered_only_for_live_keys, follows_li
 
 #[tokio::test]
 async fn a_failed_reclaim_is_reported_and_retried() {
-    let log = MemoryLog::new(2);
-    let store = ActionStateStore::new(log.reopen(), keep(1));
-    log.fail_reclaims(true);
+    let log = common::faulty_memory(2);
+    let store = ActionStateStore::new(common::Reopen::reopen(&log), keep(1));
+    log.faults().fail_reclaims(true);
     round_and_checkpoint(&store, key("a"), 0, 0).await;
     round_and_checkpoint(&store, key("b"), 0, 1).await;
     let status = store.reclaim_status();
     assert!(status.failures >= 1 && status.last_error.as_deref().is_some_and(|e| e.contains("reclaim")), "{status:?}");
     assert_eq!(log.earliest_offsets().await.unwrap(), vec![0, 0], "a failed reclaim removed nothing");
-    log.fail_reclaims(false);
+    log.faults().fail_reclaims(false);
     round_and_checkpoint(&store, key("c"), 0, 2).await;
     let status = store.reclaim_status();
     assert_eq!(status.last_error, None, "{status:?}");

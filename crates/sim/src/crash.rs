@@ -1,7 +1,9 @@
-//! Crash injection: a [`StateLog`] wrapper that fails chosen appends, before or after they
-//! are written, and records that the process "crashed".
+//! Crash injection: [`Crashes`], the injector of the test kit's [`Faulty`] log wrapper that
+//! fails chosen appends, before or after they are written, and records that the process
+//! "crashed"; [`CrashLog`] is a log wrapped with it.
 
-use actionstate_core::{BackendError, Error, LogIdentity, Position, ReadBatch, StateLog, WireRecord};
+use actionstate_core::{BackendError, Error};
+use actionstate_testkit::{Faulty, Inject};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -90,63 +92,23 @@ impl Crashes {
     }
 }
 
-/// A log that crashes where [`Crashes`] says.
-#[derive(Debug)]
-pub struct CrashLog<L> {
-    inner: L,
-    crashes: Arc<Crashes>,
-}
-
-impl<L: StateLog> CrashLog<L> {
-    /// Wraps `inner`.
-    pub fn new(inner: L, crashes: Arc<Crashes>) -> Self {
-        CrashLog { inner, crashes }
-    }
-
-    /// The wrapped log.
-    pub fn inner(&self) -> &L {
-        &self.inner
-    }
-}
+/// A log that crashes where [`Crashes`] says: `CrashLog::new(log, crashes)`.
+pub type CrashLog<L> = Faulty<L, Crashes>;
 
 fn crash_error(e: InjectedCrash) -> Error {
     BackendError::retryable("sim", "append", e).into()
 }
 
-impl<L: StateLog> StateLog for CrashLog<L> {
-    fn identity(&self) -> &LogIdentity {
-        self.inner.identity()
+/// Appends are counted over the whole run, by every log of it: the `n`-th may crash before
+/// its record is written ([`CrashPoint::BeforeAppend`]) or after ([`CrashPoint::AfterAppend`]).
+impl Inject for Crashes {
+    fn before_append(&self) -> Result<u64, Error> {
+        let n = self.appends.fetch_add(1, Ordering::Relaxed) + 1;
+        self.fire(CrashPoint::BeforeAppend(n)).map_err(crash_error)?;
+        Ok(n)
     }
 
-    async fn current_identity(&self) -> Result<LogIdentity, Error> {
-        self.inner.current_identity().await
-    }
-
-    async fn append(&self, record: WireRecord) -> Result<Position, Error> {
-        let n = self.crashes.appends.fetch_add(1, Ordering::Relaxed) + 1;
-        self.crashes.fire(CrashPoint::BeforeAppend(n)).map_err(crash_error)?;
-        let position = self.inner.append(record).await?;
-        self.crashes.fire(CrashPoint::AfterAppend(n)).map_err(crash_error)?;
-        Ok(position)
-    }
-
-    async fn earliest_offsets(&self) -> Result<Vec<u64>, Error> {
-        self.inner.earliest_offsets().await
-    }
-
-    async fn end_offsets(&self) -> Result<Vec<u64>, Error> {
-        self.inner.end_offsets().await
-    }
-
-    async fn read(&self, partition: u32, from: u64, to: u64, max: usize) -> Result<ReadBatch, Error> {
-        self.inner.read(partition, from, to, max).await
-    }
-
-    fn capabilities(&self) -> actionstate_core::Capabilities {
-        self.inner.capabilities()
-    }
-
-    async fn reclaim(&self, before: &[u64]) -> Result<Vec<u64>, Error> {
-        self.inner.reclaim(before).await
+    fn after_append(&self, n: u64) -> Result<(), Error> {
+        self.fire(CrashPoint::AfterAppend(n)).map_err(crash_error)
     }
 }

@@ -46,11 +46,11 @@ impl LogSource for LogConfig {
 #[derive(Clone, Debug)]
 pub struct MemorySource {
     /// The shared log.
-    pub log: actionstate_testkit::MemoryLog,
+    pub log: actionstate_memory::MemoryLog,
 }
 
 impl LogSource for MemorySource {
-    type Log = actionstate_testkit::MemoryLog;
+    type Log = actionstate_memory::MemoryLog;
     fn backend(&self) -> &'static str {
         "memory"
     }

@@ -1,6 +1,6 @@
 #![allow(clippy::unwrap_used, reason = "tests")]
+use actionstate_memory::MemoryLog;
 use actionstate_sim::*;
-use actionstate_testkit::MemoryLog;
 use std::io::Write;
 
 #[tokio::test]

@@ -6,9 +6,9 @@
 //! backend contract, and [`RangeRead`], which reads a partition range checking every batch
 //! against that contract.
 //!
-//! Nothing here performs I/O or depends on an async runtime; backends implement [`StateLog`].
-//! Even the secret a log URL names is read by the backend that needs it
-//! ([`url::SecretSource::resolve_with`]).
+//! Nothing here performs I/O or depends on an async runtime; backends implement [`StateLog`],
+//! and [`BackendConfig`] for the configuration a log URL names. Even the secret a log URL names
+//! is read by the backend that needs it ([`url::SecretSource::resolve_with`]).
 //!
 //! ```
 //! use actionstate_core::*;
@@ -37,6 +37,7 @@
 #![deny(clippy::unwrap_used)]
 #![warn(missing_docs)]
 
+pub mod backend;
 mod canonical;
 pub mod codec;
 mod error;
@@ -52,6 +53,7 @@ pub mod url;
 mod value;
 mod view;
 
+pub use backend::{BackendConfig, DEFAULT_PARTITIONS};
 pub use error::{BackendError, Error};
 pub use event::{Event, Trigger};
 pub use fence::{FENCE_KEY_LAYOUT, Fence, FenceMark, Ownership, fence_key_id, fence_log_key};

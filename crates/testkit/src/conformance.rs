@@ -6,7 +6,31 @@
 //! with that report unless all passed, for a backend's test:
 //!
 //! ```
-//! use actionstate_testkit::{MemoryHarness, conformance};
+//! use actionstate_core::Error;
+//! use actionstate_memory::MemoryLog;
+//! use actionstate_testkit::{Faulty, conformance};
+//!
+//! struct MemoryHarness;
+//!
+//! impl conformance::Harness for MemoryHarness {
+//!     type Log = Faulty<MemoryLog>;
+//!     async fn fresh(&self, partitions: u32) -> Result<Self::Log, Error> {
+//!         Ok(Faulty::wrap(MemoryLog::new(partitions)))
+//!     }
+//!     async fn reopen(&self, log: Self::Log) -> Result<Self::Log, Error> {
+//!         Ok(log.with_inner(log.inner().reopen()))
+//!     }
+//!     async fn recreate(&self, log: Self::Log, partitions: u32) -> Result<Self::Log, Error> {
+//!         log.inner().recreate(partitions);
+//!         Ok(log)
+//!     }
+//!     async fn unreachable(&self) -> Result<Self::Log, Error> {
+//!         // A log whose every operation fails, as a backend that cannot be reached.
+//!         let log = Faulty::wrap(MemoryLog::new(1));
+//!         log.faults().set_down(true);
+//!         Ok(log)
+//!     }
+//! }
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {

@@ -5,8 +5,22 @@
 #![allow(clippy::unwrap_used)]
 
 use super::conformance::{self, CHECKS, ConformanceReport, Harness};
-use super::{MemoryHarness, MemoryLog};
+use crate::Faulty;
 use actionstate_core::{Error, LogIdentity, Position, ReadBatch, StateLog, WireRecord};
+use actionstate_memory::MemoryLog;
+
+/// The in-memory log the flawed logs wrap, in the wrapper that takes it down for the
+/// unreachable log.
+type Mem = Faulty<MemoryLog>;
+
+fn new_log(partitions: u32) -> Mem {
+    Faulty::wrap(MemoryLog::new(partitions))
+}
+
+/// Another handle on the log of `log`, with its faults.
+fn reopened(log: &Mem) -> Mem {
+    log.with_inner(log.inner().reopen())
+}
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,12 +42,39 @@ enum Flaw {
     KeepsIdentityOnRecreate,
 }
 
+/// The suite's harness of the in-memory log, which the flawed logs below wrap.
+#[derive(Debug)]
+struct MemoryHarness;
+
+impl Harness for MemoryHarness {
+    type Log = Mem;
+
+    async fn fresh(&self, partitions: u32) -> Result<Mem, Error> {
+        Ok(new_log(partitions))
+    }
+
+    async fn reopen(&self, log: Mem) -> Result<Mem, Error> {
+        Ok(reopened(&log))
+    }
+
+    async fn recreate(&self, log: Mem, partitions: u32) -> Result<Mem, Error> {
+        log.inner().recreate(partitions);
+        Ok(log)
+    }
+
+    async fn unreachable(&self) -> Result<Mem, Error> {
+        let log = new_log(1);
+        log.faults().set_down(true);
+        Ok(log)
+    }
+}
+
 static NEXT_NAME: AtomicU64 = AtomicU64::new(0);
 
 /// A [`MemoryLog`] with one [`Flaw`].
 #[derive(Debug)]
 struct BrokenLog {
-    inner: MemoryLog,
+    inner: Mem,
     flaw: Flaw,
     /// The identity it reports (kept across a lossy reopen; a name only, with
     /// [`Flaw::KeepsIdentityOnRecreate`]).
@@ -43,7 +84,7 @@ struct BrokenLog {
 }
 
 impl BrokenLog {
-    fn new(inner: MemoryLog, flaw: Flaw, name: &str) -> Self {
+    fn new(inner: Mem, flaw: Flaw, name: &str) -> Self {
         let identity = match flaw {
             Flaw::KeepsIdentityOnRecreate => {
                 LogIdentity { backend: "broken".into(), id: name.to_owned(), partitions: inner.identity().partitions }
@@ -116,15 +157,15 @@ impl Harness for BrokenHarness {
 
     async fn fresh(&self, partitions: u32) -> Result<BrokenLog, Error> {
         let name = format!("broken-{}", NEXT_NAME.fetch_add(1, Ordering::Relaxed));
-        Ok(BrokenLog::new(MemoryLog::new(partitions), self.0, &name))
+        Ok(BrokenLog::new(new_log(partitions), self.0, &name))
     }
 
     async fn reopen(&self, log: BrokenLog) -> Result<BrokenLog, Error> {
         if log.flaw != Flaw::DropsLastAppendOnReopen {
-            return Ok(BrokenLog { inner: log.inner.reopen(), ..log });
+            return Ok(BrokenLog { inner: reopened(&log.inner), ..log });
         }
         // Everything but the last acknowledged append, replayed into a log of its own.
-        let inner = MemoryLog::new(log.identity.partitions);
+        let inner = new_log(log.identity.partitions);
         let mut appended = log.appended.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
         appended.pop();
         for r in &appended {
@@ -134,9 +175,9 @@ impl Harness for BrokenHarness {
     }
 
     async fn recreate(&self, log: BrokenLog, partitions: u32) -> Result<BrokenLog, Error> {
-        log.inner.recreate(partitions);
+        log.inner.inner().recreate(partitions);
         let name = log.identity.id.clone();
-        Ok(BrokenLog::new(log.inner.reopen(), log.flaw, &name))
+        Ok(BrokenLog::new(reopened(&log.inner), log.flaw, &name))
     }
 
     async fn unreachable(&self) -> Result<BrokenLog, Error> {
@@ -212,18 +253,18 @@ async fn a_panicking_check_is_a_named_failure() {
     #[derive(Debug)]
     struct Panics;
     impl Harness for Panics {
-        type Log = MemoryLog;
-        async fn fresh(&self, partitions: u32) -> Result<MemoryLog, Error> {
+        type Log = Mem;
+        async fn fresh(&self, partitions: u32) -> Result<Mem, Error> {
             assert!(partitions != 3, "no logs of 3 partitions here");
-            Ok(MemoryLog::new(partitions))
+            Ok(new_log(partitions))
         }
-        async fn reopen(&self, log: MemoryLog) -> Result<MemoryLog, Error> {
+        async fn reopen(&self, log: Mem) -> Result<Mem, Error> {
             MemoryHarness.reopen(log).await
         }
-        async fn recreate(&self, log: MemoryLog, partitions: u32) -> Result<MemoryLog, Error> {
+        async fn recreate(&self, log: Mem, partitions: u32) -> Result<Mem, Error> {
             MemoryHarness.recreate(log, partitions).await
         }
-        async fn unreachable(&self) -> Result<MemoryLog, Error> {
+        async fn unreachable(&self) -> Result<Mem, Error> {
             MemoryHarness.unreachable().await
         }
     }

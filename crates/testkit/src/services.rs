@@ -18,6 +18,7 @@ pub const SKIP_MARKER: &str = "ACTIONSTATE-SKIP";
 /// The settings of one configured service.
 #[derive(Clone, Debug)]
 pub struct Service {
+    prefix: String,
     vars: HashMap<String, String>,
     /// Where the settings came from: `"environment"` or the path of the env file.
     pub source: String,
@@ -33,7 +34,7 @@ impl Service {
                 .filter(|(k, _)| k.starts_with(&format!("{prefix}_")))
                 .map(|(k, v)| (k, v.trim().to_owned()))
                 .collect();
-            return Some(Service { vars, source: "environment".to_owned() });
+            return Some(Service { prefix: prefix.to_owned(), vars, source: "environment".to_owned() });
         }
         Service::in_env_file(name, prefix)
     }
@@ -50,9 +51,11 @@ impl Service {
             .filter_map(|line| line.split_once('='))
             .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
             .collect();
-        vars.get(&format!("{prefix}_BOOTSTRAP"))
-            .is_some_and(|v| !v.is_empty())
-            .then(|| Service { vars, source: path.display().to_string() })
+        vars.get(&format!("{prefix}_BOOTSTRAP")).is_some_and(|v| !v.is_empty()).then(|| Service {
+            prefix: prefix.to_owned(),
+            vars,
+            source: path.display().to_string(),
+        })
     }
 
     /// The service `name` for `test`, or `None` after [`skip`]ping it.
@@ -67,6 +70,105 @@ impl Service {
     /// The value of `key` (e.g. `KAFKA_BOOTSTRAP`), if set and not empty.
     pub fn get(&self, key: &str) -> Option<&str> {
         self.vars.get(key).map(String::as_str).filter(|v| !v.is_empty())
+    }
+
+    /// `PREFIX_BOOTSTRAP`, the plaintext listener: a found service always has it.
+    pub fn bootstrap(&self) -> &str {
+        self.get(&format!("{}_BOOTSTRAP", self.prefix)).unwrap_or_default()
+    }
+
+    /// `PREFIX_SASL_BOOTSTRAP`, `PREFIX_SASL_USERNAME` and `PREFIX_SASL_PASSWORD`: the SASL/PLAIN
+    /// listener and its user, if the service names them.
+    pub fn sasl(&self) -> Option<Sasl> {
+        let get = |key: &str| self.get(&format!("{}_SASL_{key}", self.prefix)).map(str::to_owned);
+        Some(Sasl { bootstrap: get("BOOTSTRAP")?, username: get("USERNAME")?, password: get("PASSWORD")? })
+    }
+}
+
+/// A service's SASL/PLAIN listener and the user it knows (see [`Service::sasl`]).
+#[derive(Clone, Debug)]
+pub struct Sasl {
+    /// `host:port` of the listener.
+    pub bootstrap: String,
+    /// The user.
+    pub username: String,
+    /// The user's password.
+    pub password: String,
+}
+
+/// A server process that a fault test stops and restarts, as `cargo xtask services up`
+/// started it: which service, what to call it, the variable of the env file that holds its
+/// pid, its main class, and the names of its log and pid files in its working directory.
+#[derive(Clone, Copy, Debug)]
+pub struct ServerRole<'a> {
+    /// The service's name, e.g. `kafka`.
+    pub service: &'a str,
+    /// The prefix of its settings, e.g. `KAFKA`.
+    pub prefix: &'a str,
+    /// What `cargo xtask services up` starts for it, for the skip message: `broker`, `cluster`.
+    pub started: &'a str,
+    /// The env file's variable with the process's pid, e.g. `KAFKA_PID`.
+    pub pid_var: &'a str,
+    /// The class the process runs, which its command line must name.
+    pub main_class: &'a str,
+    /// The process's log file in its working directory, which a restart appends to.
+    pub log_file: &'a str,
+    /// The process's pid file in its working directory, which a restart rewrites.
+    pub pid_file: &'a str,
+}
+
+/// A server process found for a fault test (see [`ServerRole::find`]).
+#[derive(Clone, Debug)]
+pub struct FaultServer {
+    /// The service's settings, from its env file.
+    pub service: Service,
+    /// The running process.
+    pub process: ServerProcess,
+    env_file: PathBuf,
+    pid_var: String,
+    log_file: String,
+    pid_file: String,
+}
+
+impl FaultServer {
+    /// Restarts a stopped `process` of this server as [`ServerProcess::restart`] does, with
+    /// the role's log and pid files and the env file's pid variable.
+    pub fn restarter(&self) -> impl FnOnce(&ServerProcess) -> std::io::Result<ServerProcess> + Send + 'static {
+        let FaultServer { env_file, pid_var, log_file, pid_file, .. } = self.clone();
+        move |process: &ServerProcess| {
+            let dir = process.dir();
+            process.restart(&dir.join(log_file), &dir.join(pid_file), &env_file, &pid_var)
+        }
+    }
+}
+
+impl ServerRole<'_> {
+    /// The process of this role that `cargo xtask services up` started, for `test`; `None`
+    /// after [`skip`]ping it when the service was not started that way (a fault test restarts
+    /// the process, so any bootstrap address will not do). Fails when the recorded pid does not
+    /// run the role's main class.
+    pub fn find(&self, test: &str) -> Option<std::io::Result<FaultServer>> {
+        let Some(env_file) = env_file(self.service).filter(|f| f.exists()) else {
+            let why = format!("no {} started by `cargo xtask services up {}`", self.started, self.service);
+            skip(self.service, &format!("{test}: {why}"));
+            return None;
+        };
+        let Some(service) = Service::find(self.service, self.prefix) else {
+            skip(self.service, test);
+            return None;
+        };
+        let pid = service.get(self.pid_var).and_then(|pid| pid.parse().ok());
+        let Some(pid) = pid else {
+            return Some(Err(std::io::Error::other(format!("{} names no pid", self.pid_var))));
+        };
+        Some(ServerProcess::of(pid, self.main_class).map(|process| FaultServer {
+            service,
+            process,
+            env_file,
+            pid_var: self.pid_var.to_owned(),
+            log_file: self.log_file.to_owned(),
+            pid_file: self.pid_file.to_owned(),
+        }))
     }
 }
 

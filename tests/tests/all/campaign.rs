@@ -16,7 +16,7 @@
 //!
 //! `ACTIONSTATE_CAMPAIGN_RUNS` sets the number of runs per backend (default 500 on file, 300 in
 //! memory). The Kafka campaign runs on the broker the environment names (see
-//! `actionstate_tests::kafka_bootstrap`), each run on a fresh topic; it defaults to 20 runs and
+//! `Backend::bootstrap`), each run on a fresh topic; it defaults to 20 runs and
 //! takes its count from `ACTIONSTATE_CAMPAIGN_RUNS_KAFKA` only;
 //! `ACTIONSTATE_CAMPAIGN_SEED` runs that one seed only, printing what it did;
 //! `ACTIONSTATE_CAMPAIGN_JOBS` sets how many runs are in flight at once (default 4).
@@ -300,7 +300,7 @@ async fn crash_campaign_on_memory() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_campaign_on_kafka() {
-    if actionstate_tests::kafka_available("campaign") {
+    if Backend::Kafka.available("campaign") {
         campaign(Backend::Kafka, 20, 2_000_000, false).await;
     }
 }
@@ -317,7 +317,7 @@ async fn zombie_campaign_on_file() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zombie_campaign_on_kafka() {
-    if actionstate_tests::kafka_available("zombie campaign") {
+    if Backend::Kafka.available("zombie campaign") {
         campaign(Backend::Kafka, 10, 5_000_000, true).await;
     }
 }

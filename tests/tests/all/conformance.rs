@@ -1,8 +1,8 @@
-//! The backend conformance suite on every backend available without external services.
+//! The backend conformance suite on the file backend.
 
 use actionstate_core::{Error, StateLog};
 use actionstate_file::{FileConfig, FileLog};
-use actionstate_testkit::{MemoryHarness, conformance};
+use actionstate_testkit::conformance;
 use std::path::PathBuf;
 use std::sync::Mutex;
 use tempfile::TempDir;
@@ -54,11 +54,6 @@ impl conformance::Harness for FileHarness {
         std::fs::write(&file, b"not a directory").unwrap();
         Ok(FileLog::open(FileConfig::new(file.join("sub"), 1))?)
     }
-}
-
-#[tokio::test]
-async fn memory_log_conforms() {
-    conformance::assert_conforms(&MemoryHarness).await;
 }
 
 #[tokio::test]

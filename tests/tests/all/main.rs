@@ -32,14 +32,14 @@ macro_rules! on_every_backend {
 
             #[tokio::test]
             async fn kafka() {
-                if actionstate_tests::kafka_available(concat!($module, "::", stringify!($name))) {
+                if Backend::Kafka.available(concat!($module, "::", stringify!($name))) {
                     super::$name(Backend::Kafka).await;
                 }
             }
 
             #[tokio::test]
             async fn fluss() {
-                if actionstate_tests::fluss_available(concat!($module, "::", stringify!($name))) {
+                if Backend::Fluss.available(concat!($module, "::", stringify!($name))) {
                     super::$name(Backend::Fluss).await;
                 }
             }

@@ -19,7 +19,7 @@
 //! `ACTIONSTATE_SIM_KILLS_KAFKA` on Kafka (default 20), `ACTIONSTATE_SIM_KILLS_FLUSS` on Fluss
 //! (default 10); `ACTIONSTATE_SIM_KILL_SEED` the seed of
 //! the run configurations and kill delays. The Kafka variant runs on the broker the
-//! environment names (see `actionstate_tests::kafka_bootstrap`).
+//! environment names (see `actionstate_tests::Backend::bootstrap`).
 //!
 //! With the `cluster-fault-tests` feature, `sim_survives_sigkill_and_a_broker_kill_on_kafka3`
 //! runs the campaign on the three-node cluster of `cargo xtask services up kafka3` (topics
@@ -371,15 +371,11 @@ async fn sigkill_campaign(target: Target, kills: u64) {
                 );
                 match &killer {
                     Some(killer) => killer.run_on(&topic),
-                    None => actionstate_tests::kafka_topic_url(
-                        actionstate_tests::kafka_bootstrap().unwrap(),
-                        &topic,
-                        PARTITIONS,
-                    ),
+                    None => actionstate_tests::kafka_topic_url(Backend::Kafka.bootstrap().unwrap(), &topic, PARTITIONS),
                 }
             }
             Backend::Fluss => {
-                let bootstrap = actionstate_tests::fluss_bootstrap().unwrap();
+                let bootstrap = Backend::Fluss.bootstrap().unwrap();
                 let table = format!(
                     "sim_sigkill_{}_{runs}_{}",
                     std::process::id(),
@@ -447,7 +443,7 @@ async fn sim_survives_sigkill_on_file() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sim_survives_sigkill_on_fluss() {
-    if actionstate_tests::fluss_available("sim-sigkill") {
+    if Backend::Fluss.available("sim-sigkill") {
         let target =
             Target { backend: Backend::Fluss, early_ms: (5, 500), working_ms: (0, 600), inputs: 120, broker_kills: 0 };
         sigkill_campaign(target, env_u64("ACTIONSTATE_SIM_KILLS_FLUSS").unwrap_or(10)).await;
@@ -456,7 +452,7 @@ async fn sim_survives_sigkill_on_fluss() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sim_survives_sigkill_on_kafka() {
-    if actionstate_tests::kafka_available("sim-sigkill") {
+    if Backend::Kafka.available("sim-sigkill") {
         let target =
             Target { backend: Backend::Kafka, early_ms: (5, 500), working_ms: (0, 600), inputs: 120, broker_kills: 0 };
         sigkill_campaign(target, env_u64("ACTIONSTATE_SIM_KILLS_KAFKA").unwrap_or(20)).await;

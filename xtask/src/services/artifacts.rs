@@ -2,11 +2,11 @@
 //! Central, after a generated pom, into a `lib/` directory (`lib/*` is the classpath). Each server
 //! writes its own pom; what it depends on is in its `config.rs`.
 
+use super::config::ServiceFiles;
 use super::process::{java, remove_dir_if_exists, write_atomic};
 use anyhow::{Context, Result, bail};
 use std::fs;
 use std::io::ErrorKind;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
@@ -105,10 +105,9 @@ pub(crate) struct Jars<'a> {
     /// The main artifact, for the progress line.
     pub(crate) root: &'a str,
     pub(crate) pom: &'a str,
-    pub(crate) pom_path: &'a Path,
-    pub(crate) lib: &'a Path,
-    /// Where Maven copies to; renamed to `lib` once complete.
-    pub(crate) lib_partial: &'a Path,
+    /// Where the pom is written, Maven copies to (`lib_partial`, renamed to `lib` once
+    /// complete).
+    pub(crate) files: &'a ServiceFiles,
     /// A jar that must be in `lib` after the copy.
     pub(crate) marker_jar: &'a str,
 }
@@ -117,7 +116,8 @@ impl Jars<'_> {
     /// Copies the jars into `lib/` unless the ones there came from the same pom (recorded in
     /// `lib/.resolved-from.pom.xml`).
     pub(crate) fn ensure(&self) -> Result<()> {
-        let Self { service, what, root, pom, pom_path, lib, lib_partial, marker_jar } = *self;
+        let Self { service, what, root, pom, files, marker_jar } = *self;
+        let (pom_path, lib, lib_partial) = (&files.pom, &files.lib, &files.lib_partial);
         let stamp = lib.join(".resolved-from.pom.xml");
         if fs::read_to_string(&stamp).is_ok_and(|stamp| stamp == pom) && lib.join(marker_jar).is_file() {
             eprintln!("==> {service}: jars cached in {}", lib.display());

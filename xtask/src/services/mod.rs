@@ -14,17 +14,24 @@
 //! the other):
 //!
 //! - [`process`] — starting a JVM detached from the terminal, pid files, whether a pid still runs
-//!   our process, stopping it, the polling and timeouts of the waits, free ports, atomic writes,
-//!   log tails;
+//!   our process or has exited, stopping it, the polling and timeouts of the waits, free ports,
+//!   resident memory, atomic writes, log tails;
+//! - [`config`] — where a service keeps its files, the classpath, the JVM flags and command line,
+//!   the log4j 2 configuration, and reading a listener's port back from a configuration file;
+//! - [`probe`] — the probes' TCP connection, response frames, SASL/PLAIN token and server nodes,
+//!   and the wait that polls a probe until the server answers, exits or times out;
 //! - [`artifacts`] — the Java check and the jars Maven resolves from Maven Central into a `lib/`
 //!   directory, the servers' classpath;
-//! - [`env`](mod@env) — the one SASL/PLAIN user both servers know, and the `KEY=VALUE` format of the env
-//!   files they write for tests and benchmarks.
+//! - [`env`](mod@env) — the one SASL/PLAIN user both servers know, the client settings every env
+//!   file starts with, and the `KEY=VALUE` format of the env files they write for tests and
+//!   benchmarks.
 
 mod artifacts;
+mod config;
 mod env;
 pub(crate) mod fluss;
 pub(crate) mod kafka;
+mod probe;
 mod process;
 
 pub(crate) use kafka::cluster::{down_kafka3, up_kafka3};

@@ -134,11 +134,31 @@ pub(crate) fn free_port_list(n: usize) -> Result<Vec<u16>> {
     Ok(listeners.iter().map(|l| l.local_addr().map(|a| a.port())).collect::<std::io::Result<Vec<_>>>()?)
 }
 
-/// Resident memory of a process, from `/proc/<pid>/status`.
-pub(crate) fn rss_kib(pid: u32) -> Option<u64> {
+/// Resident memory of a process in KiB, from `/proc/<pid>/status`.
+fn rss_kib(pid: u32) -> Option<u64> {
     let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?;
     line.split_whitespace().next()?.parse().ok()
+}
+
+/// `N MiB resident`, a process's resident memory as `status` shows it.
+pub(crate) fn resident(pid: u32) -> Option<String> {
+    rss_kib(pid).map(|kib| format!("{:.0} MiB resident", kib as f64 / 1024.0))
+}
+
+/// Why a child that `up` started cannot come up any more, if it has exited: `{who} exited
+/// (STATUS)`, or `waiting for {who} failed: ERROR`.
+pub(crate) fn child_exited(child: &mut Child, who: &str) -> Option<String> {
+    match child.try_wait() {
+        Ok(Some(status)) => Some(format!("{who} exited ({status})")),
+        Ok(None) => None,
+        Err(e) => Some(format!("waiting for {who} failed: {e}")),
+    }
+}
+
+/// `last lines of PATH:` and the last `lines` lines of the log file `path`, for an error.
+pub(crate) fn log_tail(path: &Path, lines: usize) -> String {
+    format!("last lines of {}:\n{}", path.display(), tail(path, lines))
 }
 
 pub(crate) fn tail(path: &Path, lines: usize) -> String {
@@ -177,5 +197,6 @@ mod tests {
         assert_eq!(proc_stat_state("7 (odd) name) Z 1 7"), Some('Z'));
         assert_eq!(proc_stat_state("garbage"), None);
         assert!(process_alive(std::process::id()));
+        assert!(resident(std::process::id()).is_some_and(|r| r.ends_with(" MiB resident")));
     }
 }

@@ -3,12 +3,13 @@
 #![allow(dead_code, reason = "each test binary uses a different part of the helpers")]
 
 use actionstate_core::{
-    ActionId, ActionState, Attributes, Error, Event, EventId, KeyId, LogIdentity, LogRecord, MemoryOp, MemoryUpdate,
-    Position, ReadBatch, StateKey, StateLog, TaggedBytes, Trigger, Value, WireRecord, codec,
+    ActionId, ActionState, Attributes, Event, EventId, KeyId, LogRecord, MemoryOp, MemoryUpdate, Position, StateKey,
+    StateLog, TaggedBytes, Trigger, Value, codec,
 };
 use actionstate_index::Stats;
+use actionstate_memory::MemoryLog;
 use actionstate_recovery::{ActionStateStore, AnyLog, Begin, LogConfig, Round, StoreConfig, StoreError};
-use actionstate_testkit::MemoryLog;
+pub(crate) use actionstate_testkit::{Faulty, SlowReads};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use tempfile::TempDir;
@@ -121,14 +122,9 @@ async fn run<L: StateLog>(
 /// Number of states `process` records per input.
 pub(crate) const STATES_PER_ROUND: usize = 3;
 
-/// The backends store scenarios run on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Backend {
-    /// The in-memory test log.
-    Memory,
-    /// The embedded file backend.
-    File,
-}
+/// The backends store scenarios run on: [`Backend::Memory`] and [`Backend::File`] (the
+/// server backends run them in the integration tests).
+pub(crate) use actionstate_testkit::Backend;
 
 /// One log that survives "crashes": stores are dropped and new ones open the same records.
 #[derive(Debug)]
@@ -159,6 +155,7 @@ impl Env {
                 let config = LogConfig::File(actionstate_file::FileConfig::new(self.data_dir(), PARTITIONS));
                 actionstate_recovery::open(&config).await.unwrap()
             }
+            server => panic!("the store tests run on the embedded backends, not {}", server.name()),
         }
     }
 
@@ -295,141 +292,31 @@ pub(crate) fn states_after<L: StateLog>(store: &ActionStateStore<L>, key: &KeyId
     store.with_index(|ix| ix.rounds_of(key).into_iter().filter(|(s, _)| *s > after).map(|(_, v)| v.len()).sum())
 }
 
-/// When a [`GatedLog`] holds appends.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Hold {
-    /// Appends go through.
-    Off,
-    /// Appends wait forever before they reach the backend.
-    BeforeAppend,
-    /// Appends reach the backend (the record is durable) and then wait forever before
-    /// reporting it: the acknowledgement is in flight.
-    BeforeAck,
+/// An in-memory log behind the test kit's fault-injecting wrapper.
+pub(crate) type FaultyMemory = Faulty<MemoryLog>;
+
+/// A new, empty in-memory log with [`Faults`](actionstate_testkit::Faults) of its own, none on.
+pub(crate) fn faulty_memory(partitions: u32) -> FaultyMemory {
+    Faulty::wrap(MemoryLog::new(partitions))
 }
 
-/// A memory log whose appends can be held, so that a test can drop a write's future while
-/// it waits.
-#[derive(Clone, Debug)]
-pub(crate) struct GatedLog {
-    /// The log behind the gate.
-    pub(crate) inner: MemoryLog,
-    hold: Arc<std::sync::Mutex<Hold>>,
+/// `log` with its reads of one partition slowed or hung as `reads` says.
+pub(crate) fn with_slow_reads<L>(log: L, reads: SlowReads) -> Faulty<L> {
+    let faulty = Faulty::wrap(log);
+    faulty.faults().slow_reads(reads);
+    faulty
 }
 
-impl GatedLog {
-    /// A gate, open, in front of `inner`.
-    pub(crate) fn new(inner: MemoryLog) -> Self {
-        GatedLog { inner, hold: Arc::new(std::sync::Mutex::new(Hold::Off)) }
-    }
-
-    /// Holds later appends as `hold` says.
-    pub(crate) fn set(&self, hold: Hold) {
-        *self.hold.lock().unwrap() = hold;
-    }
+/// A new handle on a wrapped in-memory log, sharing its records and its faults, as a
+/// restarted process would open.
+pub(crate) trait Reopen {
+    /// The new handle.
+    fn reopen(&self) -> Self;
 }
 
-impl StateLog for GatedLog {
-    fn identity(&self) -> &LogIdentity {
-        self.inner.identity()
-    }
-
-    async fn current_identity(&self) -> Result<LogIdentity, Error> {
-        self.inner.current_identity().await
-    }
-
-    async fn append(&self, record: WireRecord) -> Result<Position, Error> {
-        let hold = *self.hold.lock().unwrap();
-        match hold {
-            Hold::Off => self.inner.append(record).await,
-            Hold::BeforeAppend => {
-                std::future::pending::<()>().await;
-                self.inner.append(record).await
-            }
-            Hold::BeforeAck => {
-                let position = self.inner.append(record).await;
-                std::future::pending::<()>().await;
-                position
-            }
-        }
-    }
-
-    async fn earliest_offsets(&self) -> Result<Vec<u64>, Error> {
-        self.inner.earliest_offsets().await
-    }
-
-    async fn end_offsets(&self) -> Result<Vec<u64>, Error> {
-        self.inner.end_offsets().await
-    }
-
-    async fn read(&self, partition: u32, from: u64, to: u64, max: usize) -> Result<ReadBatch, Error> {
-        self.inner.read(partition, from, to, max).await
-    }
-}
-
-/// How a [`FaultyLog`] answers reads of one partition.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum SlowReads {
-    /// As the log does.
-    Never,
-    /// Reads of this partition never answer (a bucket whose server hangs).
-    Hang(u32),
-    /// Reads of this partition answer after this long, each time.
-    Pause(u32, std::time::Duration),
-}
-
-/// A log whose appends start failing once a budget is spent (a crash that cuts a sequence of
-/// appends short; a negative budget lets everything through) and whose reads of one
-/// partition may hang or be slow.
-#[derive(Debug)]
-pub(crate) struct FaultyLog<L> {
-    /// The log behind the faults.
-    pub(crate) inner: L,
-    /// Appends still let through; at 0 they fail.
-    pub(crate) budget: Arc<std::sync::atomic::AtomicI64>,
-    /// How reads behave.
-    pub(crate) reads: SlowReads,
-}
-
-impl<L: StateLog> FaultyLog<L> {
-    /// `inner` with appends unlimited and reads as `reads` says.
-    pub(crate) fn new(inner: L, reads: SlowReads) -> Self {
-        FaultyLog { inner, budget: Arc::new(std::sync::atomic::AtomicI64::new(-1)), reads }
-    }
-}
-
-impl<L: StateLog> StateLog for FaultyLog<L> {
-    fn identity(&self) -> &LogIdentity {
-        self.inner.identity()
-    }
-
-    async fn current_identity(&self) -> Result<LogIdentity, Error> {
-        self.inner.current_identity().await
-    }
-
-    async fn append(&self, record: WireRecord) -> Result<Position, Error> {
-        use std::sync::atomic::Ordering;
-        if self.budget.fetch_sub(1, Ordering::SeqCst) == 0 {
-            self.budget.store(0, Ordering::SeqCst);
-            return Err(actionstate_core::BackendError::retryable("faulty", "append", "the writer crashed").into());
-        }
-        self.inner.append(record).await
-    }
-
-    async fn earliest_offsets(&self) -> Result<Vec<u64>, Error> {
-        self.inner.earliest_offsets().await
-    }
-
-    async fn end_offsets(&self) -> Result<Vec<u64>, Error> {
-        self.inner.end_offsets().await
-    }
-
-    async fn read(&self, partition: u32, from: u64, to: u64, max: usize) -> Result<ReadBatch, Error> {
-        match self.reads {
-            SlowReads::Hang(p) if p == partition => std::future::pending().await,
-            SlowReads::Pause(p, pause) if p == partition => tokio::time::sleep(pause).await,
-            _ => {}
-        }
-        self.inner.read(partition, from, to, max).await
+impl Reopen for FaultyMemory {
+    fn reopen(&self) -> Self {
+        self.with_inner(self.inner().reopen())
     }
 }
 

@@ -22,9 +22,10 @@
 //! server, one per listener:
 //!
 //! - `INTERNAL` — plaintext; the servers talk to each other on it, and clients without
-//!   authentication use it too ([`FlussEnv::bootstrap`] is the coordinator's);
-//! - `CLIENT` — SASL/PLAIN as [`SASL_USERNAME`] / [`SASL_PASSWORD`], the only user the servers
-//!   know ([`FlussEnv::sasl_bootstrap`] is the coordinator's). Metadata answered on a listener
+//!   authentication use it too (the `bootstrap` of [`FlussEnv::client`] is the coordinator's);
+//! - `CLIENT` — SASL/PLAIN as [`SASL_USERNAME`](env::SASL_USERNAME) /
+//!   [`SASL_PASSWORD`](env::SASL_PASSWORD), the only user the servers
+//!   know (its `sasl_bootstrap` is the coordinator's). Metadata answered on a listener
 //!   names the other servers' addresses on the same listener, so a client that bootstraps there
 //!   stays on SASL.
 //!
@@ -101,44 +102,33 @@ mod config;
 mod probe;
 
 use crate::services::artifacts::check_java;
-use crate::services::env::{self, SASL_PASSWORD, SASL_USERNAME};
+use crate::services::config::{Gc, Jvm};
+use crate::services::env::{self, Client};
 use crate::services::process::{
-    POLL, READY_TIMEOUT, java, read_pid, remove_dir_if_exists, remove_file_if_exists, rss_kib, spawn_detached,
-    stop_process, tail, write_atomic,
+    POLL, READY_TIMEOUT, child_exited, read_pid, remove_dir_if_exists, remove_file_if_exists, resident, spawn_detached,
+    stop_process, write_atomic,
 };
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use config::{
     FLUSS_VERSION, Paths, Ports, REMOTE_LOG_TASK_INTERVAL_SECS, Role, TABLET_SEGMENT_MIB, TABLET_SERVER_ID,
     ZOOKEEPER_VERSION, configs_are_current, ensure_jars, write_configs,
 };
 use probe::{FlussConn, zookeeper_command};
 use std::fs::{self, File};
-use std::process::{Child, Command};
+use std::process::Child;
 use std::time::Instant;
 
 /// The database the readiness probe creates and drops.
 const PROBE_DATABASE: &str = "xtask_readiness_probe";
 
-const ZOOKEEPER_JVM_OPTIONS: &[&str] =
-    &["-Xmx128m", "-Xms32m", "-XX:+UseSerialGC", "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true"];
-const FLUSS_JVM_OPTIONS: &[&str] = &[
-    "-Xmx512m",
-    "-Xms128m",
-    "-XX:+UseG1GC",
-    "-XX:MaxGCPauseMillis=20",
-    "-XX:+ExitOnOutOfMemoryError",
-    "-Djava.awt.headless=true",
-];
+const ZOOKEEPER_JVM: Jvm = Jvm { max_heap: "128m", initial_heap: "32m", gc: Gc::Serial };
+const FLUSS_JVM: Jvm = Jvm { max_heap: "512m", initial_heap: "128m", gc: Gc::G1 };
 
 /// How tests and benchmarks reach the cluster; the contents of `target/services/fluss.env`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct FlussEnv {
-    /// `host:port` of the coordinator's plaintext listener.
-    pub(crate) bootstrap: String,
-    /// `host:port` of the coordinator's SASL/PLAIN listener.
-    pub(crate) sasl_bootstrap: String,
-    pub(crate) sasl_username: String,
-    pub(crate) sasl_password: String,
+    /// The coordinator's plaintext and SASL/PLAIN listeners, and the user.
+    pub(crate) client: Client,
     /// `host:port` of ZooKeeper.
     pub(crate) zookeeper: String,
     pub(crate) zookeeper_pid: u32,
@@ -153,10 +143,7 @@ pub(crate) struct FlussEnv {
 impl FlussEnv {
     fn new(ports: Ports, [zookeeper_pid, coordinator_pid, tablet_pid]: [u32; 3]) -> Self {
         Self {
-            bootstrap: format!("127.0.0.1:{}", ports.coordinator),
-            sasl_bootstrap: format!("127.0.0.1:{}", ports.coordinator_sasl),
-            sasl_username: SASL_USERNAME.to_owned(),
-            sasl_password: SASL_PASSWORD.to_owned(),
+            client: Client::local(ports.coordinator, ports.coordinator_sasl),
             zookeeper: format!("127.0.0.1:{}", ports.zookeeper),
             zookeeper_pid,
             coordinator_pid,
@@ -167,19 +154,20 @@ impl FlussEnv {
     }
 
     /// The settings as environment variables, in the order of the env file.
-    pub(crate) fn vars(&self) -> [(&'static str, String); 10] {
-        [
-            ("FLUSS_BOOTSTRAP", self.bootstrap.clone()),
-            ("FLUSS_SASL_BOOTSTRAP", self.sasl_bootstrap.clone()),
-            ("FLUSS_SASL_USERNAME", self.sasl_username.clone()),
-            ("FLUSS_SASL_PASSWORD", self.sasl_password.clone()),
-            ("FLUSS_ZOOKEEPER", self.zookeeper.clone()),
-            ("FLUSS_ZOOKEEPER_PID", self.zookeeper_pid.to_string()),
-            ("FLUSS_COORDINATOR_PID", self.coordinator_pid.to_string()),
-            ("FLUSS_TABLET_PID", self.tablet_pid.to_string()),
-            ("FLUSS_LOG_SEGMENT_BYTES", self.log_segment_bytes.to_string()),
-            ("FLUSS_REMOTE_LOG_TASK_INTERVAL_MS", self.remote_log_task_interval_ms.to_string()),
-        ]
+    pub(crate) fn vars(&self) -> Vec<(String, String)> {
+        let mut vars = self.client.vars("FLUSS");
+        vars.extend(
+            [
+                ("FLUSS_ZOOKEEPER", self.zookeeper.clone()),
+                ("FLUSS_ZOOKEEPER_PID", self.zookeeper_pid.to_string()),
+                ("FLUSS_COORDINATOR_PID", self.coordinator_pid.to_string()),
+                ("FLUSS_TABLET_PID", self.tablet_pid.to_string()),
+                ("FLUSS_LOG_SEGMENT_BYTES", self.log_segment_bytes.to_string()),
+                ("FLUSS_REMOTE_LOG_TASK_INTERVAL_MS", self.remote_log_task_interval_ms.to_string()),
+            ]
+            .map(|(key, value)| (key.to_owned(), value)),
+        );
+        vars
     }
 
     pub(crate) fn render(&self) -> String {
@@ -191,10 +179,7 @@ impl FlussEnv {
         let pid = |key: &str| -> Result<u32> { get(key)?.parse().with_context(|| format!("{key} is not a pid")) };
         let number = |key: &str| -> Result<u64> { get(key)?.parse().with_context(|| format!("{key} is not a number")) };
         Ok(Self {
-            bootstrap: get("FLUSS_BOOTSTRAP")?,
-            sasl_bootstrap: get("FLUSS_SASL_BOOTSTRAP")?,
-            sasl_username: get("FLUSS_SASL_USERNAME")?,
-            sasl_password: get("FLUSS_SASL_PASSWORD")?,
+            client: Client::parse(text, "FLUSS")?,
             zookeeper: get("FLUSS_ZOOKEEPER")?,
             zookeeper_pid: pid("FLUSS_ZOOKEEPER_PID")?,
             coordinator_pid: pid("FLUSS_COORDINATOR_PID")?,
@@ -210,12 +195,12 @@ impl FlussEnv {
 pub(crate) fn up_fluss() -> Result<FlussEnv> {
     let started = Instant::now();
     let paths = Paths::current()?;
-    fs::create_dir_all(&paths.config).with_context(|| format!("creating {}", paths.config.display()))?;
+    fs::create_dir_all(&paths.files.config).with_context(|| format!("creating {}", paths.files.config.display()))?;
 
     let running = running_pids(&paths)?;
     if let [Some(zookeeper), Some(coordinator), Some(tablet)] = running {
         let ports = Ports::read(&paths)
-            .with_context(|| format!("the cluster runs, but {} lacks its ports", paths.config.display()))?;
+            .with_context(|| format!("the cluster runs, but {} lacks its ports", paths.files.config.display()))?;
         if configs_are_current(&paths, ports) {
             let env = FlussEnv::new(ports, [zookeeper, coordinator, tablet]);
             eprintln!(
@@ -230,8 +215,8 @@ pub(crate) fn up_fluss() -> Result<FlussEnv> {
             };
             wait_until_ready(&env, &paths, &mut exited)
                 .context("the running cluster does not answer; `cargo xtask services down fluss` stops it")?;
-            write_atomic(&paths.env, &env.render())?;
-            eprintln!("==> fluss: {} (SASL/PLAIN {})", env.bootstrap, env.sasl_bootstrap);
+            write_atomic(&paths.files.env, &env.render())?;
+            eprintln!("==> fluss: {} (SASL/PLAIN {})", env.client.bootstrap, env.client.sasl_bootstrap);
             return Ok(env);
         }
         eprintln!("==> fluss: the running cluster was started with other server settings; starting it afresh");
@@ -239,7 +224,7 @@ pub(crate) fn up_fluss() -> Result<FlussEnv> {
         eprintln!("==> fluss: only part of the cluster runs; stopping it to start afresh");
     }
     stop_all(&paths)?;
-    remove_file_if_exists(&paths.env)?;
+    remove_file_if_exists(&paths.files.env)?;
 
     check_java()?;
     ensure_jars(&paths)?;
@@ -261,16 +246,16 @@ pub(crate) fn up_fluss() -> Result<FlussEnv> {
             return Err(e);
         }
     };
-    write_atomic(&paths.env, &env.render())?;
+    write_atomic(&paths.files.env, &env.render())?;
     eprintln!(
         "==> fluss: ready in {:.1}s at {} (SASL/PLAIN {}), pids {} {} {}; settings in {}",
         started.elapsed().as_secs_f64(),
-        env.bootstrap,
-        env.sasl_bootstrap,
+        env.client.bootstrap,
+        env.client.sasl_bootstrap,
         env.zookeeper_pid,
         env.coordinator_pid,
         env.tablet_pid,
-        paths.env.display()
+        paths.files.env.display()
     );
     Ok(env)
 }
@@ -286,7 +271,7 @@ pub(crate) fn down_fluss() -> Result<()> {
     } else {
         eprintln!("==> fluss: stopped in {:.1}s", started.elapsed().as_secs_f64());
     }
-    remove_file_if_exists(&paths.env)
+    remove_file_if_exists(&paths.files.env)
 }
 
 pub(crate) fn status_fluss() -> Result<()> {
@@ -300,19 +285,13 @@ pub(crate) fn status_fluss() -> Result<()> {
     for (role, pid) in Role::ALL.iter().zip(running) {
         match pid {
             Some(pid) => {
-                let rss = rss_kib(pid).map(|kib| format!(", {:.0} MiB resident", kib as f64 / 1024.0));
+                let rss = resident(pid).map(|memory| format!(", {memory}"));
                 println!("  {:<11} running, pid {pid}{}", role.name(), rss.unwrap_or_default());
             }
             None => println!("  {:<11} not running", role.name()),
         }
     }
-    let env = match fs::read_to_string(&paths.env) {
-        Ok(text) => FlussEnv::parse(&text).with_context(|| format!("reading {}", paths.env.display()))?,
-        Err(_) => {
-            println!("  {} missing: the cluster has not answered yet", paths.env.display());
-            return Ok(());
-        }
-    };
+    let Some(env) = env::read_for_status(&paths.files.env, "the cluster", FlussEnv::parse)? else { return Ok(()) };
     match zookeeper_command(&env.zookeeper, "srvr") {
         Ok(answer) => {
             let mode = answer.lines().find(|l| l.starts_with("Mode:")).unwrap_or("answers");
@@ -320,23 +299,9 @@ pub(crate) fn status_fluss() -> Result<()> {
         }
         Err(e) => println!("  zookeeper   {}: does not answer: {e:#}", env.zookeeper),
     }
-    match FlussConn::open(&env.bootstrap, None).and_then(|mut c| c.metadata()) {
-        Ok(metadata) => println!("  plaintext   {}: answers ({})", env.bootstrap, metadata.summary()),
-        Err(e) => println!("  plaintext   {}: does not answer: {e:#}", env.bootstrap),
-    }
-    match FlussConn::open(&env.sasl_bootstrap, Some((&env.sasl_username, &env.sasl_password)))
-        .and_then(|mut c| c.metadata())
-    {
-        Ok(metadata) => println!(
-            "  sasl        {}: PLAIN as {} accepted, answers ({})",
-            env.sasl_bootstrap,
-            env.sasl_username,
-            metadata.summary()
-        ),
-        Err(e) => println!("  sasl        {}: does not answer: {e:#}", env.sasl_bootstrap),
-    }
-    println!("  env file    {}", paths.env.display());
-    println!("  logs        {}/{{zookeeper,coordinator,tablet}}.log", paths.dir.display());
+    env.client.print_status(11, &|addr, plain| Ok(FlussConn::open(addr, plain)?.metadata()?.summary()));
+    println!("  env file    {}", paths.files.env.display());
+    println!("  logs        {}/{{zookeeper,coordinator,tablet}}.log", paths.files.dir.display());
     Ok(())
 }
 
@@ -388,11 +353,9 @@ impl Cluster {
 
     /// Why the cluster cannot come up any more: one of its processes exited.
     fn exited(&mut self) -> Option<(Role, String)> {
-        self.children.iter_mut().find_map(|(role, child)| match child.try_wait() {
-            Ok(Some(status)) => Some((*role, format!("the {} exited ({status})", role.label()))),
-            Ok(None) => None,
-            Err(e) => Some((*role, format!("waiting for the {} failed: {e}", role.label()))),
-        })
+        self.children
+            .iter_mut()
+            .find_map(|(role, child)| Some((*role, child_exited(child, &format!("the {}", role.label()))?)))
     }
 
     fn stop(mut self, paths: &Paths) {
@@ -431,7 +394,7 @@ fn start(paths: &Paths, ports: Ports, cluster: &mut Cluster) -> Result<FlussEnv>
     let env = FlussEnv::new(ports, pids);
     eprintln!(
         "==> fluss: coordinator and tablet server {FLUSS_VERSION} started (pids {} {}), waiting until they answer on {}",
-        pids[1], pids[2], env.bootstrap
+        pids[1], pids[2], env.client.bootstrap
     );
     wait_until_ready(&env, paths, &mut || cluster.exited())?;
     Ok(env)
@@ -440,22 +403,15 @@ fn start(paths: &Paths, ports: Ports, cluster: &mut Cluster) -> Result<FlussEnv>
 fn spawn(paths: &Paths, role: Role, cluster: &mut Cluster) -> Result<()> {
     let log_path = paths.log(role);
     let log = File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
-    let mut cmd = Command::new(java());
-    match role {
-        Role::ZooKeeper => cmd.args(ZOOKEEPER_JVM_OPTIONS),
-        Role::Coordinator | Role::Tablet => cmd.args(FLUSS_JVM_OPTIONS),
-    };
-    cmd.arg(format!("-Dlog4j2.configurationFile={}", paths.log4j.display()))
-        .arg("-cp")
-        .arg(paths.classpath())
-        .arg(role.main_class());
+    let jvm = if role == Role::ZooKeeper { ZOOKEEPER_JVM } else { FLUSS_JVM };
+    let mut cmd = jvm.command(&paths.files.log4j, &[], &paths.classpath(), role.main_class());
     match role {
         Role::ZooKeeper => cmd.arg(&paths.zoo_cfg),
         Role::Coordinator | Role::Tablet => cmd.arg("--configDir").arg(paths.config_arg(role)),
     };
     // Fluss looks for file system and other plugins there; none are needed, but an absent
     // directory is logged as a warning.
-    cmd.env("FLUSS_PLUGINS_DIR", &paths.plugins).current_dir(&paths.dir);
+    cmd.env("FLUSS_PLUGINS_DIR", &paths.plugins).current_dir(&paths.files.dir);
     let child = spawn_detached(&mut cmd, log, role.label())?;
     write_atomic(&paths.pid(role), &format!("{}\n", child.id()))?;
     cluster.children.push((role, child));
@@ -465,43 +421,35 @@ fn spawn(paths: &Paths, role: Role, cluster: &mut Cluster) -> Result<()> {
 /// Polls the coordinator until the readiness checks of the module documentation pass, a process
 /// exits (`exited` says which), or [`READY_TIMEOUT`] passes.
 fn wait_until_ready(env: &FlussEnv, paths: &Paths, exited: &mut dyn FnMut() -> Option<(Role, String)>) -> Result<()> {
-    let started = Instant::now();
-    loop {
-        if let Some((role, why)) = exited() {
-            bail!("{why} before the cluster answered; {}", log_tail(paths, role, 40));
-        }
-        let last_error = match check_ready(env) {
-            Ok(()) => return Ok(()),
-            Err(e) => e,
-        };
-        if started.elapsed() >= READY_TIMEOUT {
-            bail!(
+    crate::services::probe::wait_until_ready(
+        &mut || exited().map(|(role, why)| anyhow!("{why} before the cluster answered; {}", log_tail(paths, role, 40))),
+        &mut || check_ready(env),
+        &|last_error| {
+            anyhow!(
                 "the Fluss cluster did not answer within {}s (last attempt: {last_error:#}); {}\n{}",
                 READY_TIMEOUT.as_secs(),
                 log_tail(paths, Role::Coordinator, 20),
                 log_tail(paths, Role::Tablet, 20)
-            );
-        }
-        std::thread::sleep(POLL);
-    }
+            )
+        },
+    )
 }
 
 fn check_ready(env: &FlussEnv) -> Result<()> {
-    let mut plain = FlussConn::open(&env.bootstrap, None)?;
+    let mut plain = FlussConn::open(&env.client.bootstrap, None)?;
     let metadata = plain.metadata()?;
     if !metadata.tablet_servers.iter().any(|s| s.id == TABLET_SERVER_ID) {
         bail!("tablet server {TABLET_SERVER_ID} has not registered yet ({})", metadata.summary());
     }
     plain.create_database(PROBE_DATABASE).context("creating the probe database")?;
     plain.drop_database(PROBE_DATABASE).context("dropping the probe database")?;
-    let mut sasl = FlussConn::open(&env.sasl_bootstrap, Some((&env.sasl_username, &env.sasl_password)))?;
+    let mut sasl = FlussConn::open(&env.client.sasl_bootstrap, env.client.plain())?;
     sasl.metadata().context("metadata on the SASL listener")?;
     Ok(())
 }
 
 fn log_tail(paths: &Paths, role: Role, lines: usize) -> String {
-    let log = paths.log(role);
-    format!("last lines of {}:\n{}", log.display(), tail(&log, lines))
+    crate::services::process::log_tail(&paths.log(role), lines)
 }
 
 #[cfg(test)]

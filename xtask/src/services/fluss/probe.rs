@@ -2,9 +2,10 @@
 //! Fluss RPC protocol (a length-prefixed frame with api key, version and request id, then a
 //! protobuf message), so the xtask needs no Fluss client.
 
+use crate::services::probe::{ServerNode, connect, plain_token, read_frame, server_error};
 use anyhow::{Context, Result, bail};
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::time::Duration;
 
 /// Per-request timeout of the readiness probes.
@@ -12,10 +13,7 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Sends a four-letter command and returns ZooKeeper's answer (it closes the connection after it).
 pub(super) fn zookeeper_command(addr: &str, command: &str) -> Result<String> {
-    let socket: SocketAddr = addr.parse().with_context(|| format!("`{addr}` is not an address"))?;
-    let mut stream =
-        TcpStream::connect_timeout(&socket, PROBE_TIMEOUT).with_context(|| format!("connecting to {addr}"))?;
-    stream.set_read_timeout(Some(PROBE_TIMEOUT))?;
+    let mut stream = connect(addr, PROBE_TIMEOUT)?;
     stream.write_all(command.as_bytes())?;
     let mut answer = String::new();
     stream.read_to_string(&mut answer).with_context(|| format!("reading the answer to `{command}`"))?;
@@ -38,12 +36,7 @@ pub(super) struct FlussConn {
 
 impl FlussConn {
     pub(super) fn open(addr: &str, plain: Option<(&str, &str)>) -> Result<Self> {
-        let socket: SocketAddr = addr.parse().with_context(|| format!("`{addr}` is not an address"))?;
-        let stream =
-            TcpStream::connect_timeout(&socket, PROBE_TIMEOUT).with_context(|| format!("connecting to {addr}"))?;
-        stream.set_read_timeout(Some(PROBE_TIMEOUT))?;
-        stream.set_write_timeout(Some(PROBE_TIMEOUT))?;
-        let mut conn = Self { stream, next_request_id: 0 };
+        let mut conn = Self { stream: connect(addr, PROBE_TIMEOUT)?, next_request_id: 0 };
 
         let mut body = Vec::new();
         put_string_field(&mut body, 1, CLIENT_NAME);
@@ -57,7 +50,7 @@ impl FlussConn {
         if let Some((username, password)) = plain {
             let mut body = Vec::new();
             put_string_field(&mut body, 1, "PLAIN");
-            put_bytes_field(&mut body, 2, format!("\0{username}\0{password}").as_bytes());
+            put_bytes_field(&mut body, 2, &plain_token(username, password));
             conn.call(API_AUTHENTICATE, &body).context("SASL/PLAIN authentication")?;
         }
         Ok(conn)
@@ -87,14 +80,7 @@ impl FlussConn {
         let request_id = self.next_request_id;
         self.next_request_id += 1;
         self.stream.write_all(&request_frame(api_key, request_id, body)).context("sending a request")?;
-        let mut size = [0u8; 4];
-        self.stream.read_exact(&mut size).with_context(|| format!("reading the answer to api {api_key}"))?;
-        let size = u32::from_be_bytes(size) as usize;
-        if !(5..=16 << 20).contains(&size) {
-            bail!("implausible response size {size}");
-        }
-        let mut response = vec![0u8; size];
-        self.stream.read_exact(&mut response).context("reading a response")?;
+        let response = read_frame(&mut self.stream, 5, &format!("api {api_key}"))?;
         decode_response(&response, request_id, api_key)
     }
 }
@@ -131,7 +117,7 @@ fn decode_response(response: &[u8], request_id: i32, api_key: i16) -> Result<Vec
         }
     }
     let code = code.context("error response without a code")?;
-    bail!("api {api_key}: {} ({code}){}", error_name(code), message.map(|m| format!(": {m}")).unwrap_or_default())
+    Err(server_error(&format!("api {api_key}"), error_name(code), code, message))
 }
 
 fn error_name(code: i32) -> &'static str {
@@ -147,14 +133,6 @@ fn error_name(code: i32) -> &'static str {
     }
 }
 
-/// A server as `Metadata` names it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct ServerNode {
-    pub(super) id: i32,
-    host: String,
-    port: i32,
-}
-
 /// What a `Metadata` answer says of the cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Metadata {
@@ -164,11 +142,10 @@ pub(super) struct Metadata {
 
 impl Metadata {
     pub(super) fn summary(&self) -> String {
-        let node = |n: &ServerNode| format!("{}@{}:{}", n.id, n.host, n.port);
-        let tablets: Vec<String> = self.tablet_servers.iter().map(node).collect();
+        let tablets: Vec<String> = self.tablet_servers.iter().map(ServerNode::to_string).collect();
         format!(
             "coordinator {}, tablet servers {}",
-            self.coordinator.as_ref().map(node).unwrap_or_else(|| "?".into()),
+            self.coordinator.as_ref().map(ServerNode::to_string).unwrap_or_else(|| "?".into()),
             if tablets.is_empty() { "none".into() } else { tablets.join(" ") }
         )
     }

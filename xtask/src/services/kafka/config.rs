@@ -3,8 +3,9 @@
 //! storage.
 
 use crate::services::artifacts::{Jars, LOG4J_VERSION, pom_dependency, pom_xml as pom_xml_of};
+use crate::services::config::{ServiceFiles, log4j2_properties as log4j2_properties_of};
 use crate::services::env::{SASL_PASSWORD, SASL_USERNAME};
-use crate::services::process::{free_port_list, java, remove_dir_if_exists, tail};
+use crate::services::process::{free_port_list, java, log_tail, remove_dir_if_exists};
 use anyhow::{Context, Result, bail};
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -21,39 +22,24 @@ pub(super) const NODE_ID: i32 = 1;
 /// Where the broker keeps its files.
 #[derive(Debug, Clone)]
 pub(super) struct Paths {
-    pub(super) dir: PathBuf,
-    pub(super) pom: PathBuf,
-    pub(super) lib: PathBuf,
-    pub(super) lib_partial: PathBuf,
-    pub(super) config: PathBuf,
+    pub(super) files: ServiceFiles,
     pub(super) server_properties: PathBuf,
-    pub(super) log4j: PathBuf,
     pub(super) sasl_client: PathBuf,
     pub(super) data: PathBuf,
     pub(super) log: PathBuf,
     pub(super) pid: PathBuf,
-    pub(super) env: PathBuf,
 }
 
 impl Paths {
     pub(super) fn new(workspace_root: &Path) -> Self {
-        let services = workspace_root.join("target").join("services");
-        let dir = services.join("kafka");
-        let lib = dir.join("lib");
-        let config = dir.join("config");
+        let files = ServiceFiles::new(workspace_root, "kafka");
         Self {
-            pom: dir.join("pom.xml"),
-            lib_partial: dir.join("lib.partial"),
-            lib,
-            server_properties: config.join("server.properties"),
-            log4j: config.join("log4j2.properties"),
-            sasl_client: config.join("sasl-client.properties"),
-            config,
-            data: dir.join("data"),
-            log: dir.join("broker.log"),
-            pid: dir.join("kafka.pid"),
-            env: services.join("kafka.env"),
-            dir,
+            server_properties: files.config.join("server.properties"),
+            sasl_client: files.config.join("sasl-client.properties"),
+            data: files.dir.join("data"),
+            log: files.dir.join("broker.log"),
+            pid: files.dir.join("kafka.pid"),
+            files,
         }
     }
 
@@ -62,7 +48,7 @@ impl Paths {
     }
 
     pub(super) fn classpath(&self) -> String {
-        format!("{}/*", self.lib.display())
+        self.files.classpath()
     }
 }
 
@@ -88,9 +74,7 @@ pub(super) fn ensure_jars(paths: &Paths) -> Result<()> {
         what: "the Kafka broker jars",
         root: &format!("org.apache.kafka:kafka_2.13:{KAFKA_VERSION}"),
         pom: &pom_xml(),
-        pom_path: &paths.pom,
-        lib: &paths.lib,
-        lib_partial: &paths.lib_partial,
+        files: &paths.files,
         marker_jar: &format!("kafka_2.13-{KAFKA_VERSION}.jar"),
     };
     jars.ensure()
@@ -114,47 +98,103 @@ pub(super) fn free_ports() -> Result<Ports> {
     }
 }
 
+/// What a KRaft node's `server.properties` says beyond what every node of ours shares (see
+/// [`Kraft::properties`]).
+pub(super) struct Kraft<'a> {
+    /// The first line, a comment that says what wrote the file.
+    pub(super) header: &'a str,
+    pub(super) node_id: usize,
+    pub(super) voters: String,
+    pub(super) listeners: String,
+    pub(super) advertised: String,
+    pub(super) protocol_map: &'a str,
+    /// Lines after `controller.listener.names`, e.g. a SASL listener's settings.
+    pub(super) listener_lines: String,
+    pub(super) data: &'a Path,
+    /// The replication factor of every topic, the internal ones included.
+    pub(super) replicas: usize,
+    /// The in-sync replicas an acknowledged write needs.
+    pub(super) min_isr: usize,
+    /// A cluster that survives a node's loss: an out-of-sync replica never leads, and a replica
+    /// that stops fetching leaves the ISR after 10 s (Kafka's default is 30 s), so that a test
+    /// that kills a node sees the partition shrink to the other two soon.
+    pub(super) failover: bool,
+}
+
+impl Kraft<'_> {
+    /// The `server.properties`: broker and controller in one process, the inter-broker listener
+    /// `PLAINTEXT`, no automatic topic creation. The retention check and the log cleaner (which
+    /// deletes the segments of `compact,delete` topics below their start offset) run every
+    /// second, and a deleted segment's files go a second later (Kafka's defaults: 5 min, 15 s and
+    /// 1 min), so that disk given back by `DeleteRecords` shows within seconds in tests and the
+    /// soak.
+    pub(super) fn properties(&self) -> String {
+        let Kraft { header, node_id, voters, listeners, advertised, protocol_map, listener_lines, .. } = self;
+        let (replicas, min_isr, data) = (self.replicas, self.min_isr, self.data.display());
+        let (unclean, lag) = if self.failover {
+            ("unclean.leader.election.enable=false\n", "replica.lag.time.max.ms=10000\n")
+        } else {
+            ("", "")
+        };
+        format!(
+            "{header}\n\
+             process.roles=broker,controller\n\
+             node.id={node_id}\n\
+             controller.quorum.voters={voters}\n\
+             listeners={listeners}\n\
+             advertised.listeners={advertised}\n\
+             listener.security.protocol.map={protocol_map}\n\
+             inter.broker.listener.name=PLAINTEXT\n\
+             controller.listener.names=CONTROLLER\n\
+             {listener_lines}\
+             log.dirs={data}\n\
+             metadata.log.dir={data}\n\
+             num.partitions=1\n\
+             default.replication.factor={replicas}\n\
+             min.insync.replicas={min_isr}\n\
+             {unclean}\
+             auto.create.topics.enable=false\n\
+             offsets.topic.replication.factor={replicas}\n\
+             transaction.state.log.replication.factor={replicas}\n\
+             transaction.state.log.min.isr={min_isr}\n\
+             share.coordinator.state.topic.replication.factor={replicas}\n\
+             share.coordinator.state.topic.min.isr={min_isr}\n\
+             {lag}\
+             group.initial.rebalance.delay.ms=0\n\
+             log.retention.check.interval.ms=1000\n\
+             log.cleaner.backoff.ms=1000\n\
+             log.segment.delete.delay.ms=1000\n"
+        )
+    }
+}
+
 /// The broker's `server.properties`: one KRaft node acting as broker and controller, a
-/// plaintext and a SASL/PLAIN listener, replication factors of one. The retention check and
-/// the log cleaner (which deletes the segments of `compact,delete` topics below their start
-/// offset) run every second, and a deleted segment's files go a second later (Kafka's
-/// defaults: 5 min, 15 s and 1 min), so that disk given back by `DeleteRecords` shows within
-/// seconds in tests and the soak.
+/// plaintext and a SASL/PLAIN listener, replication factors of one.
 pub(super) fn server_properties(ports: Ports, data: &Path) -> String {
     let Ports { plaintext, sasl, controller } = ports;
-    let data = data.display();
     let jaas = format!(
         "org.apache.kafka.common.security.plain.PlainLoginModule required username=\"{SASL_USERNAME}\" \
          password=\"{SASL_PASSWORD}\" user_{SASL_USERNAME}=\"{SASL_PASSWORD}\";"
     );
-    format!(
-        "# Generated by `cargo xtask services up kafka`; rewritten on every start.\n\
-         process.roles=broker,controller\n\
-         node.id={NODE_ID}\n\
-         controller.quorum.voters={NODE_ID}@127.0.0.1:{controller}\n\
-         listeners=PLAINTEXT://127.0.0.1:{plaintext},SASL_PLAINTEXT://127.0.0.1:{sasl},CONTROLLER://127.0.0.1:{controller}\n\
-         advertised.listeners=PLAINTEXT://127.0.0.1:{plaintext},SASL_PLAINTEXT://127.0.0.1:{sasl}\n\
-         listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT\n\
-         inter.broker.listener.name=PLAINTEXT\n\
-         controller.listener.names=CONTROLLER\n\
-         listener.name.sasl_plaintext.sasl.enabled.mechanisms=PLAIN\n\
-         listener.name.sasl_plaintext.plain.sasl.jaas.config={jaas}\n\
-         log.dirs={data}\n\
-         metadata.log.dir={data}\n\
-         num.partitions=1\n\
-         default.replication.factor=1\n\
-         min.insync.replicas=1\n\
-         auto.create.topics.enable=false\n\
-         offsets.topic.replication.factor=1\n\
-         transaction.state.log.replication.factor=1\n\
-         transaction.state.log.min.isr=1\n\
-         share.coordinator.state.topic.replication.factor=1\n\
-         share.coordinator.state.topic.min.isr=1\n\
-         group.initial.rebalance.delay.ms=0\n\
-         log.retention.check.interval.ms=1000\n\
-         log.cleaner.backoff.ms=1000\n\
-         log.segment.delete.delay.ms=1000\n"
-    )
+    Kraft {
+        header: "# Generated by `cargo xtask services up kafka`; rewritten on every start.",
+        node_id: NODE_ID as usize,
+        voters: format!("{NODE_ID}@127.0.0.1:{controller}"),
+        listeners: format!(
+            "PLAINTEXT://127.0.0.1:{plaintext},SASL_PLAINTEXT://127.0.0.1:{sasl},CONTROLLER://127.0.0.1:{controller}"
+        ),
+        advertised: format!("PLAINTEXT://127.0.0.1:{plaintext},SASL_PLAINTEXT://127.0.0.1:{sasl}"),
+        protocol_map: "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+        listener_lines: format!(
+            "listener.name.sasl_plaintext.sasl.enabled.mechanisms=PLAIN\n\
+             listener.name.sasl_plaintext.plain.sasl.jaas.config={jaas}\n"
+        ),
+        data,
+        replicas: 1,
+        min_isr: 1,
+        failover: false,
+    }
+    .properties()
 }
 
 /// The listener ports back from a `server.properties` written by [`server_properties`].
@@ -165,12 +205,7 @@ pub(super) fn ports_from_config(text: &str) -> Option<Ports> {
 
 /// The port of listener `name` in the `listeners=` line of a `server.properties`.
 pub(super) fn listener_port(text: &str, name: &str) -> Option<u16> {
-    let listeners = text.lines().find_map(|line| line.strip_prefix("listeners="))?;
-    listeners
-        .split(',')
-        .find_map(|l| l.trim().strip_prefix(name)?.strip_prefix("://"))
-        .and_then(|addr| addr.rsplit_once(':'))
-        .and_then(|(_, port)| port.parse().ok())
+    crate::services::config::listener_port(text, "listeners=", name)
 }
 
 /// Client settings for the Kafka command-line tools (`--command-config`) on the SASL listener.
@@ -183,20 +218,16 @@ pub(super) fn sasl_client_properties(username: &str, password: &str) -> String {
     )
 }
 
-pub(super) const LOG4J2_PROPERTIES: &str = "\
-# Generated by `cargo xtask services up kafka`. The broker's stdout goes to broker.log.
-status = warn
-appender.out.type = Console
-appender.out.name = STDOUT
-appender.out.layout.type = PatternLayout
-appender.out.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = info
-rootLogger.appenderRef.out.ref = STDOUT
-logger.request.name = kafka.request.logger
-logger.request.level = warn
-logger.state.name = state.change.logger
-logger.state.level = warn
-";
+/// The brokers' `log4j2.properties`, with the request and state-change loggers at warn.
+pub(super) fn log4j2_properties() -> String {
+    log4j2_properties_of(
+        "# Generated by `cargo xtask services up kafka`. The broker's stdout goes to broker.log.",
+        "logger.request.name = kafka.request.logger\n\
+         logger.request.level = warn\n\
+         logger.state.name = state.change.logger\n\
+         logger.state.level = warn\n",
+    )
+}
 
 /// A Kafka cluster id: 16 random bytes in unpadded URL-safe base64. The first character is never
 /// `-`, which the command-line tools would take for an option.
@@ -234,11 +265,7 @@ pub(super) fn format_storage(paths: &Paths, log: &File) -> Result<()> {
     let mut cmd = storage_format_command(&paths.classpath(), &paths.server_properties, &new_cluster_id(), log)?;
     let status = cmd.status().with_context(|| format!("running {cmd:?}"))?;
     if !status.success() {
-        bail!(
-            "formatting the Kafka storage failed ({status}); last lines of {}:\n{}",
-            paths.log.display(),
-            tail(&paths.log, 30)
-        );
+        bail!("formatting the Kafka storage failed ({status}); {}", log_tail(&paths.log, 30));
     }
     Ok(())
 }
@@ -324,8 +351,8 @@ mod tests {
     #[test]
     fn paths_live_under_the_workspace_target_directory() {
         let paths = Paths::new(Path::new("/ws"));
-        assert_eq!(paths.env, Path::new("/ws/target/services/kafka.env"));
-        for p in [&paths.lib, &paths.data, &paths.log, &paths.pid, &paths.server_properties, &paths.pom] {
+        assert_eq!(paths.files.env, Path::new("/ws/target/services/kafka.env"));
+        for p in [&paths.files.lib, &paths.data, &paths.log, &paths.pid, &paths.server_properties, &paths.files.pom] {
             assert!(p.starts_with("/ws/target/services/kafka"), "{}", p.display());
         }
         assert_eq!(paths.classpath(), "/ws/target/services/kafka/lib/*");

@@ -66,64 +66,43 @@ mod config;
 mod probe;
 
 use crate::services::artifacts::check_java;
-use crate::services::env::{self, SASL_PASSWORD, SASL_USERNAME};
+use crate::services::config::{Gc, Jvm};
+use crate::services::env::{self, Client, SASL_PASSWORD, SASL_USERNAME};
 use crate::services::process::{
-    POLL, READY_TIMEOUT, java, process_runs, read_pid, remove_file_if_exists, rss_kib, spawn_detached, stop_process,
-    tail, write_atomic,
+    child_exited, log_tail, process_runs, read_pid, remove_file_if_exists, resident, spawn_detached, stop_process,
+    write_atomic,
 };
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow};
 use config::{
-    KAFKA_VERSION, LOG4J2_PROPERTIES, Paths, Ports, ensure_jars, format_storage, free_ports, ports_from_config,
+    KAFKA_VERSION, Paths, Ports, ensure_jars, format_storage, free_ports, log4j2_properties, ports_from_config,
     sasl_client_properties, server_properties,
 };
 use probe::probe;
 use std::fs::{self, File};
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Instant;
 
-const JVM_OPTIONS: &[&str] = &[
-    "-Xmx512m",
-    "-Xms256m",
-    "-XX:+UseG1GC",
-    "-XX:MaxGCPauseMillis=20",
-    "-XX:+ExitOnOutOfMemoryError",
-    "-Djava.awt.headless=true",
-];
+const JVM: Jvm = Jvm { max_heap: "512m", initial_heap: "256m", gc: Gc::G1 };
 
 /// How tests and benchmarks reach the broker; the contents of `target/services/kafka.env`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct KafkaEnv {
-    /// `host:port` of the plaintext listener.
-    pub(crate) bootstrap: String,
-    /// `host:port` of the SASL_PLAINTEXT listener (mechanism PLAIN).
-    pub(crate) sasl_bootstrap: String,
-    pub(crate) sasl_username: String,
-    pub(crate) sasl_password: String,
+    /// The plaintext and the SASL_PLAINTEXT listener (mechanism PLAIN), and the user.
+    pub(crate) client: Client,
     /// The broker's process id.
     pub(crate) pid: u32,
 }
 
 impl KafkaEnv {
     fn new(ports: Ports, pid: u32) -> Self {
-        Self {
-            bootstrap: format!("127.0.0.1:{}", ports.plaintext),
-            sasl_bootstrap: format!("127.0.0.1:{}", ports.sasl),
-            sasl_username: SASL_USERNAME.to_owned(),
-            sasl_password: SASL_PASSWORD.to_owned(),
-            pid,
-        }
+        Self { client: Client::local(ports.plaintext, ports.sasl), pid }
     }
 
     /// The settings as environment variables, in the order of the env file.
-    pub(crate) fn vars(&self) -> [(&'static str, String); 5] {
-        [
-            ("KAFKA_BOOTSTRAP", self.bootstrap.clone()),
-            ("KAFKA_SASL_BOOTSTRAP", self.sasl_bootstrap.clone()),
-            ("KAFKA_SASL_USERNAME", self.sasl_username.clone()),
-            ("KAFKA_SASL_PASSWORD", self.sasl_password.clone()),
-            ("KAFKA_PID", self.pid.to_string()),
-        ]
+    pub(crate) fn vars(&self) -> Vec<(String, String)> {
+        let mut vars = self.client.vars("KAFKA");
+        vars.push(("KAFKA_PID".to_owned(), self.pid.to_string()));
+        vars
     }
 
     pub(crate) fn render(&self) -> String {
@@ -131,13 +110,9 @@ impl KafkaEnv {
     }
 
     fn parse(text: &str) -> Result<Self> {
-        let get = |key: &str| env::value(text, key);
         Ok(Self {
-            bootstrap: get("KAFKA_BOOTSTRAP")?,
-            sasl_bootstrap: get("KAFKA_SASL_BOOTSTRAP")?,
-            sasl_username: get("KAFKA_SASL_USERNAME")?,
-            sasl_password: get("KAFKA_SASL_PASSWORD")?,
-            pid: get("KAFKA_PID")?.parse().context("KAFKA_PID is not a pid")?,
+            client: Client::parse(text, "KAFKA")?,
+            pid: env::value(text, "KAFKA_PID")?.parse().context("KAFKA_PID is not a pid")?,
         })
     }
 }
@@ -152,7 +127,7 @@ pub(crate) fn kafka_log_dir() -> Result<PathBuf> {
 pub(crate) fn up_kafka() -> Result<KafkaEnv> {
     let started = Instant::now();
     let paths = Paths::current()?;
-    fs::create_dir_all(&paths.config).with_context(|| format!("creating {}", paths.config.display()))?;
+    fs::create_dir_all(&paths.files.config).with_context(|| format!("creating {}", paths.files.config.display()))?;
 
     if let Some(pid) = read_pid(&paths.pid)? {
         if process_is_ours(pid, &paths) {
@@ -166,46 +141,39 @@ pub(crate) fn up_kafka() -> Result<KafkaEnv> {
             eprintln!("==> kafka: broker already running (pid {pid}); checking that it answers");
             wait_until_ready(&env, &paths, &mut || (!process_is_ours(pid, &paths)).then(|| "it exited".to_owned()))
                 .context("the running broker does not answer; `cargo xtask services down` stops it")?;
-            write_atomic(&paths.env, &env.render())?;
-            eprintln!("==> kafka: {} (SASL/PLAIN {}), pid {pid}", env.bootstrap, env.sasl_bootstrap);
+            write_atomic(&paths.files.env, &env.render())?;
+            eprintln!("==> kafka: {} (SASL/PLAIN {}), pid {pid}", env.client.bootstrap, env.client.sasl_bootstrap);
             return Ok(env);
         }
         eprintln!("==> kafka: pid {pid} from {} no longer runs the broker; starting afresh", paths.pid.display());
         remove_file_if_exists(&paths.pid)?;
     }
-    remove_file_if_exists(&paths.env)?;
+    remove_file_if_exists(&paths.files.env)?;
 
     check_java()?;
     ensure_jars(&paths)?;
 
     let ports = free_ports()?;
     write_atomic(&paths.server_properties, &server_properties(ports, &paths.data))?;
-    write_atomic(&paths.log4j, LOG4J2_PROPERTIES)?;
+    write_atomic(&paths.files.log4j, &log4j2_properties())?;
     write_atomic(&paths.sasl_client, &sasl_client_properties(SASL_USERNAME, SASL_PASSWORD))?;
 
     let log = File::create(&paths.log).with_context(|| format!("creating {}", paths.log.display()))?;
     format_storage(&paths, &log)?;
 
-    let mut cmd = Command::new(java());
-    cmd.args(JVM_OPTIONS)
-        .arg(format!("-Dlog4j2.configurationFile={}", paths.log4j.display()))
-        .arg(format!("-Dkafka.logs.dir={}", paths.dir.display()))
-        .arg("-cp")
-        .arg(paths.classpath())
-        .arg("kafka.Kafka")
-        .arg(&paths.server_properties)
-        .current_dir(&paths.dir);
+    let logs_dir = format!("-Dkafka.logs.dir={}", paths.files.dir.display());
+    let mut cmd = JVM.command(&paths.files.log4j, &[logs_dir], &paths.classpath(), "kafka.Kafka");
+    cmd.arg(&paths.server_properties).current_dir(&paths.files.dir);
     let mut child = spawn_detached(&mut cmd, log, "Kafka broker")?;
     let pid = child.id();
     write_atomic(&paths.pid, &format!("{pid}\n"))?;
     let env = KafkaEnv::new(ports, pid);
-    eprintln!("==> kafka: broker {KAFKA_VERSION} started (pid {pid}), waiting until it answers on {}", env.bootstrap);
+    eprintln!(
+        "==> kafka: broker {KAFKA_VERSION} started (pid {pid}), waiting until it answers on {}",
+        env.client.bootstrap
+    );
 
-    let mut exited = || match child.try_wait() {
-        Ok(Some(status)) => Some(format!("it exited ({status})")),
-        Ok(None) => None,
-        Err(e) => Some(format!("waiting for it failed: {e}")),
-    };
+    let mut exited = || child_exited(&mut child, "it");
     if let Err(e) = wait_until_ready(&env, &paths, &mut exited) {
         if child.try_wait().ok().flatten().is_none() {
             eprintln!("==> kafka: stopping the broker that did not come up");
@@ -215,13 +183,13 @@ pub(crate) fn up_kafka() -> Result<KafkaEnv> {
         remove_file_if_exists(&paths.pid)?;
         return Err(e);
     }
-    write_atomic(&paths.env, &env.render())?;
+    write_atomic(&paths.files.env, &env.render())?;
     eprintln!(
         "==> kafka: ready in {:.1}s at {} (SASL/PLAIN {}), pid {pid}; settings in {}",
         started.elapsed().as_secs_f64(),
-        env.bootstrap,
-        env.sasl_bootstrap,
-        paths.env.display()
+        env.client.bootstrap,
+        env.client.sasl_bootstrap,
+        paths.files.env.display()
     );
     Ok(env)
 }
@@ -240,7 +208,7 @@ pub(crate) fn down_kafka() -> Result<()> {
         Some(pid) => eprintln!("==> kafka: pid {pid} no longer runs the broker; nothing to stop"),
     }
     remove_file_if_exists(&paths.pid)?;
-    remove_file_if_exists(&paths.env)
+    remove_file_if_exists(&paths.files.env)
 }
 
 /// Prints whether the broker runs and answers.
@@ -258,32 +226,12 @@ pub(crate) fn status_kafka() -> Result<()> {
         }
     };
     println!("kafka: running, pid {pid}, Apache Kafka {KAFKA_VERSION}");
-    let env = match fs::read_to_string(&paths.env) {
-        Ok(text) => KafkaEnv::parse(&text).with_context(|| format!("reading {}", paths.env.display()))?,
-        Err(_) => {
-            println!("  {} missing: the broker has not answered yet", paths.env.display());
-            return Ok(());
-        }
-    };
-    match probe(&env.bootstrap, None) {
-        Ok(info) => println!("  plaintext {}: answers ({})", env.bootstrap, info.summary()),
-        Err(e) => println!("  plaintext {}: does not answer: {e:#}", env.bootstrap),
+    let Some(env) = env::read_for_status(&paths.files.env, "the broker", KafkaEnv::parse)? else { return Ok(()) };
+    env.client.print_status(9, &|addr, plain| probe(addr, plain).map(|info| info.summary()));
+    if let Some(memory) = resident(pid) {
+        println!("  memory    {memory}");
     }
-    match probe(&env.sasl_bootstrap, Some((&env.sasl_username, &env.sasl_password))) {
-        Ok(info) => {
-            println!(
-                "  sasl      {}: PLAIN as {} accepted, answers ({})",
-                env.sasl_bootstrap,
-                env.sasl_username,
-                info.summary()
-            )
-        }
-        Err(e) => println!("  sasl      {}: does not answer: {e:#}", env.sasl_bootstrap),
-    }
-    if let Some(rss) = rss_kib(pid) {
-        println!("  memory    {:.0} MiB resident", rss as f64 / 1024.0);
-    }
-    println!("  env file  {}", paths.env.display());
+    println!("  env file  {}", paths.files.env.display());
     println!("  log       {}", paths.log.display());
     Ok(())
 }
@@ -297,31 +245,19 @@ fn process_is_ours(pid: u32, paths: &Paths) -> bool {
 /// Polls the broker until it answers on both client listeners, it exits (`exited` returns why),
 /// or [`READY_TIMEOUT`] passes.
 fn wait_until_ready(env: &KafkaEnv, paths: &Paths, exited: &mut dyn FnMut() -> Option<String>) -> Result<()> {
-    let started = Instant::now();
-    loop {
-        if let Some(why) = exited() {
-            bail!(
-                "the Kafka broker stopped before it answered: {why}; last lines of {}:\n{}",
-                paths.log.display(),
-                tail(&paths.log, 40)
-            );
-        }
-        let ready = probe(&env.bootstrap, None)
-            .and_then(|_| probe(&env.sasl_bootstrap, Some((&env.sasl_username, &env.sasl_password))));
-        let last_error = match ready {
-            Ok(_) => return Ok(()),
-            Err(e) => e,
-        };
-        if started.elapsed() >= READY_TIMEOUT {
-            bail!(
-                "the Kafka broker did not answer within {}s (last attempt: {last_error:#}); last lines of {}:\n{}",
-                READY_TIMEOUT.as_secs(),
-                paths.log.display(),
-                tail(&paths.log, 40)
-            );
-        }
-        std::thread::sleep(POLL);
-    }
+    let log = || log_tail(&paths.log, 40);
+    let client = &env.client;
+    crate::services::probe::wait_until_ready(
+        &mut || exited().map(|why| anyhow!("the Kafka broker stopped before it answered: {why}; {}", log())),
+        &mut || probe(&client.bootstrap, None).and_then(|_| probe(&client.sasl_bootstrap, client.plain())).map(drop),
+        &|last_error| {
+            anyhow!(
+                "the Kafka broker did not answer within {}s (last attempt: {last_error:#}); {}",
+                crate::services::process::READY_TIMEOUT.as_secs(),
+                log()
+            )
+        },
+    )
 }
 
 #[cfg(test)]

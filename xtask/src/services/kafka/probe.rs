@@ -2,9 +2,10 @@
 //! broker serves clients.
 
 use super::config::NODE_ID;
+use crate::services::probe::{ServerNode, connect, plain_token, read_frame, server_error};
 use anyhow::{Context, Result, bail};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::Write;
+use std::net::TcpStream;
 use std::time::Duration;
 
 /// Per-request timeout of the readiness probe.
@@ -18,25 +19,17 @@ const API_SASL_AUTHENTICATE: i16 = 36;
 const METADATA_VERSION: i16 = 4;
 const CLIENT_ID: &str = "actionstate-xtask";
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Broker {
-    node_id: i32,
-    host: String,
-    port: i32,
-}
-
 /// What a `Metadata` answer says of the cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct MetadataAnswer {
     cluster_id: Option<String>,
     controller_id: i32,
-    brokers: Vec<Broker>,
+    brokers: Vec<ServerNode>,
 }
 
 impl MetadataAnswer {
     pub(super) fn summary(&self) -> String {
-        let brokers: Vec<String> =
-            self.brokers.iter().map(|b| format!("{}@{}:{}", b.node_id, b.host, b.port)).collect();
+        let brokers: Vec<String> = self.brokers.iter().map(ServerNode::to_string).collect();
         format!(
             "cluster {}, controller {}, brokers {}",
             self.cluster_id.as_deref().unwrap_or("?"),
@@ -54,11 +47,7 @@ pub(super) fn probe(addr: &str, plain: Option<(&str, &str)>) -> Result<MetadataA
 
 /// [`probe`], succeeding only when every node of `expected` is among the brokers.
 pub(super) fn probe_nodes(addr: &str, plain: Option<(&str, &str)>, expected: &[i32]) -> Result<MetadataAnswer> {
-    let socket: SocketAddr = addr.parse().with_context(|| format!("`{addr}` is not an address"))?;
-    let mut stream =
-        TcpStream::connect_timeout(&socket, PROBE_TIMEOUT).with_context(|| format!("connecting to {addr}"))?;
-    stream.set_read_timeout(Some(PROBE_TIMEOUT))?;
-    stream.set_write_timeout(Some(PROBE_TIMEOUT))?;
+    let mut stream = connect(addr, PROBE_TIMEOUT)?;
 
     let versions = decode_api_versions(&exchange(&mut stream, API_API_VERSIONS, 0, 1, &[])?)?;
     let supports =
@@ -80,7 +69,7 @@ pub(super) fn probe_nodes(addr: &str, plain: Option<(&str, &str)>, expected: &[i
     // No topics: only the brokers and the cluster id. Then allow_auto_topic_creation = false.
     let body = [0, 0, 0, 0, 0];
     let answer = decode_metadata(&exchange(&mut stream, API_METADATA, METADATA_VERSION, 4, &body)?)?;
-    if let Some(missing) = expected.iter().find(|id| !answer.brokers.iter().any(|b| b.node_id == **id)) {
+    if let Some(missing) = expected.iter().find(|id| !answer.brokers.iter().any(|b| b.id == **id)) {
         bail!("node {missing} is not among the brokers yet ({})", answer.summary());
     }
     Ok(answer)
@@ -108,14 +97,7 @@ fn exchange(
     body: &[u8],
 ) -> Result<Vec<u8>> {
     stream.write_all(&request(api_key, api_version, correlation_id, body)).context("sending a request")?;
-    let mut size = [0u8; 4];
-    stream.read_exact(&mut size).with_context(|| format!("reading the answer to api key {api_key}"))?;
-    let size = u32::from_be_bytes(size) as usize;
-    if !(4..=16 << 20).contains(&size) {
-        bail!("implausible response size {size}");
-    }
-    let mut response = vec![0u8; size];
-    stream.read_exact(&mut response).context("reading a response")?;
+    let response = read_frame(stream, 4, &format!("api key {api_key}"))?;
     let mut reader = Reader(&response);
     let got = reader.i32()?;
     if got != correlation_id {
@@ -132,11 +114,6 @@ fn put_string(out: &mut Vec<u8>, s: &str) {
 fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
     out.extend_from_slice(bytes);
-}
-
-/// The SASL/PLAIN initial response (RFC 4616): no authorization id, user name, password.
-fn plain_token(username: &str, password: &str) -> Vec<u8> {
-    format!("\0{username}\0{password}").into_bytes()
 }
 
 /// Reads big-endian fields off the front of a response.
@@ -187,7 +164,7 @@ fn check_error(api: &str, code: i16, message: Option<String>) -> Result<()> {
             58 => "SASL_AUTHENTICATION_FAILED",
             _ => "error",
         };
-        bail!("{api}: {name} ({code}){}", message.map(|m| format!(": {m}")).unwrap_or_default());
+        return Err(server_error(api, name, code.into(), message));
     }
     Ok(())
 }
@@ -225,7 +202,7 @@ fn decode_metadata(body: &[u8]) -> Result<MetadataAnswer> {
             let host = r.string()?;
             let port = r.i32()?;
             let _rack = r.nullable_string()?;
-            Ok(Broker { node_id, host, port })
+            Ok(ServerNode { id: node_id, host, port })
         })
         .collect::<Result<Vec<_>>>()?;
     let cluster_id = r.nullable_string()?;
@@ -259,7 +236,7 @@ mod tests {
         put_string(&mut metadata, "abc");
         metadata.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0]);
         let answer = decode_metadata(&metadata).expect("metadata");
-        assert_eq!(answer.brokers, vec![Broker { node_id: 1, host: "127.0.0.1".into(), port: 40001 }]);
+        assert_eq!(answer.brokers, vec![ServerNode { id: 1, host: "127.0.0.1".into(), port: 40001 }]);
         assert_eq!(answer.cluster_id.as_deref(), Some("abc"));
         assert_eq!(answer.controller_id, 1);
         assert!(decode_metadata(&metadata[..10]).is_err());
