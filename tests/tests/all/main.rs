@@ -1,5 +1,5 @@
-//! The integration-test binary: the backend conformance suite and the recovery scenarios on
-//! every backend, the crash campaign, and the simulator killed with SIGKILL in a child process.
+//! The integration-test binary: the recovery scenarios on every backend, the crash campaign,
+//! and the simulator killed with SIGKILL in a child process.
 //!
 //! ```text
 //! cargo test -p actionstate-tests --test all                 # everything
@@ -48,7 +48,6 @@ macro_rules! on_every_backend {
 }
 
 mod campaign;
-mod conformance;
 mod fencing;
 mod repair;
 mod scenarios;

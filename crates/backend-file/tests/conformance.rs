@@ -1,24 +1,23 @@
 //! The backend conformance suite on the file backend.
 
+#![allow(clippy::unwrap_used, reason = "tests")]
+
 use actionstate_core::{Error, StateLog};
 use actionstate_file::{FileConfig, FileLog};
-use actionstate_testkit::conformance;
+use actionstate_testkit::conformance::{Harness, assert_conforms};
 use std::path::PathBuf;
 use std::sync::Mutex;
 use tempfile::TempDir;
 
-/// Conformance harness for [`FileLog`]: every fresh log in its own temporary directory, kept
-/// until the harness is dropped.
-#[derive(Debug, Default)]
-struct FileHarness {
-    dirs: Mutex<Vec<TempDir>>,
-}
+/// Every fresh log in its own temporary directory, kept until the harness is dropped.
+#[derive(Default)]
+struct FileHarness(Mutex<Vec<TempDir>>);
 
 impl FileHarness {
     fn new_dir(&self) -> PathBuf {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log");
-        self.dirs.lock().unwrap().push(dir);
+        self.0.lock().unwrap().push(dir);
         path
     }
 }
@@ -27,19 +26,16 @@ fn data_dir(log: &FileLog) -> PathBuf {
     log.path().parent().unwrap().to_path_buf()
 }
 
-impl conformance::Harness for FileHarness {
+impl Harness for FileHarness {
     type Log = FileLog;
-
     async fn fresh(&self, partitions: u32) -> Result<FileLog, Error> {
         Ok(FileLog::open(FileConfig::new(self.new_dir(), partitions))?)
     }
-
     async fn reopen(&self, log: FileLog) -> Result<FileLog, Error> {
         let (dir, partitions) = (data_dir(&log), log.identity().partitions);
         drop(log);
         Ok(FileLog::open(FileConfig::new(dir, partitions))?)
     }
-
     async fn recreate(&self, log: FileLog, partitions: u32) -> Result<FileLog, Error> {
         // An open database's directory cannot be deleted: close it first.
         let dir = data_dir(&log);
@@ -47,7 +43,6 @@ impl conformance::Harness for FileHarness {
         std::fs::remove_dir_all(&dir).unwrap();
         Ok(FileLog::open(FileConfig::new(dir, partitions))?)
     }
-
     async fn unreachable(&self) -> Result<FileLog, Error> {
         // A data directory below a regular file cannot be created.
         let file = self.new_dir();
@@ -58,11 +53,11 @@ impl conformance::Harness for FileHarness {
 
 #[tokio::test]
 async fn file_log_conforms() {
-    conformance::assert_conforms(&FileHarness::default()).await;
+    assert_conforms(&FileHarness::default()).await;
 }
 
 #[tokio::test]
 async fn unreachable_file_log_names_the_path() {
-    let err = conformance::Harness::unreachable(&FileHarness::default()).await.unwrap_err();
+    let err = FileHarness::default().unreachable().await.unwrap_err();
     assert!(err.to_string().contains("sub"), "the error does not name the path: {err}");
 }
