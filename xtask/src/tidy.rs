@@ -238,3 +238,22 @@ fn pure_crates_do_no_io_and_read_no_clock() {
         assert!(found.is_empty(), "{} uses {found:?}, which a pure crate must not", f.display());
     }
 }
+
+/// README "Writing a backend" quotes the memory backend's conformance test whole; the quote is
+/// the file as CI compiles and runs it (less its module docs), so it cannot drift.
+#[test]
+fn readme_quotes_the_memory_conformance_test_as_it_is() {
+    let readme = read(&root().join("README.md"));
+    let section = readme.split("## Writing a backend").nth(1).expect("README has a section `Writing a backend`");
+    let block = section.split("```rust\n").nth(1).and_then(|b| b.split("```").next()).expect("the section quotes Rust");
+    let file = read(&root().join("crates/backend-memory/tests/conformance.rs"));
+    let code: String =
+        file.lines().skip_while(|l| l.starts_with("//!") || l.is_empty()).map(|l| format!("{l}\n")).collect();
+    assert!(code.lines().count() >= 20, "crates/backend-memory/tests/conformance.rs holds only {code:?}");
+    assert!(
+        code.lines().count() <= 35,
+        "a backend's conformance test should stay about 30 lines, this one is {}",
+        code.lines().count()
+    );
+    assert_eq!(block, code, "README `Writing a backend` no longer quotes crates/backend-memory/tests/conformance.rs");
+}
