@@ -284,11 +284,25 @@ struct Use {
 }
 
 /// The paths a file names in its `use` statements.
-fn used_paths(module: &[String], code: &str) -> Vec<Use> {
+fn used_paths(file_module: &[String], code: &str) -> Vec<Use> {
+    let blocks = inline_modules(code);
     let mut out = Vec::new();
     let mut rest = code;
     while let Some(at) = rest.find("use ") {
         let head = &rest[..at];
+        let offset = code.len() - rest.len() + at;
+        // Inside `mod tests { ... }` of `a.rs`, `super` is `a`.
+        let module: Vec<String> = file_module
+            .iter()
+            .cloned()
+            .chain(
+                blocks
+                    .iter()
+                    .filter(|(start, end, _)| (*start..*end).contains(&offset))
+                    .map(|(_, _, name)| name.clone()),
+            )
+            .collect();
+        let module = module.as_slice();
         rest = &rest[at + 4..];
         if head.chars().last().is_some_and(|c| c.is_alphanumeric() || c == '_') {
             continue;
@@ -328,6 +342,40 @@ fn used_paths(module: &[String], code: &str) -> Vec<Use> {
             };
             out.push(Use { path, must_exist, public });
         }
+    }
+    out
+}
+
+/// The inline modules of a file's code (`mod name { ... }`): where each body starts and ends,
+/// and its name, outermost first.
+fn inline_modules(code: &str) -> Vec<(usize, usize, String)> {
+    let mut out = Vec::new();
+    let bytes = code.as_bytes();
+    let mut from = 0;
+    while let Some(at) = code[from..].find("mod ").map(|i| from + i) {
+        from = at + 4;
+        if at > 0 && (bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_') {
+            continue;
+        }
+        let name: String = code[from..].chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+        let after = code[from + name.len()..].trim_start();
+        if name.is_empty() || !after.starts_with('{') {
+            continue;
+        }
+        let open = code.len() - after.len();
+        let mut depth = 0usize;
+        let end = code[open..]
+            .char_indices()
+            .find_map(|(i, c)| {
+                match c {
+                    '{' => depth += 1,
+                    '}' => depth -= 1,
+                    _ => return None,
+                }
+                (depth == 0).then_some(open + i)
+            })
+            .unwrap_or(code.len());
+        out.push((open, end, name));
     }
     out
 }
@@ -571,7 +619,7 @@ mod tests {
     #[test]
     fn grouped_and_relative_imports_resolve_to_module_paths() {
         let module = vec!["a".to_owned(), "b".to_owned()];
-        let code = "use crate::{x::Y, z::{self, W}};\nuse super::c::D;\nuse std::fs;\nfn f() { let reuse = 1; }";
+        let code = "use crate::{x::Y, z::{self, W}};\nuse super::c::D;\nuse std::fs;\nfn f() { let reuse = 1; }\nmod tests { use super::E; }";
         let code = format!("{code}\npub(crate) use crate::q::R as S;");
         let paths = used_paths(&module, &code);
         let names: Vec<(String, usize, bool)> =
@@ -582,6 +630,7 @@ mod tests {
             ("z::W", 0, false),
             ("a::c::D", 0, false),
             ("a::b::std::fs", 3, false),
+            ("a::b::E", 0, false),
             ("q::R", 0, true),
         ];
         assert_eq!(names, expected.map(|(p, n, public)| (p.to_owned(), n, public)));

@@ -257,3 +257,44 @@ fn readme_quotes_the_memory_conformance_test_as_it_is() {
     );
     assert_eq!(block, code, "README `Writing a backend` no longer quotes crates/backend-memory/tests/conformance.rs");
 }
+
+/// No two files of one crate import each other, directly or around a circle (ARCHITECTURE.md,
+/// invariant 35): a file's imports point one way, so each file can be read, and moved, after
+/// the files it uses. Derived from `use` statements, re-exports followed (`cargo xtask shape`).
+#[test]
+fn no_import_circles_between_the_files_of_a_crate() {
+    let crates = crate::shape::crate_dirs(&root());
+    assert!(crates.len() >= 10, "found only {} crates; is the root right?", crates.len());
+    let circles: Vec<String> = crates
+        .iter()
+        .flat_map(|dir| {
+            let name = dir.strip_prefix(root()).unwrap_or(dir).display().to_string();
+            crate::shape::import_circles(dir).into_iter().map(move |c| format!("{name}: {}", c.join(" <-> ")))
+        })
+        .collect();
+    assert!(circles.is_empty(), "import circles between files:\n{}", circles.join("\n"));
+}
+
+/// A function over 80 lines says why it is one piece, in a `// Long:` comment above it
+/// (ARCHITECTURE.md, invariant 35); every other long function is split into named steps.
+#[test]
+fn long_functions_give_their_reason() {
+    let mut long = Vec::new();
+    let mut functions = 0;
+    for dir in crate::shape::crate_dirs(&root()) {
+        for file in crate::shape::rust_files(&dir) {
+            let text = read(&file);
+            functions += text.matches("fn ").count();
+            long.extend(crate::shape::long_functions(&file, &text).into_iter().filter(|f| f.reason.is_none()));
+        }
+    }
+    assert!(functions > 1000, "found only {functions} functions; is the root right?");
+    let named: Vec<String> =
+        long.iter().map(|f| format!("{}:{} {} ({} lines)", f.file.display(), f.line, f.name, f.lines)).collect();
+    assert!(
+        named.is_empty(),
+        "functions over {} lines without a `// Long:` reason:\n{}",
+        crate::shape::LONG_FN,
+        named.join("\n")
+    );
+}

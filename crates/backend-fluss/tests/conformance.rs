@@ -578,6 +578,7 @@ fn incompressible(seed: u32, n: usize) -> Vec<u8> {
 /// instead of skipping, and the records from the earliest offset on are all there; a table
 /// created without a TTL, written alike, keeps every record (its older segments copied to
 /// remote storage by then, and read from there) and its marker stays valid.
+// Long: one retention scenario on a real server: write, wait for expiry, read, and compare with a table without a TTL.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn segments_expire_only_under_an_accepted_ttl_and_older_markers_are_data_loss() {
     const TEST: &str = "segment-expiry";

@@ -314,6 +314,7 @@ fn check_binary_line(subcommand: &str, line: &str, stdout: &str, what: &str) {
     }
 }
 
+// Long: the README's blocks run in order, each on what the one before left; the test reads as the README does.
 #[test]
 fn readme_shell_examples_run_in_order_and_reuse_where_the_text_says() {
     let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md")).unwrap();

@@ -161,6 +161,7 @@ fn explain_root<L: StateLog>(store: &ActionStateStore<L>, k: KeyId, seq: u64, in
     store.explain(&Round::new(k, seq, input), &plan(), input, &Trigger::Input).decision
 }
 
+// Long: one scenario read top to bottom: each restore checks what the one before it left.
 async fn not_revived(backend: Backend) {
     // Restores a checkpoint four completed checkpoints back: the store keeps the whole log.
     let env = Env::new(backend);

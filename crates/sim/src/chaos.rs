@@ -271,6 +271,7 @@ impl<'a> Expected<'a> {
 /// Progress goes to standard error; the counts come back as a report. Panics only when the
 /// cluster cannot go on (a node that does not come back in sync within
 /// `plan.in_sync_timeout`).
+// Long: one chaos scenario read top to bottom: each kill, its waits and its counts work on the state of the put streams the kills before it left.
 pub async fn leader_kills<C, L, F, Fut>(cluster: &mut C, open: F, plan: &LeaderKillPlan) -> LeaderKillReport
 where
     C: Cluster<L>,
@@ -430,6 +431,7 @@ where
 /// log where acknowledged, and that a rebuild from a marker taken before the kills holds
 /// exactly the acknowledged states (and failed ones only where their record landed all the
 /// same).
+// Long: one chaos scenario read top to bottom: the kills, the failed puts, and the checks of the log and of a rebuild share the put stream's state.
 pub async fn lost_quorum<C, L, F, Fut>(
     cluster: &mut C,
     open: F,

@@ -111,6 +111,7 @@ pub(crate) async fn put<L: StateLog>(store: &ActionStateStore<L>, k: u64, seq: u
 ///   allows; the failed put itself never indexes it).
 ///
 /// `name` prefixes the summary lines it prints. The server is shared: run this test alone.
+// Long: one scenario read top to bottom: puts, the stop, the restart and the checks, each step on what the one before left.
 pub async fn server_stop_during_puts<L, F, Fut>(
     name: &str,
     open: F,

@@ -81,6 +81,7 @@ fn apply(store: &mut Store, step: &Step) -> Option<(Decision, Option<Position>)>
     }
 }
 
+// Long: one step of the cut model per kind of operation; the arms share the model's state.
 fn run(ops: &[Op]) -> Result<(), TestCaseError> {
     let mut writer = Store::new(PARTITIONS);
     let mut ids = Ids(1_000);

@@ -377,6 +377,7 @@ proptest! {
 
 /// The generated histories must reach every case of the rule, or the model test would
 /// compare little.
+// Long: the table of every case of the fence rule the generated histories must reach, read whole.
 #[test]
 fn generated_fenced_logs_exercise_every_case() {
     use proptest::strategy::ValueTree;

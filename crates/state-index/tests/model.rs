@@ -296,6 +296,7 @@ struct LogState {
 }
 
 /// Runs one step on both sides and compares everything.
+// Long: one comparison of the index with its model per kind of step; the arms share what is compared.
 fn check_step(
     index: &mut Index,
     reference: &mut Reference,
@@ -482,6 +483,7 @@ proptest! {
 
 /// The reference itself must see every kind of decision and removal over the generated
 /// sequences, or the model test would compare little.
+// Long: the table of every decision and removal the generated sequences must reach, read whole.
 #[test]
 fn generated_sequences_exercise_every_rule() {
     use proptest::strategy::ValueTree;

@@ -172,6 +172,7 @@ async fn one(backend: Backend, seed: u64, zombies: bool) -> (Case, Option<Outcom
     (case, Some(outcome), problems)
 }
 
+// Long: the campaign's loop over runs and its checks of each run read as one scenario.
 async fn campaign(backend: Backend, default_runs: u64, first_seed: u64, zombies: bool) {
     let started = Instant::now();
     let single = env_u64("ACTIONSTATE_CAMPAIGN_SEED");

@@ -152,6 +152,7 @@ fn one_key_per_group(max_groups: u16) -> Vec<KeyId> {
         .collect()
 }
 
+// Long: one rescale scenario read top to bottom: each new owner's fences checked against the groups it took.
 async fn a_rescale_fences_exactly_the_groups_each_new_owner_took(backend: Backend) {
     const GROUPS: u16 = 12;
     let groups = |owned: std::ops::Range<u16>| Ownership::Groups { max_groups: GROUPS, owned };

@@ -150,6 +150,7 @@ async fn lost<S: LogSource>(source: S, config: &SimConfig, ledger: &Ledger, dir:
 
 /// One run: children killed at random moments until one finishes, then the checks.
 /// `open` is where the parent reopens the run's log: the log `log` names.
+// Long: the kill loop and the final checks of one run share its state, read top to bottom.
 async fn one_run(target: Target, seed: u64, rng: &mut Rng, log: String, root: &Path, open: LogConfig) -> RunReport {
     let config = config(target, seed);
     let state = root.join("state");
@@ -347,6 +348,7 @@ impl BrokerKiller {
     }
 }
 
+// Long: one campaign read top to bottom: its runs, their totals and the checks of the totals.
 async fn sigkill_campaign(target: Target, kills: u64) {
     let started = Instant::now();
     let killer = (target.broker_kills > 0)

@@ -30,6 +30,7 @@ fn nested_attributes() -> Attributes {
     ])
 }
 
+// Long: a table of golden vectors.
 #[test]
 fn fingerprint_golden_vectors() {
     let mut v = Vectors::default();

@@ -52,6 +52,7 @@ proptest! {
 
 /// Every enum variant reachable from a record, written out so coverage does not depend on
 /// what the random strategies happen to pick.
+// Long: every record variant written out, as a list.
 #[test]
 fn every_variant_round_trips() {
     let sk = fixed_state_key();

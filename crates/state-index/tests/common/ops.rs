@@ -212,6 +212,7 @@ fn lookup_strategy() -> BoxedStrategy<Op> {
 }
 
 /// One random operation other than [`Op::Cut`].
+// Long: one weighted arm per kind of operation.
 fn plain_op_strategy() -> BoxedStrategy<Op> {
     let pick = 0usize..1000;
     prop_oneof![
@@ -453,6 +454,7 @@ pub(crate) fn resolve_all(op: &Op, known: &BTreeMap<StateKey, ActionState>, ids:
 }
 
 /// Turns an operation into a concrete step against the states known now.
+// Long: one match arm per operation of the model.
 fn resolve(op: &Op, known: &BTreeMap<StateKey, ActionState>, ids: &mut Ids) -> Step {
     match op {
         Op::Cascade { .. } | Op::Rewrite { .. } => Step::Nothing,
