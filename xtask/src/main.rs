@@ -186,8 +186,26 @@ const TABLET_FAULT_FEATURE: &str = "actionstate-fluss/server-fault-tests";
 /// The feature that builds the tests which kill nodes of the three-node Kafka cluster.
 const CLUSTER_FAULT_FEATURE: &str = "actionstate-tests/cluster-fault-tests";
 
+/// Every step of CI, in order: lints, the secret tests on the default build, the tests
+/// against the servers, rustdoc. The first failing step ends the run.
 fn ci() -> Result<()> {
     let started = Instant::now();
+    warn_free_disk();
+    lints()?;
+    secret_tests_without_server_backends()?;
+    server_tests()?;
+    run(
+        "doc",
+        cargo()
+            .args(["doc", "--workspace", "--no-deps", "--locked", "--features", CLI_BACKENDS])
+            .env("RUSTDOCFLAGS", "-D warnings"),
+    )?;
+    eprintln!("==> ci: all steps passed in {:.0}s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Says how much disk `target/` has, warning when a cold run would not fit.
+fn warn_free_disk() {
     match free_gib(Path::new(".")) {
         Some(free) if free < CI_DISK_GIB => eprintln!(
             "==> ci: WARNING: only {free:.1} GiB free on the disk that holds target/; a cold run \
@@ -196,6 +214,11 @@ fn ci() -> Result<()> {
         Some(free) => eprintln!("==> ci: {free:.1} GiB free on the disk that holds target/"),
         None => {}
     }
+}
+
+/// Formatting, then clippy with warnings denied: on the whole workspace with every feature,
+/// and on the command line without its server backends.
+fn lints() -> Result<()> {
     run("fmt", cargo().args(["fmt", "--all", "--", "--check"]))?;
     run(
         "clippy",
@@ -225,9 +248,12 @@ fn ci() -> Result<()> {
             "-D",
             "warnings",
         ]),
-    )?;
-    // No secret is printed whether or not the server backends are compiled in: the secret
-    // tests once more on the default build (the step below builds them with the backends).
+    )
+}
+
+/// No secret is printed whether or not the server backends are compiled in: the secret
+/// tests once more on the default build (the server tests build them with the backends).
+fn secret_tests_without_server_backends() -> Result<()> {
     run(
         "secret tests without server backends",
         cargo().args(["test", "-p", "actionstate-recovery", "--locked", "--test", "secrets"]),
@@ -244,8 +270,13 @@ fn ci() -> Result<()> {
             "--",
             "no_command_prints_a_secret_from_a_url",
         ]),
-    )?;
-    // The backend tests run against real servers started here and always stopped again.
+    )
+}
+
+/// The tests against real servers, started here and always stopped again: the workspace's
+/// tests and the fault tests on a Kafka broker and a Fluss cluster, then the cluster fault
+/// tests on a three-node Kafka cluster.
+fn server_tests() -> Result<()> {
     let kafka = services::up_kafka().context("starting the Kafka broker for the tests")?;
     let fluss_env = match fluss::up_fluss() {
         Ok(env) => env,
@@ -256,6 +287,22 @@ fn ci() -> Result<()> {
             return Err(e.context("starting the Fluss cluster for the tests"));
         }
     };
+    let mut tested = workspace_and_fault_tests(&kafka, &fluss_env);
+    let fluss_stopped = fluss::down_fluss();
+    let stopped = services::down_kafka();
+    // The cluster after the single broker and Fluss are gone: three more JVMs beside them
+    // would crowd a small machine.
+    if tested.is_ok() {
+        tested = cluster_fault_tests();
+    }
+    tested?;
+    stopped.context("stopping the Kafka broker")?;
+    fluss_stopped.context("stopping the Fluss cluster")
+}
+
+/// The workspace's tests against the broker and the Fluss cluster, then the tests that stop
+/// and restart one of them. A test that reports a skip fails the step.
+fn workspace_and_fault_tests(kafka: &services::kafka::KafkaEnv, fluss_env: &fluss::FlussEnv) -> Result<()> {
     // Among them the fuzz target's checks (state-core's `codec` tests, `fuzz_target`) and the
     // README's shell examples (the command line's `readme` test, which needs the broker too).
     let mut test = cargo();
@@ -282,24 +329,7 @@ fn ci() -> Result<()> {
             tested = run_no_skips(step, &mut fault);
         }
     }
-    let fluss_stopped = fluss::down_fluss();
-    let stopped = services::down_kafka();
-    // The cluster after the single broker and Fluss are gone: three more JVMs beside them
-    // would crowd a small machine.
-    if tested.is_ok() {
-        tested = cluster_fault_tests();
-    }
-    tested?;
-    stopped.context("stopping the Kafka broker")?;
-    fluss_stopped.context("stopping the Fluss cluster")?;
-    run(
-        "doc",
-        cargo()
-            .args(["doc", "--workspace", "--no-deps", "--locked", "--features", CLI_BACKENDS])
-            .env("RUSTDOCFLAGS", "-D warnings"),
-    )?;
-    eprintln!("==> ci: all steps passed in {:.0}s", started.elapsed().as_secs_f64());
-    Ok(())
+    tested
 }
 
 /// The tests that kill nodes of the three-node Kafka cluster, on a cluster started for them and

@@ -4,7 +4,7 @@
 use actionstate_core::StateLog;
 use actionstate_memory::MemoryLog;
 use actionstate_recovery::LogConfig;
-use actionstate_sim::{CrashPoint, MemorySource, RunPlan, Sim, SimConfig};
+use actionstate_sim::{CrashPoint, MemorySource, Outcome, RunPlan, Sim, SimConfig};
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
@@ -98,48 +98,88 @@ pub(crate) async fn run(args: DemoArgs) -> Result<ExitCode> {
         .run(&RunPlan::clean(), &|_| {})
         .await
         .context("crash-free reference run")?;
-    let crash_append = ((reference_log.appends() as f64) * args.crash_at.clamp(0.0, 1.0)).max(1.0) as u64;
-
-    let bar = if args.json {
-        ProgressBar::hidden()
-    } else {
-        let bar = ProgressBar::new(config.inputs as u64);
-        bar.set_style(
-            ProgressStyle::with_template("{spinner} {msg:<10} [{bar:40}] {pos}/{len} inputs")
-                .unwrap_or_else(|_| ProgressStyle::default_bar())
-                .progress_chars("=> "),
-        );
-        bar.set_message("running");
-        bar
-    };
-    // Three crashes, placed by rehearsing on the in-memory log (the run is deterministic, so
-    // the chosen backend sees the same appends): one loses the acknowledgement of a durable
-    // call's journal entry, so the action resumes from its journal; one loses the
-    // acknowledgement of a completion, which the rebuild recovers; one strikes after a side
-    // effect but before its result is persisted, so that call runs again.
-    let appends = reference_log.appends();
-    let mut journal_crash = None;
-    for k in (crash_append / 2..crash_append).take(200) {
-        let probe = Sim::new(MemorySource { log: MemoryLog::new(partitions) }, config.clone());
-        let o = probe.run(&RunPlan::crashing([CrashPoint::AfterAppend(k)]), &|_| {}).await?;
-        if o.resumed > 0 {
-            journal_crash = Some(k);
-            break;
-        }
-    }
-    let second = crash_append + (appends - crash_append) / 2;
-    let mut crashes =
-        vec![CrashPoint::AfterAppend(crash_append), CrashPoint::BeforeAppend(second.max(crash_append + 1))];
-    crashes.extend(journal_crash.map(CrashPoint::AfterAppend));
-    let planned_crashes = crashes.len() as u64;
-    let plan = RunPlan::crashing(crashes);
+    let bar = progress_bar(args.json, config.inputs);
+    let crashes = plan_crashes(&config, partitions, reference_log.appends(), args.crash_at).await?;
+    let plan = RunPlan::crashing(crashes.points.clone());
     // After the rehearsals, so the metrics count the demo's run alone.
     bar.suspend(|| crate::metrics::serve(&args.metrics))?;
     let progress = |pos: usize| bar.set_position(pos as u64);
     let outcome = Sim::new(target.clone(), config.clone()).run(&plan, &progress).await.context("demo run")?;
     bar.finish_and_clear();
 
-    let summary = Summary {
+    let summary = summary_of(&outcome, &reference, &target, started);
+    if args.json {
+        outln!("{}", serde_json::to_string(&summary)?);
+    } else {
+        print_summary(&summary);
+    }
+    let ok = summary.duplicate_side_effects == 0 && summary.lost_acknowledged == 0 && summary.matches_crash_free_run;
+    if !ok {
+        return Ok(ExitCode::FAILURE);
+    }
+    let missed = missed_plan(&summary, crashes.points.len() as u64, crashes.journal.is_some());
+    if !missed.is_empty() {
+        bail!(
+            "the demo's plan did not happen on {}: {} (the run's results are above; try more --inputs, or \
+             fewer partitions)",
+            summary.data,
+            missed.join("; ")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The demo's progress bar on standard error, counting inputs; hidden for `--json`.
+fn progress_bar(json: bool, inputs: usize) -> ProgressBar {
+    if json {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(inputs as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {msg:<10} [{bar:40}] {pos}/{len} inputs")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar.set_message("running");
+    bar
+}
+
+/// The crashes of the demo's run, and the one placed to resume from a journal if found.
+struct Crashes {
+    points: Vec<CrashPoint>,
+    /// The append after which a crash makes an action resume from its journal.
+    journal: Option<u64>,
+}
+
+/// Places the demo's crashes in a run of `config` whose crash-free run makes `appends`
+/// appends, the first at fraction `crash_at` of them.
+async fn plan_crashes(config: &SimConfig, partitions: u32, appends: u64, crash_at: f64) -> Result<Crashes> {
+    let crash_append = ((appends as f64) * crash_at.clamp(0.0, 1.0)).max(1.0) as u64;
+    // Three crashes, placed by rehearsing on the in-memory log (the run is deterministic, so
+    // the chosen backend sees the same appends): one loses the acknowledgement of a durable
+    // call's journal entry, so the action resumes from its journal; one loses the
+    // acknowledgement of a completion, which the rebuild recovers; one strikes after a side
+    // effect but before its result is persisted, so that call runs again.
+    let mut journal = None;
+    for k in (crash_append / 2..crash_append).take(200) {
+        let probe = Sim::new(MemorySource { log: MemoryLog::new(partitions) }, config.clone());
+        let o = probe.run(&RunPlan::crashing([CrashPoint::AfterAppend(k)]), &|_| {}).await?;
+        if o.resumed > 0 {
+            journal = Some(k);
+            break;
+        }
+    }
+    let second = crash_append + (appends - crash_append) / 2;
+    let mut points =
+        vec![CrashPoint::AfterAppend(crash_append), CrashPoint::BeforeAppend(second.max(crash_append + 1))];
+    points.extend(journal.map(CrashPoint::AfterAppend));
+    Ok(Crashes { points, journal })
+}
+
+/// The summary of the demo's run `outcome` on `target`, checked against the crash-free
+/// `reference` run.
+fn summary_of(outcome: &Outcome, reference: &Outcome, target: &LogConfig, started: Instant) -> Summary {
+    Summary {
         backend: outcome.backend,
         data: target.to_string(),
         inputs: outcome.inputs,
@@ -160,26 +200,7 @@ pub(crate) async fn run(args: DemoArgs) -> Result<ExitCode> {
         lost_acknowledged: outcome.lost_acknowledged,
         matches_crash_free_run: outcome.results == reference.results && outcome.memory == reference.memory,
         elapsed_ms: (started.elapsed().as_secs_f64() * 1e5).round() / 100.0,
-    };
-    if args.json {
-        outln!("{}", serde_json::to_string(&summary)?);
-    } else {
-        print_summary(&summary);
     }
-    let ok = summary.duplicate_side_effects == 0 && summary.lost_acknowledged == 0 && summary.matches_crash_free_run;
-    if !ok {
-        return Ok(ExitCode::FAILURE);
-    }
-    let missed = missed_plan(&summary, planned_crashes, journal_crash.is_some());
-    if !missed.is_empty() {
-        bail!(
-            "the demo's plan did not happen on {}: {} (the run's results are above; try more --inputs, or \
-             fewer partitions)",
-            summary.data,
-            missed.join("; ")
-        );
-    }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// What the demo set out to show and the run did not: its planned crashes and restores, a

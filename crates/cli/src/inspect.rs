@@ -257,9 +257,27 @@ pub(crate) async fn inspect(url: &str, key: Option<&str>, json: bool) -> Result<
     let log = open(url).await?;
     let loaded = load(&log, true).await?;
     let filter = key.map(|k| KeyId::of(k.as_bytes()));
+    let views = key_views(&loaded.index, filter)?;
+    let audits: Vec<AuditView> = loaded
+        .audits
+        .iter()
+        .filter(|(_, a)| filter.is_none_or(|f| f == a.key))
+        .map(|(p, a)| audit_view(p, a))
+        .collect();
+    if json {
+        print_inspect_json(&loaded, &views, &audits)?;
+    } else {
+        print_inspect(&loaded, &views, &audits);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The live states of the index (of the one key `filter` names, if any), by key and round,
+/// each round's states in log order.
+fn key_views(index: &Index, filter: Option<KeyId>) -> Result<Vec<KeyView>> {
     let dump = {
         let _scan = allow_scans();
-        loaded.index.dump()
+        index.dump()
     };
     let mut keys: BTreeMap<KeyId, BTreeMap<u64, Vec<StateView>>> = BTreeMap::new();
     let mut labels: BTreeMap<KeyId, String> = BTreeMap::new();
@@ -271,13 +289,9 @@ pub(crate) async fn inspect(url: &str, key: Option<&str>, json: bool) -> Result<
         if let Some(label) = &state.label {
             labels.insert(sk.key, label.to_string());
         }
-        keys.entry(sk.key).or_default().entry(sk.seq).or_default().push(state_view(
-            &state,
-            Some(*position),
-            &loaded.index,
-        ));
+        keys.entry(sk.key).or_default().entry(sk.seq).or_default().push(state_view(&state, Some(*position), index));
     }
-    let views: Vec<KeyView> = keys
+    Ok(keys
         .into_iter()
         .map(|(k, rounds)| KeyView {
             key: short(k),
@@ -290,35 +304,36 @@ pub(crate) async fn inspect(url: &str, key: Option<&str>, json: bool) -> Result<
                 })
                 .collect(),
         })
-        .collect();
-    let audits: Vec<AuditView> = loaded
-        .audits
-        .iter()
-        .filter(|(_, a)| filter.is_none_or(|f| f == a.key))
-        .map(|(p, a)| audit_view(p, a))
-        .collect();
+        .collect())
+}
+
+/// `inspect --json`: the counts, the fences, the index and the audit as one JSON document.
+fn print_inspect_json(loaded: &Loaded, views: &[KeyView], audits: &[AuditView]) -> Result<()> {
     let stats = loaded.index.stats();
-    if json {
-        let out = serde_json::json!({
-            "records": loaded.records,
-            "partitions": loaded.partitions,
-            "keys": stats.keys,
-            "rounds": stats.rounds,
-            "states": stats.states,
-            "corrupt_records": loaded.corrupt.len(),
-            "fenced_records": loaded.fenced,
-            "fences": loaded.fences.iter().map(|(at, groups, epoch)| serde_json::json!({
-                "partition": at.partition,
-                "offset": at.offset,
-                "groups": groups.to_string(),
-                "epoch": epoch,
-            })).collect::<Vec<_>>(),
-            "index": views,
-            "audit": audits,
-        });
-        outln!("{}", serde_json::to_string_pretty(&out)?);
-        return Ok(ExitCode::SUCCESS);
-    }
+    let out = serde_json::json!({
+        "records": loaded.records,
+        "partitions": loaded.partitions,
+        "keys": stats.keys,
+        "rounds": stats.rounds,
+        "states": stats.states,
+        "corrupt_records": loaded.corrupt.len(),
+        "fenced_records": loaded.fenced,
+        "fences": loaded.fences.iter().map(|(at, groups, epoch)| serde_json::json!({
+            "partition": at.partition,
+            "offset": at.offset,
+            "groups": groups.to_string(),
+            "epoch": epoch,
+        })).collect::<Vec<_>>(),
+        "index": views,
+        "audit": audits,
+    });
+    outln!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(())
+}
+
+/// `inspect` as text: the counts and fences, then each key's rounds and states, then the audit.
+fn print_inspect(loaded: &Loaded, views: &[KeyView], audits: &[AuditView]) {
+    let stats = loaded.index.stats();
     outln!(
         "{} records in {} partitions: {} keys, {} rounds, {} live states",
         loaded.records,
@@ -335,25 +350,11 @@ pub(crate) async fn inspect(url: &str, key: Option<&str>, json: bool) -> Result<
             loaded.fenced
         );
     }
-    for k in &views {
-        match &k.label {
-            Some(label) => outln!("\nkey {label} ({})", k.key),
-            None => outln!("\nkey {}", k.key),
-        }
-        for r in &k.rounds {
-            outln!("  round {}", r.seq);
-            for s in &r.states {
-                let what = if s.status == "pending" {
-                    format!("journal [{}]", s.journal.join(", "))
-                } else {
-                    format!("{} outputs, {} memory writes", s.outputs.len(), s.memory.len())
-                };
-                outln!("    {:<10} {:<9} {:<28} {:<40} {}", s.action, s.status, s.trigger, what, s.position);
-            }
-        }
+    for k in views {
+        print_key(k);
     }
     outln!("\naudit of divergences and repairs: {}", audits.len());
-    for a in &audits {
+    for a in audits {
         outln!(
             "  key {} round {} {} {}: removed {} — {} ({})",
             a.key,
@@ -368,7 +369,25 @@ pub(crate) async fn inspect(url: &str, key: Option<&str>, json: bool) -> Result<
     if !loaded.corrupt.is_empty() {
         outln!("\n{} corrupt records (run `actionstate verify`)", loaded.corrupt.len());
     }
-    Ok(ExitCode::SUCCESS)
+}
+
+/// One key of `inspect`'s text: its name, then a line per state of each round.
+fn print_key(k: &KeyView) {
+    match &k.label {
+        Some(label) => outln!("\nkey {label} ({})", k.key),
+        None => outln!("\nkey {}", k.key),
+    }
+    for r in &k.rounds {
+        outln!("  round {}", r.seq);
+        for s in &r.states {
+            let what = if s.status == "pending" {
+                format!("journal [{}]", s.journal.join(", "))
+            } else {
+                format!("{} outputs, {} memory writes", s.outputs.len(), s.memory.len())
+            };
+            outln!("    {:<10} {:<9} {:<28} {:<40} {}", s.action, s.status, s.trigger, what, s.position);
+        }
+    }
 }
 
 pub(crate) async fn explain(url: &str, key: &str, seq: u64, action: &str, json: bool) -> Result<ExitCode> {
@@ -384,36 +403,7 @@ pub(crate) async fn explain(url: &str, key: &str, seq: u64, action: &str, json: 
             mine.push(state);
         }
     }
-    let mut lines = Vec::new();
-    for s in &mine {
-        // A replay presents roots with a new event id and emitted events with the producer's
-        // recorded output id; ask the index what it would decide for exactly that.
-        let event = if s.trigger.is_input() || matches!(s.trigger, Trigger::Bootstrap { .. }) {
-            EventId::random()
-        } else {
-            s.trigger_event
-        };
-        let probe = Probe { key: s.key, trigger: &s.trigger, event, input: s.input };
-        let (decision, divergence, would) = loaded.index.explain(&probe);
-        let verdict = match (&decision, s.is_completed()) {
-            (Decision::Hit(_), true) => "reuse: completed, its outputs and memory writes are replayed".to_owned(),
-            (Decision::Hit(_), false) => format!("resume: pending with {} journaled calls", s.calls().len()),
-            (Decision::Miss(r), _) => format!("run again: miss ({r}), invalidating {would} states"),
-        };
-        let why = match (&s.trigger, divergence) {
-            (_, Some((reason, detail))) => format!("{reason}: {detail:?}"),
-            (Trigger::Input, None) => "root event: matched by fingerprint (restored inputs get new ids)".into(),
-            (Trigger::Bootstrap { .. }, None) => "bootstrap event: matched by fingerprint".into(),
-            (Trigger::Emitted { .. }, None) => {
-                "emitted event: the producer's recorded output id matches the recorded trigger".into()
-            }
-        };
-        lines.push(serde_json::json!({
-            "state": state_view(s, loaded.index.position(&s.key), &loaded.index),
-            "decision": verdict,
-            "why": why,
-        }));
-    }
+    let lines: Vec<serde_json::Value> = mine.iter().map(|s| explain_state(&loaded.index, s)).collect();
     // The divergences found in this round, and the operator's repairs that covered it (an
     // operator invalidates a round and every later one).
     let covers = |a: &Audit| {
@@ -421,29 +411,19 @@ pub(crate) async fn explain(url: &str, key: &str, seq: u64, action: &str, json: 
     };
     let audits: Vec<AuditView> =
         loaded.audits.iter().filter(|(_, a)| covers(a)).map(|(p, a)| audit_view(p, a)).collect();
+    let reclaimed = if mine.is_empty() { reclaimed_before(&loaded, &rounds, seq) } else { None };
     if json {
         let out = serde_json::json!({
             "key": key, "seq": seq, "action": action,
             "states": lines, "later_states": later, "audit": audits,
-            "reclaimed": mine.is_empty() && reclaimed_before(&loaded, &rounds, seq).is_some(),
+            "reclaimed": reclaimed.is_some(),
         });
         outln!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(ExitCode::SUCCESS);
     }
     outln!("key {key} ({}) round {seq} action {action}", short(key_id));
     if mine.is_empty() {
-        match reclaimed_before(&loaded, &rounds, seq) {
-            Some(first) => outln!(
-                "  no recorded state: round {seq} is older than the history this log retains (the first retained \
-                 round of this key is {first}; records below offsets {:?} were reclaimed once later checkpoints \
-                 completed), so a replay from a retained checkpoint starts after it and never looks it up",
-                loaded.earliest
-            ),
-            None => outln!(
-                "  no recorded state: a lookup misses (absent) and invalidates the {later} states of later rounds of \
-                 this key"
-            ),
-        }
+        print_no_state(seq, later, reclaimed, &loaded.earliest);
     }
     for l in &lines {
         outln!(
@@ -459,6 +439,55 @@ pub(crate) async fn explain(url: &str, key: &str, seq: u64, action: &str, json: 
         outln!("  audit: {} removed {} — {} ({})", a.reason_text(), a.removed, a.detail, a.position);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What a replay would decide for the recorded state `s`, and why: the state's view, the
+/// decision and its reason, as `explain` shows them.
+fn explain_state(index: &Index, s: &ActionState) -> serde_json::Value {
+    // A replay presents roots with a new event id and emitted events with the producer's
+    // recorded output id; ask the index what it would decide for exactly that.
+    let event = if s.trigger.is_input() || matches!(s.trigger, Trigger::Bootstrap { .. }) {
+        EventId::random()
+    } else {
+        s.trigger_event
+    };
+    let probe = Probe { key: s.key, trigger: &s.trigger, event, input: s.input };
+    let (decision, divergence, would) = index.explain(&probe);
+    let verdict = match (&decision, s.is_completed()) {
+        (Decision::Hit(_), true) => "reuse: completed, its outputs and memory writes are replayed".to_owned(),
+        (Decision::Hit(_), false) => format!("resume: pending with {} journaled calls", s.calls().len()),
+        (Decision::Miss(r), _) => format!("run again: miss ({r}), invalidating {would} states"),
+    };
+    let why = match (&s.trigger, divergence) {
+        (_, Some((reason, detail))) => format!("{reason}: {detail:?}"),
+        (Trigger::Input, None) => "root event: matched by fingerprint (restored inputs get new ids)".into(),
+        (Trigger::Bootstrap { .. }, None) => "bootstrap event: matched by fingerprint".into(),
+        (Trigger::Emitted { .. }, None) => {
+            "emitted event: the producer's recorded output id matches the recorded trigger".into()
+        }
+    };
+    serde_json::json!({
+        "state": state_view(s, index.position(&s.key), index),
+        "decision": verdict,
+        "why": why,
+    })
+}
+
+/// `explain`'s text when the round left no state of the action: reclaimed by retention (the
+/// first retained round is `reclaimed`), or never recorded, so that a lookup misses.
+fn print_no_state(seq: u64, later: usize, reclaimed: Option<u64>, earliest: &[u64]) {
+    match reclaimed {
+        Some(first) => outln!(
+            "  no recorded state: round {seq} is older than the history this log retains (the first retained \
+             round of this key is {first}; records below offsets {:?} were reclaimed once later checkpoints \
+             completed), so a replay from a retained checkpoint starts after it and never looks it up",
+            earliest
+        ),
+        None => outln!(
+            "  no recorded state: a lookup misses (absent) and invalidates the {later} states of later rounds of \
+             this key"
+        ),
+    }
 }
 
 /// The first retained round of a key whose round `seq` left no state, when `seq` lies before

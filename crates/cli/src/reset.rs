@@ -9,7 +9,7 @@
 //! `--dry-run` only prints.
 
 use actionstate_core::{InvalidationReason, KeyId, Marker, Progress, StateLog};
-use actionstate_recovery::{ActionStateStore, AnyLog, Ownership, Retention, StoreConfig};
+use actionstate_recovery::{ActionStateStore, AnyLog, OperatorInvalidation, Ownership, Retention, StoreConfig};
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -99,44 +99,19 @@ async fn reset<L: StateLog>(log: L, args: &ResetArgs) -> Result<ExitCode> {
     let start = Marker::new(store.log().identity().clone(), earliest);
     let rebuilt = store.rebuild(&[start], &Ownership::All, &HashMap::new()).await.context("rebuilding the index")?;
     let key = KeyId::of(args.key.as_bytes());
-    let planned = plan(&store, &key, args.from_seq)?;
-    let rounds: std::collections::BTreeSet<u64> = planned.iter().map(|p| p.round).collect();
-    if planned.is_empty() {
+    let states = plan(&store, &key, args.from_seq)?;
+    let rounds = states.iter().map(|p| p.round).collect::<std::collections::BTreeSet<u64>>().len();
+    let planned = Plan { key, states, rounds, records_read: rebuilt.records };
+    if planned.states.is_empty() {
         // An audit record that removes nothing would report a repair that did not happen
         // (often a mistyped key): refused, whatever the flags.
-        let known = store.with_index(|ix| ix.rounds_of(&key).into_iter().map(|(seq, _)| seq).collect::<Vec<_>>());
-        match (known.iter().min(), known.iter().max()) {
-            (Some(first), Some(last)) => bail!(
-                "key {} has no state from round {} on (its recorded rounds are {first} to {last}); nothing written",
-                args.key,
-                args.from_seq
-            ),
-            _ => bail!(
-                "key {} ({}) has no recorded state in {} records read; nothing written (check the key's name: \
-                 `actionstate inspect` lists the keys)",
-                args.key,
-                crate::inspect::short(key),
-                rebuilt.records
-            ),
-        }
+        return Err(nothing_to_remove(&store, args, &planned));
     }
 
     let write = args.writes();
     if !args.json {
         // What it removes is on the screen before anything is written.
-        outln!(
-            "reset of key {} ({}) from round {}: {} {} states in {} rounds (index rebuilt from {} records)",
-            args.key,
-            crate::inspect::short(key),
-            args.from_seq,
-            if write { "removes" } else { "would remove" },
-            planned.len(),
-            rounds.len(),
-            rebuilt.records
-        );
-        for p in &planned {
-            outln!("  round {:<6} {:<16} {:<9} {:<10} state {}", p.round, p.action, p.status, p.position, p.state_key);
-        }
+        print_plan(args, &planned, write);
     }
     let written = if write {
         Some(store.invalidate(key, args.from_seq, &args.reason).await.context("writing the invalidation")?)
@@ -144,19 +119,7 @@ async fn reset<L: StateLog>(log: L, args: &ResetArgs) -> Result<ExitCode> {
         None
     };
     if args.json {
-        let out = serde_json::json!({
-            "key": args.key,
-            "key_id": key.to_string(),
-            "from_seq": args.from_seq,
-            "reason": args.reason,
-            "records_read": rebuilt.records,
-            "states": planned,
-            "rounds": rounds.len(),
-            "dry_run": args.dry_run,
-            "written": written.is_some(),
-            "records_written": written.as_ref().map_or(0, |w| w.records),
-        });
-        outln!("{}", serde_json::to_string_pretty(&out)?);
+        print_json(args, &planned, written.as_ref())?;
     } else {
         match &written {
             Some(w) => outln!(
@@ -174,12 +137,77 @@ async fn reset<L: StateLog>(log: L, args: &ResetArgs) -> Result<ExitCode> {
         bail!(
             "refusing to write without --yes: reset would remove {} states of key {} from round {} (pass --yes \
              to write the invalidation, or --dry-run to only print)",
-            planned.len(),
+            planned.states.len(),
             args.key,
             args.from_seq
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What a reset removes: the states of the key's rounds from `--from-seq` on, found in an
+/// index rebuilt from `records_read` records.
+struct Plan {
+    key: KeyId,
+    states: Vec<Planned>,
+    /// The number of rounds the states belong to.
+    rounds: usize,
+    records_read: u64,
+}
+
+/// The refusal of a reset that would remove nothing: the rounds the key has, or that it has
+/// none (most often a mistyped key).
+fn nothing_to_remove<L: StateLog>(store: &ActionStateStore<L>, args: &ResetArgs, planned: &Plan) -> anyhow::Error {
+    let known = store.with_index(|ix| ix.rounds_of(&planned.key).into_iter().map(|(seq, _)| seq).collect::<Vec<_>>());
+    match (known.iter().min(), known.iter().max()) {
+        (Some(first), Some(last)) => anyhow::anyhow!(
+            "key {} has no state from round {} on (its recorded rounds are {first} to {last}); nothing written",
+            args.key,
+            args.from_seq
+        ),
+        _ => anyhow::anyhow!(
+            "key {} ({}) has no recorded state in {} records read; nothing written (check the key's name: \
+             `actionstate inspect` lists the keys)",
+            args.key,
+            crate::inspect::short(planned.key),
+            planned.records_read
+        ),
+    }
+}
+
+/// The table of what the reset removes (`write`) or would remove.
+fn print_plan(args: &ResetArgs, planned: &Plan, write: bool) {
+    outln!(
+        "reset of key {} ({}) from round {}: {} {} states in {} rounds (index rebuilt from {} records)",
+        args.key,
+        crate::inspect::short(planned.key),
+        args.from_seq,
+        if write { "removes" } else { "would remove" },
+        planned.states.len(),
+        planned.rounds,
+        planned.records_read
+    );
+    for p in &planned.states {
+        outln!("  round {:<6} {:<16} {:<9} {:<10} state {}", p.round, p.action, p.status, p.position, p.state_key);
+    }
+}
+
+/// `reset --json`: the plan, and what was written if anything was.
+fn print_json(args: &ResetArgs, planned: &Plan, written: Option<&OperatorInvalidation>) -> Result<()> {
+    let out = serde_json::json!({
+        "key": args.key,
+        "key_id": planned.key.to_string(),
+        "from_seq": args.from_seq,
+        "reason": args.reason,
+        "records_read": planned.records_read,
+        "states": planned.states,
+        "rounds": planned.rounds,
+        "dry_run": args.dry_run,
+        "written": written.is_some(),
+        "records_written": written.map_or(0, |w| w.records),
+    });
+    outln!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(())
 }
 
 /// The states of `key`'s rounds `seq >= from_seq`, by round and then by log position.

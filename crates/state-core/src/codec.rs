@@ -33,8 +33,9 @@
 use crate::error::Error;
 use crate::fence::fence_log_key;
 use crate::key::StateKey;
+use crate::kind::RecordKind;
 use crate::log::WireRecord;
-use crate::record::{Evidence, LogRecord, RecordKind, audit_log_key};
+use crate::record::{Evidence, LogRecord, audit_log_key};
 
 /// The four magic bytes every envelope starts with.
 pub const MAGIC: [u8; 4] = *b"AcSt";
@@ -270,10 +271,9 @@ pub fn decode_state_key(key: &[u8]) -> Result<StateKey, Error> {
 /// The records of formats 1 to 3, whose upserted states carry no key label: decoded by the
 /// same derive, variant for variant, and given `label: None`.
 mod unlabeled {
-    use crate::event::Trigger;
     use crate::fence::Fence;
     use crate::id::{ActionId, EventId, Fingerprint};
-    use crate::key::StateKey;
+    use crate::key::{StateKey, Trigger};
     use crate::record::{Audit, InvalidationReason};
     use crate::state::Progress;
     use serde::Deserialize;

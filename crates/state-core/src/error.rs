@@ -1,6 +1,6 @@
 //! The error type of the core crate: codec failures and backend-contract failures.
 
-use crate::record::RecordKind;
+use crate::kind::RecordKind;
 use std::fmt;
 
 /// Everything that can go wrong in the core crate or behind the [`crate::StateLog`] contract.

@@ -1,8 +1,11 @@
-//! The occurrence-aware state key and its fixed byte layout.
+//! The occurrence-aware state key and its fixed byte layout, and the trigger path its
+//! occurrence digest is taken from. A trigger names its producer by state key, and a state key
+//! is derived from its trigger, so the two share this module.
 
+use crate::canonical;
 use crate::error::Error;
-use crate::event::{Event, Trigger};
-use crate::id::{ActionDigest, ActionId, Fingerprint, KeyId, OccurrenceId};
+use crate::event::Event;
+use crate::id::{ActionDigest, ActionId, Fingerprint, KeyId, OccurrenceId, context, truncate16};
 use serde::{Deserialize, Serialize};
 
 /// Identity of one action state: (business key, sequence, occurrence, event fingerprint, action).
@@ -116,5 +119,61 @@ impl LocalKey {
     /// The full state key within round `seq` of `key`.
     pub fn within(&self, key: KeyId, seq: u64) -> StateKey {
         StateKey { key, seq, occurrence: self.occurrence, fingerprint: self.fingerprint, action: self.action }
+    }
+}
+
+/// How the event that triggers an action came to be.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Trigger {
+    /// A root event from outside. Its id is new after every restore, so roots match by
+    /// fingerprint.
+    Input,
+    /// Output number `index` of the state `producer`, in the same round.
+    Emitted {
+        /// The state that emitted the event.
+        producer: StateKey,
+        /// Position of the event among the producer's outputs.
+        index: u32,
+    },
+    /// An event the runtime mints on every attempt (e.g. an "agent run begins" event).
+    Bootstrap {
+        /// Stable label of the bootstrap source.
+        label: String,
+    },
+}
+
+impl Trigger {
+    /// Whether this is a root (`Input`) trigger.
+    pub fn is_input(&self) -> bool {
+        matches!(self, Trigger::Input)
+    }
+
+    /// The producer state of an `Emitted` trigger.
+    pub fn producer(&self) -> Option<&StateKey> {
+        match self {
+            Trigger::Emitted { producer, .. } => Some(producer),
+            _ => None,
+        }
+    }
+
+    /// The occurrence digest: the trigger path, so that two identical-attribute outputs of one
+    /// producer get different state keys.
+    pub fn occurrence(&self) -> OccurrenceId {
+        let mut h = context::Context::Occurrence.hasher();
+        match self {
+            Trigger::Input => {
+                h.update(&[0]);
+            }
+            Trigger::Emitted { producer, index } => {
+                h.update(&[1]);
+                h.update(&producer.to_bytes());
+                h.update(&index.to_le_bytes());
+            }
+            Trigger::Bootstrap { label } => {
+                h.update(&[2]);
+                canonical::write_str(&mut h, label);
+            }
+        }
+        OccurrenceId(truncate16(h.finalize().as_bytes()))
     }
 }

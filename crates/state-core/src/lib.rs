@@ -45,6 +45,7 @@ mod event;
 pub mod fence;
 mod id;
 mod key;
+mod kind;
 mod log;
 mod range;
 mod record;
@@ -55,15 +56,16 @@ mod view;
 
 pub use backend::{BackendConfig, DEFAULT_PARTITIONS};
 pub use error::{BackendError, Error};
-pub use event::{Event, Trigger};
+pub use event::Event;
 pub use fence::{FENCE_KEY_LAYOUT, Fence, FenceMark, Ownership, fence_key_id, fence_log_key};
 pub use id::{ActionDigest, ActionId, EventId, Fingerprint, KeyId, OccurrenceId};
-pub use key::{LocalKey, StateKey};
+pub use key::{LocalKey, StateKey, Trigger};
+pub use kind::RecordKind;
 pub use log::{Capabilities, LogIdentity, Marker, Position, ReadBatch, ReadRecord, StateLog, WireRecord};
 pub use range::RangeRead;
 pub use record::{
     AUDIT_KEY_LAYOUT, Audit, AuditDetail, Evidence, InvalidationReason, LogRecord, MAX_OPERATOR_TEXT, MissReason,
-    RecordKind, audit_log_key,
+    audit_log_key,
 };
 pub use state::{
     ActionState, CallResult, CallStatus, KeyLabel, MAX_KEY_LABEL, MemoryOp, MemoryUpdate, Progress, TaggedBytes,

@@ -1,10 +1,11 @@
 //! Log records: what the store appends to a [`crate::StateLog`].
 
 use crate::error::Error;
-use crate::event::Trigger;
 use crate::fence::Fence;
 use crate::id::{ActionId, EventId, Fingerprint, KeyId};
 use crate::key::StateKey;
+use crate::key::Trigger;
+use crate::kind::RecordKind;
 use crate::state::ActionState;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -125,33 +126,6 @@ impl LogRecord {
             LogRecord::Delete { .. } => RecordKind::Delete,
             LogRecord::Audit(_) => RecordKind::Audit,
             LogRecord::Fence(_) => RecordKind::Fence,
-        }
-    }
-}
-
-/// The kind byte of an envelope.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum RecordKind {
-    /// [`LogRecord::Upsert`].
-    Upsert = 1,
-    /// [`LogRecord::Delete`].
-    Delete = 2,
-    /// [`LogRecord::Audit`].
-    Audit = 3,
-    /// [`LogRecord::Fence`] (format 3 and later).
-    Fence = 4,
-}
-
-impl RecordKind {
-    /// Parses a kind byte.
-    pub fn from_byte(b: u8) -> Option<Self> {
-        match b {
-            1 => Some(RecordKind::Upsert),
-            2 => Some(RecordKind::Delete),
-            3 => Some(RecordKind::Audit),
-            4 => Some(RecordKind::Fence),
-            _ => None,
         }
     }
 }

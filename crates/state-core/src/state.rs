@@ -1,8 +1,8 @@
 //! Action states, the durable-call journal and memory updates.
 
-use crate::event::{Event, Trigger};
+use crate::event::Event;
 use crate::id::{ActionId, EventId, Fingerprint};
-use crate::key::StateKey;
+use crate::key::{StateKey, Trigger};
 use serde::{Deserialize, Serialize};
 
 /// The whole current state of one action, as written to the log by an `Upsert` record.

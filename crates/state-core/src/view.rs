@@ -13,9 +13,8 @@
 //! `peek_agrees_with_decode` (random, mutated and truncated payloads) and
 //! `the_walk_reads_every_shape_without_falling_back` hold it to the decoder's answers.
 
-use crate::event::Trigger;
 use crate::id::{ActionDigest, EventId, Fingerprint, KeyId, OccurrenceId};
-use crate::key::StateKey;
+use crate::key::{StateKey, Trigger};
 use crate::record::Evidence;
 
 /// The evidence of an `Upsert` payload (the postcard encoding of `LogRecord::Upsert`), or

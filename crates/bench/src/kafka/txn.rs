@@ -169,20 +169,65 @@ pub(super) async fn measure(base: &KafkaConfig, puts: usize, topics: &mut Vec<St
     let partitions = log.identity().partitions;
     drop(log);
     let topic = config.topic.as_str();
-    let timeout = Timeout::After(config.delivery_timeout);
     let idem = raw_producer(&config)?;
     let (txn, init) = txn_producer(&config, &format!("{topic}-txn"))?;
-    let send_err = |e: KafkaError| anyhow!("produce to {topic}: {e}");
+    let sides = Sides { topic, partitions, timeout: Timeout::After(config.delivery_timeout), idem, txn };
+    let mut sequential = sequential(&sides, puts).await?;
+    let mut batched = batched(&sides, puts).await?;
+    // The transactional producer goes before the fencing check; the idempotent one stays.
+    let Sides { txn, idem: _idem, .. } = sides;
+    drop(txn);
 
-    // One put per transaction.
+    let fence = fence_check(&config, partitions).await?;
+    for v in [
+        &mut sequential.txn_us,
+        &mut sequential.idem_us,
+        &mut sequential.send_us,
+        &mut sequential.commit_us,
+        &mut batched.txn_us,
+        &mut batched.idem_us,
+    ] {
+        v.sort_by(f64::total_cmp);
+    }
+    Ok(figures(init, &sequential, &batched, fence))
+}
+
+/// The two producers the measurements alternate between, on one topic.
+struct Sides<'a> {
+    topic: &'a str,
+    partitions: u32,
+    timeout: Timeout,
+    idem: FutureProducer,
+    txn: FutureProducer,
+}
+
+impl Sides<'_> {
+    /// The error of a send to the topic.
+    fn send_err(&self, e: KafkaError) -> anyhow::Error {
+        anyhow!("produce to {}: {e}", self.topic)
+    }
+}
+
+/// The sequential measurement, in µs per put: a whole transactional put, the idempotent put
+/// beside it, and the send and commit within the transactional one.
+struct Sequential {
+    txn_us: Vec<f64>,
+    idem_us: Vec<f64>,
+    send_us: Vec<f64>,
+    commit_us: Vec<f64>,
+}
+
+/// One put per transaction against one idempotent put, `puts` of each after a warm-up,
+/// alternating which goes first.
+async fn sequential(sides: &Sides<'_>, puts: usize) -> Result<Sequential> {
+    let Sides { topic, partitions, timeout, idem, txn } = sides;
     let key = KeyId::of(b"bench-txn");
-    let (mut txn_us, mut idem_us) = (Vec::new(), Vec::new());
-    let (mut send_us, mut commit_us) = (Vec::new(), Vec::new());
+    let mut out = Sequential { txn_us: Vec::new(), idem_us: Vec::new(), send_us: Vec::new(), commit_us: Vec::new() };
     let warmup = 50u64;
     for n in 0..puts as u64 + warmup {
         let (s, _) = state(key, n, n);
         let wire = codec::encode(&LogRecord::Upsert(s))?;
-        let partition = i32::try_from(wire.key_id.partition(partitions))?;
+        let partition = i32::try_from(wire.key_id.partition(*partitions))?;
         let record = || FutureRecord::to(topic).partition(partition).key(&wire.key).payload(&wire.value);
         let (mut t_us, mut i_us, mut s_us, mut c_us) = (0.0, 0.0, 0.0, 0.0);
         for side in [n % 2, (n + 1) % 2] {
@@ -190,36 +235,49 @@ pub(super) async fn measure(base: &KafkaConfig, puts: usize, topics: &mut Vec<St
             if side == 0 {
                 blocking(|| txn.begin_transaction()).context("begin_transaction")?;
                 let sent = Instant::now();
-                txn.send(record(), timeout).await.map_err(|(e, _)| send_err(e))?;
+                txn.send(record(), *timeout).await.map_err(|(e, _)| sides.send_err(e))?;
                 s_us = micros(sent);
                 let committed = Instant::now();
-                blocking(|| txn.commit_transaction(timeout)).context("commit_transaction")?;
+                blocking(|| txn.commit_transaction(*timeout)).context("commit_transaction")?;
                 c_us = micros(committed);
                 t_us = micros(t);
             } else {
-                idem.send(record(), timeout).await.map_err(|(e, _)| send_err(e))?;
+                idem.send(record(), *timeout).await.map_err(|(e, _)| sides.send_err(e))?;
                 i_us = micros(t);
             }
         }
         if n >= warmup {
-            txn_us.push(t_us);
-            idem_us.push(i_us);
-            send_us.push(s_us);
-            commit_us.push(c_us);
+            out.txn_us.push(t_us);
+            out.idem_us.push(i_us);
+            out.send_us.push(s_us);
+            out.commit_us.push(c_us);
         }
     }
+    Ok(out)
+}
 
-    // BATCH puts of different keys per transaction.
+/// The batched measurement, in µs per batch of [`BATCH`] puts.
+struct Batched {
+    batches: usize,
+    txn_us: Vec<f64>,
+    idem_us: Vec<f64>,
+}
+
+/// [`BATCH`] puts of different keys per transaction against the same sends awaited together
+/// on the idempotent producer: `puts / BATCH` batches (at least 20) after a warm-up,
+/// alternating which goes first.
+async fn batched(sides: &Sides<'_>, puts: usize) -> Result<Batched> {
+    let Sides { topic, partitions, timeout, idem, txn } = sides;
     let keys: Vec<KeyId> = (0..BATCH).map(|k| KeyId::of(format!("bench-txn-batch-{k}").as_bytes())).collect();
     let batches = (puts / BATCH).max(20);
-    let (mut txn_batch, mut idem_batch) = (Vec::new(), Vec::new());
+    let mut out = Batched { batches, txn_us: Vec::new(), idem_us: Vec::new() };
     let warmup = 5usize;
     for b in 0..batches + warmup {
         let mut wires = Vec::with_capacity(BATCH);
         for &key in &keys {
             let (s, _) = state(key, b as u64, b as u64);
             let wire = codec::encode(&LogRecord::Upsert(s))?;
-            let partition = i32::try_from(wire.key_id.partition(partitions))?;
+            let partition = i32::try_from(wire.key_id.partition(*partitions))?;
             wires.push((partition, wire));
         }
         let send_all = |producer: &FutureProducer| -> Result<Vec<_>> {
@@ -228,14 +286,14 @@ pub(super) async fn measure(base: &KafkaConfig, puts: usize, topics: &mut Vec<St
                 .map(|(p, w)| {
                     producer
                         .send_result(FutureRecord::to(topic).partition(*p).key(&w.key).payload(&w.value))
-                        .map_err(|(e, _)| send_err(e))
+                        .map_err(|(e, _)| sides.send_err(e))
                 })
                 .collect()
         };
         let (mut t_us, mut i_us) = (0.0, 0.0);
         for side in [b % 2, (b + 1) % 2] {
             let t = Instant::now();
-            let producer = if side == 0 { &txn } else { &idem };
+            let producer = if side == 0 { txn } else { idem };
             if side == 0 {
                 blocking(|| txn.begin_transaction()).context("begin_transaction")?;
             }
@@ -243,50 +301,50 @@ pub(super) async fn measure(base: &KafkaConfig, puts: usize, topics: &mut Vec<St
                 delivery
                     .await
                     .map_err(|_| anyhow!("produce to {topic}: delivery report dropped"))?
-                    .map_err(|(e, _)| send_err(e))?;
+                    .map_err(|(e, _)| sides.send_err(e))?;
             }
             if side == 0 {
-                blocking(|| txn.commit_transaction(timeout)).context("commit_transaction")?;
+                blocking(|| txn.commit_transaction(*timeout)).context("commit_transaction")?;
                 t_us = micros(t);
             } else {
                 i_us = micros(t);
             }
         }
         if b >= warmup {
-            txn_batch.push(t_us);
-            idem_batch.push(i_us);
+            out.txn_us.push(t_us);
+            out.idem_us.push(i_us);
         }
     }
-    drop(txn);
+    Ok(out)
+}
 
-    let fence = fence_check(&config, partitions).await?;
-    for v in [&mut txn_us, &mut idem_us, &mut send_us, &mut commit_us, &mut txn_batch, &mut idem_batch] {
-        v.sort_by(f64::total_cmp);
-    }
-    let (txn_median, idem_median) = (percentile(&txn_us, 0.5), percentile(&idem_us, 0.5));
-    let (txn_batch_median, idem_batch_median) = (percentile(&txn_batch, 0.5), percentile(&idem_batch, 0.5));
-    Ok(TxnFigures {
+/// The figures of the sorted measurements, with the fencing check's report.
+fn figures(init: Duration, sequential: &Sequential, batched: &Batched, fence: FenceReport) -> TxnFigures {
+    let Sequential { txn_us, idem_us, send_us, commit_us } = sequential;
+    let (txn_median, idem_median) = (percentile(txn_us, 0.5), percentile(idem_us, 0.5));
+    let (txn_batch_median, idem_batch_median) = (percentile(&batched.txn_us, 0.5), percentile(&batched.idem_us, 0.5));
+    TxnFigures {
         txn_init_ms: init.as_secs_f64() * 1e3,
         txn_put_median_us: txn_median,
-        txn_put_p99_us: percentile(&txn_us, 0.99),
+        txn_put_p99_us: percentile(txn_us, 0.99),
         txn_idem_median_us: idem_median,
-        txn_idem_p99_us: percentile(&idem_us, 0.99),
+        txn_idem_p99_us: percentile(idem_us, 0.99),
         txn_ratio: txn_median / idem_median.max(1e-9),
-        txn_send_median_us: percentile(&send_us, 0.5),
-        txn_send_p99_us: percentile(&send_us, 0.99),
-        txn_commit_median_us: percentile(&commit_us, 0.5),
-        txn_commit_p99_us: percentile(&commit_us, 0.99),
+        txn_send_median_us: percentile(send_us, 0.5),
+        txn_send_p99_us: percentile(send_us, 0.99),
+        txn_commit_median_us: percentile(commit_us, 0.5),
+        txn_commit_p99_us: percentile(commit_us, 0.99),
         txn_batch_size: BATCH,
-        txn_batches: batches,
+        txn_batches: batched.batches,
         txn_batch_median_us: txn_batch_median,
-        txn_batch_p99_us: percentile(&txn_batch, 0.99),
+        txn_batch_p99_us: percentile(&batched.txn_us, 0.99),
         idem_batch_median_us: idem_batch_median,
-        idem_batch_p99_us: percentile(&idem_batch, 0.99),
+        idem_batch_p99_us: percentile(&batched.idem_us, 0.99),
         txn_batch_ratio: txn_batch_median / idem_batch_median.max(1e-9),
         txn_batch_per_put_us: txn_batch_median / BATCH as f64,
         idem_batch_per_put_us: idem_batch_median / BATCH as f64,
         fence,
-    })
+    }
 }
 
 /// Two producers per `transactional.id`, as a restore elsewhere would make one: the second's
