@@ -1,11 +1,13 @@
 //! [`FlussError`]: what fails, and whether a retry may pass.
 
-use crate::BACKEND;
 use crate::retention::RetentionProblem;
 use actionstate_core::{BackendError, Error as CoreError};
 use fluss::error::Error as ClientError;
 use fluss::rpc::FlussError as ApiError;
 use std::time::Duration;
+
+/// Backend name used in [`LogIdentity`](actionstate_core::LogIdentity) and [`BackendError`].
+pub const BACKEND: &str = "fluss";
 
 /// Failures of the Fluss backend.
 #[derive(Debug, thiserror::Error)]

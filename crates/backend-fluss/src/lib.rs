@@ -47,7 +47,8 @@
 //! naming table, property and value ([`FlussError::LogRetention`]; a table created without the
 //! property, as this backend did before, has the 7-day default, and the Fluss 0.9 server
 //! cannot alter the property). With a bound, a checkpoint older than it may not be
-//! restorable: once the server has deleted a segment, [`earliest_offsets`](StateLog::earliest_offsets)
+//! restorable: once the server has deleted a segment,
+//! [`earliest_offsets`](actionstate_core::StateLog::earliest_offsets)
 //! (the server's log start, remote storage included) is past it, a marker below fails
 //! validation as [`actionstate_core::Error::DataLoss`], and a read below it fails naming bucket
 //! and offset (the server reports the offset out of range) instead of skipping ahead. See the
@@ -55,8 +56,8 @@
 //!
 //! Fluss has no operation that deletes a log table's records below an offset (no
 //! `DeleteRecords`; its admin API drops whole tables or partitions), so the log cannot
-//! reclaim: [`capabilities`](StateLog::capabilities) has no reclaim and
-//! [`reclaim`](StateLog::reclaim) fails with [`actionstate_core::Error::Unsupported`]. The
+//! reclaim: [`capabilities`](actionstate_core::StateLog::capabilities) has no reclaim and
+//! [`reclaim`](actionstate_core::StateLog::reclaim) fails with [`actionstate_core::Error::Unsupported`]. The
 //! table holds its whole history unless a TTL was accepted: its disk grows with every record
 //! written (the tablet server keeps the newest segments of each bucket, two by default, on its
 //! own disk and moves older ones to the remote data directory, from which reads fetch them).
@@ -74,7 +75,7 @@
 //! An append returns `Position { partition, offset, exact: false }` where `offset` is a
 //! **proven lower bound** of the record's offset, never an extra request on the put path. The
 //! log keeps per bucket a floor: the largest of
-//! - every end offset it listed ([`end_offsets`](StateLog::end_offsets), called at open and by
+//! - every end offset it listed ([`end_offsets`](actionstate_core::StateLog::end_offsets), called at open and by
 //!   the store at every snapshot and rebuild): a record appended after a listing lands at or
 //!   past the listed end;
 //! - `p + 1` for every acknowledged append whose lower bound was `p`: a record appended after
@@ -83,7 +84,7 @@
 //! An append takes the floor of its bucket *before* it is sent. With a single writer the
 //! bound is the exact offset; with other writers it may lag, which only makes covering markers
 //! conservative (a rebuild reads a few more records). Records read back by
-//! [`read`](StateLog::read) carry their exact offsets.
+//! [`read`](actionstate_core::StateLog::read) carry their exact offsets.
 //!
 //! ## Writing
 //!
@@ -119,6 +120,9 @@
 //! Failures become [`actionstate_core::Error::Backend`]; see [`FlussError::is_retryable`]:
 //! unreachable servers, timeouts, stalls and the client's retriable API errors are retryable;
 //! authentication failures, mismatched tables and invalid configuration are not.
+//!
+//! [`StateLog`]: actionstate_core::StateLog
+//! [`LogIdentity`]: actionstate_core::LogIdentity
 
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
@@ -126,240 +130,13 @@
 pub mod bucket;
 mod config;
 mod error;
+mod log;
 mod open;
 mod read;
 pub mod retention;
-mod url;
+mod table;
 
-pub use config::{FlussConfig, Security};
-pub use error::FlussError;
-use error::{leader_moving, with_operation};
-use open::{fetch_identity, request};
-use read::Reader;
-
-pub use url::DEFAULT_BUCKETS;
-
-use actionstate_core::{Error as CoreError, LogIdentity, Position, ReadBatch, StateLog, WireRecord};
-use fluss::client::{AppendWriter, FlussAdmin, FlussConnection};
-use fluss::error::Error as ClientError;
-use fluss::metadata::{TableInfo, TablePath};
-use fluss::row::GenericRow;
-use fluss::rpc::message::OffsetSpec;
-use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
-/// Backend name used in [`LogIdentity`] and [`BackendError`](actionstate_core::BackendError).
-pub const BACKEND: &str = "fluss";
-
-/// The columns of the log table, in order.
-pub const COLUMNS: [&str; 3] = ["state_key", "payload", "key_id"];
-
-/// The bucket-key column.
-pub const BUCKET_KEY: &str = "key_id";
-
-/// Serializes creating tables within a process. The Fluss 0.9.1 coordinator was seen to lose
-/// the creation of one of two tables created 30 ms apart (registered in ZooKeeper, never given
-/// buckets, so its buckets never get a leader); creating one table at a time, each until its
-/// buckets have leaders, avoids that for the tables one process creates. A table that gets no
-/// leaders anyway is created again by open (see `open::should_recreate`).
-static CREATE_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// Longest single poll of a scanner; a read polls again until its stall timeout.
-const POLL: Duration = Duration::from_millis(200);
-
-struct Inner {
-    config: FlussConfig,
-    table_name: String,
-    path: TablePath,
-    connection: FlussConnection,
-    admin: Arc<FlussAdmin>,
-    info: TableInfo,
-    /// `None` when read-only.
-    writer: Option<AppendWriter>,
-    /// Per bucket, a lower bound of the offset of the next record appended (see the crate
-    /// docs).
-    floors: Vec<AtomicU64>,
-    /// One cached scanner per bucket, taken out while a read uses it.
-    readers: Mutex<Vec<Option<Reader>>>,
-}
-
-/// A [`StateLog`] on one Fluss log table.
-pub struct FlussLog {
-    inner: Arc<Inner>,
-    identity: LogIdentity,
-}
-
-impl fmt::Debug for FlussLog {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FlussLog").field("config", &self.inner.config).field("identity", &self.identity).finish()
-    }
-}
-
-/// The schema of the log table.
-impl FlussLog {
-    /// The configuration the log was opened with.
-    pub fn config(&self) -> &FlussConfig {
-        &self.inner.config
-    }
-
-    /// The table path.
-    pub fn table_path(&self) -> &TablePath {
-        &self.inner.path
-    }
-
-    /// The fluss-rs connection the log uses (for tools that write or scan the same table).
-    pub fn connection(&self) -> &FlussConnection {
-        &self.inner.connection
-    }
-
-    /// The table's metadata as captured at open.
-    pub fn table_info(&self) -> &TableInfo {
-        &self.inner.info
-    }
-
-    /// Per bucket, the offsets of `spec` (earliest or latest). Latest offsets raise the
-    /// append floors.
-    async fn list_offsets(&self, operation: &'static str, spec: OffsetSpec) -> Result<Vec<u64>, FlussError> {
-        let inner = &self.inner;
-        let latest = matches!(spec, OffsetSpec::Latest);
-        let out = listed_offsets(&inner.config, &inner.admin, &inner.path, operation, spec).await?;
-        if latest {
-            for (offset, floor) in out.iter().zip(&inner.floors) {
-                floor.fetch_max(*offset, Ordering::AcqRel);
-            }
-        }
-        Ok(out)
-    }
-}
-
-/// Per bucket of the configured count, the offsets of `spec`, asking again while a bucket has
-/// no leader, until the request timeout ([`FlussError::TableNotReady`]).
-pub(crate) async fn listed_offsets(
-    config: &FlussConfig,
-    admin: &FlussAdmin,
-    path: &TablePath,
-    operation: &'static str,
-    spec: OffsetSpec,
-) -> Result<Vec<u64>, FlussError> {
-    let buckets: Vec<i32> = (0..config.buckets).filter_map(|b| i32::try_from(b).ok()).collect();
-    // Right after the table is created, or while a leader moves, a bucket has no leader for
-    // a moment: ask again until the request timeout.
-    let started = Instant::now();
-    let listed = loop {
-        match request(config, operation, admin.list_offsets(path, &buckets, spec.clone())).await {
-            Err(FlussError::Client { source, .. }) if leader_moving(&source) => {
-                if started.elapsed() >= config.request_timeout {
-                    return Err(FlussError::TableNotReady {
-                        table: config.table_name(),
-                        waited: started.elapsed(),
-                        detail: source.to_string(),
-                    });
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            other => break other?,
-        }
-    };
-    let mut out = Vec::with_capacity(buckets.len());
-    for b in &buckets {
-        let offset =
-            listed.get(b).copied().ok_or_else(|| FlussError::Unexpected(format!("no offset listed for bucket {b}")))?;
-        let offset =
-            u64::try_from(offset).map_err(|_| FlussError::Unexpected(format!("offset {offset} of bucket {b}")))?;
-        out.push(offset);
-    }
-    Ok(out)
-}
-
-impl StateLog for FlussLog {
-    fn identity(&self) -> &LogIdentity {
-        &self.identity
-    }
-
-    async fn current_identity(&self) -> Result<LogIdentity, CoreError> {
-        fetch_identity(&self.inner.config, &self.inner.admin, &self.inner.path)
-            .await
-            .map_err(|e| with_operation(e, "current_identity"))
-    }
-
-    async fn append(&self, record: WireRecord) -> Result<Position, CoreError> {
-        let inner = &self.inner;
-        let Some(writer) = inner.writer.as_ref().filter(|_| !inner.config.read_only) else {
-            return Err(CoreError::Unsupported {
-                backend: format!("{BACKEND} (opened read-only)"),
-                operation: "append",
-            });
-        };
-        let fail = |e: FlussError| with_operation(e, "append");
-        let buckets = inner.config.buckets;
-        let bucket = record.key_id.partition(buckets);
-        let column = bucket::bucket_key(&record.key_id, buckets).ok_or_else(|| {
-            fail(FlussError::Unexpected(format!("no bucket key found for bucket {bucket} of {buckets}")))
-        })?;
-        let floor = &inner.floors[bucket as usize];
-        // Taken before the record is sent: a lower bound of its offset.
-        let lower = floor.load(Ordering::Acquire);
-        let mut row = GenericRow::new(COLUMNS.len());
-        row.set_field(0, record.key.as_slice());
-        row.set_field(1, record.value.as_slice());
-        row.set_field(2, &column[..]);
-        let append_error = |source: ClientError| FlussError::Append {
-            table: inner.table_name.clone(),
-            bucket,
-            source: Box::new(source),
-        };
-        let acked = writer.append(&row).map_err(|e| fail(append_error(e)))?;
-        let timeout = inner.config.delivery_timeout;
-        let started = Instant::now();
-        let outcome = tokio::time::timeout(timeout, async {
-            if inner.config.flush_on_append {
-                // Sends the batch now. Its result covers other appends too; this record's own
-                // acknowledgement below decides.
-                let _ = writer.flush().await;
-            }
-            acked.await
-        })
-        .await;
-        match outcome {
-            Ok(Ok(())) => {
-                floor.fetch_max(lower + 1, Ordering::AcqRel);
-                Ok(Position { partition: bucket, offset: lower, exact: false })
-            }
-            Ok(Err(e)) => Err(fail(append_error(e))),
-            Err(_) => Err(fail(FlussError::DeliveryTimeout {
-                table: inner.table_name.clone(),
-                bucket,
-                waited: started.elapsed(),
-            })),
-        }
-    }
-
-    async fn earliest_offsets(&self) -> Result<Vec<u64>, CoreError> {
-        self.list_offsets("earliest_offsets", OffsetSpec::Earliest)
-            .await
-            .map_err(|e| with_operation(e, "earliest_offsets"))
-    }
-
-    async fn end_offsets(&self) -> Result<Vec<u64>, CoreError> {
-        self.list_offsets("end_offsets", OffsetSpec::Latest).await.map_err(|e| with_operation(e, "end_offsets"))
-    }
-
-    async fn read(&self, partition: u32, from: u64, to: u64, max: usize) -> Result<ReadBatch, CoreError> {
-        if partition >= self.identity.partitions {
-            return Err(with_operation(
-                FlussError::NoSuchBucket {
-                    table: self.inner.table_name.clone(),
-                    bucket: partition,
-                    buckets: self.identity.partitions,
-                },
-                "read",
-            ));
-        }
-        if from >= to || max == 0 {
-            return Ok(ReadBatch { records: Vec::new(), next: from });
-        }
-        self.read_inner(partition, from, to, max).await.map_err(|e| with_operation(e, "read"))
-    }
-}
+pub use config::{DEFAULT_BUCKETS, FlussConfig, Security};
+pub use error::{BACKEND, FlussError};
+pub use open::FlussLog;
+pub use table::{BUCKET_KEY, COLUMNS};

@@ -1,30 +1,65 @@
-//! Opening the log: the database and the table, their checks, and the log's identity.
+//! The log and opening it: [`FlussLog`] and the state its handles share, the database and the
+//! table, their checks, and the log's identity.
 
 use crate::config::FlussConfig;
-use crate::error::FlussError;
-use crate::error::{is_authentication, with_operation};
+use crate::error::{BACKEND, FlussError, is_authentication, leader_moving, with_operation};
 use crate::retention;
-use crate::{BACKEND, BUCKET_KEY, COLUMNS, CREATE_LOCK, FlussLog, Inner, listed_offsets};
-use actionstate_core::{Error as CoreError, LogIdentity};
-use fluss::client::{FlussAdmin, FlussConnection};
+use crate::table::{BUCKET_KEY, REPLICATION_PROPERTY, check_name, check_table, log_schema, warn_read_only};
+use actionstate_core::{BackendConfig, Error as CoreError, LogIdentity, ReadRecord};
+use fluss::client::{AppendWriter, FlussAdmin, FlussConnection, FlussTable, LogScanner};
 use fluss::error::Error as ClientError;
-use fluss::metadata::{DataType, DataTypes, Schema, TableDescriptor, TableInfo, TablePath};
+use fluss::metadata::{TableDescriptor, TableInfo, TablePath};
 use fluss::rpc::FlussError as ApiError;
 use fluss::rpc::message::OffsetSpec;
+use std::collections::VecDeque;
+use std::fmt;
 use std::future::Future;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// The table property that sets a table's replication factor ([`FlussConfig::replication`]).
-pub(crate) const REPLICATION_PROPERTY: &str = "table.replication.factor";
+/// Serializes creating tables within a process. The Fluss 0.9.1 coordinator was seen to lose
+/// the creation of one of two tables created 30 ms apart (registered in ZooKeeper, never given
+/// buckets, so its buckets never get a leader); creating one table at a time, each until its
+/// buckets have leaders, avoids that for the tables one process creates. A table that gets no
+/// leaders anyway is created again by open (see `open::should_recreate`).
+static CREATE_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-pub(crate) fn log_schema() -> Result<Schema, ClientError> {
-    Schema::builder()
-        .column(COLUMNS[0], DataTypes::bytes())
-        .column(COLUMNS[1], DataTypes::bytes())
-        .column(COLUMNS[2], DataTypes::bytes())
-        .build()
+/// What the handles of one log share.
+pub(crate) struct Inner {
+    pub(crate) config: FlussConfig,
+    pub(crate) table_name: String,
+    pub(crate) path: TablePath,
+    pub(crate) connection: FlussConnection,
+    pub(crate) admin: Arc<FlussAdmin>,
+    pub(crate) info: TableInfo,
+    /// `None` when read-only.
+    pub(crate) writer: Option<AppendWriter>,
+    /// Per bucket, a lower bound of the offset of the next record appended (see the crate
+    /// docs).
+    pub(crate) floors: Vec<AtomicU64>,
+    /// One cached scanner per bucket, taken out while a read uses it.
+    pub(crate) readers: Mutex<Vec<Option<Reader>>>,
+}
+
+/// A [`StateLog`](actionstate_core::StateLog) on one Fluss log table.
+pub struct FlussLog {
+    pub(crate) inner: Arc<Inner>,
+    pub(crate) identity: LogIdentity,
+}
+
+impl fmt::Debug for FlussLog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FlussLog").field("config", &self.inner.config).field("identity", &self.identity).finish()
+    }
+}
+
+/// A cached scanner of one bucket, the offset it continues at, and records it polled past
+/// the end of the last read (see `read.rs`).
+pub(crate) struct Reader {
+    pub(crate) scanner: LogScanner,
+    pub(crate) next: u64,
+    pub(crate) pending: VecDeque<ReadRecord>,
 }
 
 /// Runs a client request bounded by the request timeout.
@@ -51,93 +86,27 @@ pub(crate) async fn request<T>(
     }
 }
 
-/// Checks an existing table against the configuration and the log layout.
-pub(crate) fn check_table(config: &FlussConfig, info: &TableInfo) -> Result<(), FlussError> {
-    let table = config.table_name();
-    let incompatible = |detail: String| FlussError::IncompatibleTable { table: table.clone(), detail };
-    let columns: Vec<(&str, &DataType)> =
-        info.get_row_type().fields().iter().map(|f| (f.name(), f.data_type())).collect();
-    let names: Vec<&str> = columns.iter().map(|(n, _)| *n).collect();
-    if names != COLUMNS {
-        return Err(incompatible(format!("columns {names:?}, expected {COLUMNS:?}")));
-    }
-    if let Some((name, ty)) = columns.iter().find(|(_, ty)| !matches!(ty, DataType::Bytes(_))) {
-        return Err(incompatible(format!("column {name} has type {ty:?}, expected BYTES")));
-    }
-    if info.has_primary_key() {
-        return Err(incompatible("it has a primary key (a log table has none)".into()));
-    }
-    if info.is_partitioned() {
-        return Err(incompatible("it is partitioned".into()));
-    }
-    if info.get_bucket_keys() != [BUCKET_KEY] {
-        return Err(incompatible(format!("bucket key {:?}, expected [\"{BUCKET_KEY}\"]", info.get_bucket_keys())));
-    }
-    match info.get_table_config().get_datalake_format() {
-        Ok(None) => {}
-        Ok(Some(format)) => {
-            return Err(incompatible(format!("data-lake format {format:?} changes the bucket function")));
-        }
-        Err(e) => return Err(incompatible(format!("unreadable data-lake format: {e}"))),
-    }
-    let found = u32::try_from(info.get_num_buckets())
-        .map_err(|_| FlussError::Unexpected(format!("bucket count {}", info.get_num_buckets())))?;
-    if config.read_only {
-        // Reads whatever the table keeps, with the buckets it has.
-        return Ok(());
-    }
-    if found != config.buckets {
-        return Err(FlussError::BucketsChanged { table, configured: config.buckets, found });
-    }
-    check_retention(config, info)
-}
-
-/// Refuses a table that deletes records by age sooner than the configuration accepts.
-pub(crate) fn check_retention(config: &FlussConfig, info: &TableInfo) -> Result<(), FlussError> {
-    let property = retention::LOG_TTL_PROPERTY;
-    let value = info.get_properties().get(property).map(String::as_str);
-    retention::check_log_ttl(value, config.log_ttl).map_err(|problem| FlussError::LogRetention {
-        table: config.table_name(),
-        property,
-        value: value.map_or_else(|| "not set (Fluss's default: 7 d)".to_owned(), |v| format!("'{v}'")),
-        problem,
-    })
-}
-
-/// What a read-only open says about a table it reads as it is: one whose TTL deletes records
-/// by age may already have lost records that a checkpoint needs (a marker below the earliest
-/// offsets is then reported as data loss).
-fn warn_read_only(config: &FlussConfig, info: &TableInfo) {
-    let value = info.get_properties().get(retention::LOG_TTL_PROPERTY).map(String::as_str);
-    let Err(problem) = retention::check_log_ttl(value, None) else { return };
-    let shown = value.unwrap_or("not set (Fluss's default: 7 d)");
-    match problem.table_ttl() {
-        Some(ttl) => tracing::warn!(
-            table = %config.table_name(),
-            property = retention::LOG_TTL_PROPERTY,
-            value = shown,
-            "the table deletes records older than {ttl:?} by age: records a checkpoint needs may already be gone, \
-             and the tools read what is left"
-        ),
-        None => tracing::warn!(
-            table = %config.table_name(),
-            property = retention::LOG_TTL_PROPERTY,
-            value = shown,
-            "reading the table without knowing whether it deletes records by age ({problem})"
-        ),
-    }
-}
-
-pub(crate) fn check_name(what: &str, name: &str) -> Result<(), FlussError> {
-    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
-        return Err(FlussError::InvalidConfig(format!(
-            "{what} name {name:?} must be non-empty ASCII letters, digits, `_` and `-`"
-        )));
-    }
-    Ok(())
-}
-
 impl FlussLog {
+    /// The configuration the log was opened with.
+    pub fn config(&self) -> &FlussConfig {
+        &self.inner.config
+    }
+
+    /// The table path.
+    pub fn table_path(&self) -> &TablePath {
+        &self.inner.path
+    }
+
+    /// The fluss-rs connection the log uses (for tools that write or scan the same table).
+    pub fn connection(&self) -> &FlussConnection {
+        &self.inner.connection
+    }
+
+    /// The table's metadata as captured at open.
+    pub fn table_info(&self) -> &TableInfo {
+        &self.inner.info
+    }
+
     /// Opens the log: connects, creates the database and the table if absent, checks an
     /// existing table, captures the log's identity and lists the end offsets, waiting until
     /// every bucket has a leader. A table this call created whose buckets get no leader within
@@ -149,35 +118,8 @@ impl FlussLog {
     }
 
     async fn open_inner(mut config: FlussConfig) -> Result<FlussLog, FlussError> {
-        check_name("database", &config.database)?;
-        check_name("table", &config.table)?;
-        if config.buckets == 0 || i32::try_from(config.buckets).is_err() {
-            return Err(FlussError::InvalidConfig(format!("bucket count {} out of range", config.buckets)));
-        }
-        let log_ttl = retention::log_ttl_value(config.log_ttl).map_err(FlussError::InvalidConfig)?;
-        let connection =
-            match tokio::time::timeout(config.request_timeout, FlussConnection::new(config.client_config())).await {
-                Ok(Ok(c)) => c,
-                Ok(Err(e)) if is_authentication(&e) => {
-                    return Err(FlussError::Authentication {
-                        operation: "connect",
-                        bootstrap: config.bootstrap.clone(),
-                        detail: e.to_string(),
-                        credentials: config.security.is_some(),
-                    });
-                }
-                Ok(Err(source)) => {
-                    return Err(FlussError::Connect { bootstrap: config.bootstrap.clone(), source: Box::new(source) });
-                }
-                Err(_) => {
-                    return Err(FlussError::Timeout {
-                        operation: "connect",
-                        table: config.table_name(),
-                        bootstrap: config.bootstrap.clone(),
-                        waited: config.request_timeout,
-                    });
-                }
-            };
+        let log_ttl = checked_settings(&config)?;
+        let connection = connect(&config).await?;
         let admin = connection.get_admin().map_err(|source| FlussError::Client {
             operation: "creating the admin client",
             table: config.table_name(),
@@ -192,65 +134,12 @@ impl FlussLog {
             return Err(FlussError::TableMissing { table: config.table_name() });
         }
         // Held from creating a table until its buckets have leaders (the end-offset listing in
-        // the loop below, after a recreation too): see `CREATE_LOCK`.
+        // `ready_table`, after a recreation too): see `CREATE_LOCK`.
         let _creating = if exists { None } else { Some(CREATE_LOCK.lock().await) };
-        let mut origin = if exists { Origin::Found } else { create_table(&config, &admin, &path, &log_ttl).await? };
-        // How long the buckets of the table this call created first waited for leaders, once
-        // it was dropped and created again.
-        let mut recreated_after: Option<Duration> = None;
-        let (identity, table, ends) = loop {
-            let identity = fetch_identity(&config, &admin, &path).await?;
-            let table = request(&config, "fetching the table metadata", connection.get_table(&path)).await?;
-            check_table(&config, table.get_table_info())?;
-            if config.read_only {
-                config.buckets = identity.partitions;
-            }
-            if !identity.id.ends_with(&format!("/{}", table.get_table_info().get_table_id())) {
-                // Recreated between the two lookups: let the caller open again.
-                return Err(FlussError::Timeout {
-                    operation: "opening a table that is being recreated",
-                    table: config.table_name(),
-                    bootstrap: config.bootstrap.clone(),
-                    waited: Duration::ZERO,
-                });
-            }
-            // Waits until every bucket has a leader.
-            match listed_offsets(&config, &admin, &path, "end_offsets", OffsetSpec::Latest).await {
-                Ok(ends) => break (identity, table, ends),
-                Err(FlussError::TableNotReady { table: name, waited, detail })
-                    if should_recreate(origin, config.read_only, recreated_after.is_some()) =>
-                {
-                    tracing::warn!(
-                        table = %name,
-                        waited = ?waited,
-                        detail = %detail,
-                        "the Fluss table {name} this open created got no bucket leaders within {waited:?} \
-                         ({detail}): dropping it and creating it again, once"
-                    );
-                    recreated_after = Some(waited);
-                    origin = recreate_table(&config, &admin, &path, &identity, &log_ttl).await?;
-                }
-                Err(FlussError::TableNotReady { table: name, waited, detail }) if recreated_after.is_some() => {
-                    let first = recreated_after.unwrap_or_default();
-                    return Err(not_ready_after_recreating(name, waited, &detail, first));
-                }
-                Err(e) => return Err(e),
-            }
-        };
+        let origin = if exists { Origin::Found } else { create_table(&config, &admin, &path, &log_ttl).await? };
+        let (identity, table, ends) = ready_table(&mut config, &connection, &admin, &path, origin, &log_ttl).await?;
         let info = table.get_table_info().clone();
-        // A read-only log starts no writer: fluss-rs's writer asks the server for a writer id
-        // (an idempotent writer's state) and runs a sender task, for appends it never makes.
-        let writer = if config.read_only {
-            warn_read_only(&config, &info);
-            None
-        } else {
-            let writer = table.new_append().and_then(|a| a.create_writer()).map_err(|source| FlussError::Client {
-                operation: "creating the writer",
-                table: config.table_name(),
-                source: Box::new(source),
-            })?;
-            Some(writer)
-        };
+        let writer = new_writer(&config, &table, &info)?;
         drop(table);
         let buckets = config.buckets;
         debug_assert_eq!(ends.len(), buckets as usize);
@@ -268,6 +157,112 @@ impl FlussLog {
         };
         Ok(FlussLog { inner: Arc::new(inner), identity })
     }
+}
+
+/// Checks the names and the bucket count of `config`; the value of the TTL property a created
+/// table gets.
+fn checked_settings(config: &FlussConfig) -> Result<String, FlussError> {
+    check_name("database", &config.database)?;
+    check_name("table", &config.table)?;
+    if config.buckets == 0 || i32::try_from(config.buckets).is_err() {
+        return Err(FlussError::InvalidConfig(format!("bucket count {} out of range", config.buckets)));
+    }
+    retention::log_ttl_value(config.log_ttl).map_err(FlussError::InvalidConfig)
+}
+
+/// Connects to the cluster, within the request timeout.
+async fn connect(config: &FlussConfig) -> Result<FlussConnection, FlussError> {
+    match tokio::time::timeout(config.request_timeout, FlussConnection::new(config.client_config())).await {
+        Ok(Ok(c)) => Ok(c),
+        Ok(Err(e)) if is_authentication(&e) => Err(FlussError::Authentication {
+            operation: "connect",
+            bootstrap: config.bootstrap.clone(),
+            detail: e.to_string(),
+            credentials: config.security.is_some(),
+        }),
+        Ok(Err(source)) => Err(FlussError::Connect { bootstrap: config.bootstrap.clone(), source: Box::new(source) }),
+        Err(_) => Err(FlussError::Timeout {
+            operation: "connect",
+            table: config.table_name(),
+            bootstrap: config.bootstrap.clone(),
+            waited: config.request_timeout,
+        }),
+    }
+}
+
+/// The table once every bucket has a leader: its identity, its handle and its end offsets. A
+/// table this open created whose buckets get no leader within the request timeout is dropped
+/// and created again, once ([`should_recreate`]). A read-only open takes the table's bucket
+/// count into `config`.
+async fn ready_table<'c>(
+    config: &mut FlussConfig,
+    connection: &'c FlussConnection,
+    admin: &FlussAdmin,
+    path: &TablePath,
+    mut origin: Origin,
+    log_ttl: &str,
+) -> Result<(LogIdentity, FlussTable<'c>, Vec<u64>), FlussError> {
+    // How long the buckets of the table this call created first waited for leaders, once
+    // it was dropped and created again.
+    let mut recreated_after: Option<Duration> = None;
+    loop {
+        let identity = fetch_identity(config, admin, path).await?;
+        let table = request(config, "fetching the table metadata", connection.get_table(path)).await?;
+        check_table(config, table.get_table_info())?;
+        if config.read_only {
+            config.buckets = identity.partitions;
+        }
+        if !identity.id.ends_with(&format!("/{}", table.get_table_info().get_table_id())) {
+            // Recreated between the two lookups: let the caller open again.
+            return Err(FlussError::Timeout {
+                operation: "opening a table that is being recreated",
+                table: config.table_name(),
+                bootstrap: config.bootstrap.clone(),
+                waited: Duration::ZERO,
+            });
+        }
+        // Waits until every bucket has a leader.
+        match listed_offsets(config, admin, path, "end_offsets", OffsetSpec::Latest).await {
+            Ok(ends) => return Ok((identity, table, ends)),
+            Err(FlussError::TableNotReady { table: name, waited, detail })
+                if should_recreate(origin, config.read_only, recreated_after.is_some()) =>
+            {
+                tracing::warn!(
+                    table = %name,
+                    waited = ?waited,
+                    detail = %detail,
+                    "the Fluss table {name} this open created got no bucket leaders within {waited:?} \
+                     ({detail}): dropping it and creating it again, once"
+                );
+                recreated_after = Some(waited);
+                origin = recreate_table(config, admin, path, &identity, log_ttl).await?;
+            }
+            Err(FlussError::TableNotReady { table: name, waited, detail }) if recreated_after.is_some() => {
+                let first = recreated_after.unwrap_or_default();
+                return Err(not_ready_after_recreating(name, waited, &detail, first));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The writer of the log. A read-only log starts none: fluss-rs's writer asks the server for a
+/// writer id (an idempotent writer's state) and runs a sender task, for appends it never makes.
+fn new_writer(
+    config: &FlussConfig,
+    table: &FlussTable<'_>,
+    info: &TableInfo,
+) -> Result<Option<AppendWriter>, FlussError> {
+    if config.read_only {
+        warn_read_only(config, info);
+        return Ok(None);
+    }
+    let writer = table.new_append().and_then(|a| a.create_writer()).map_err(|source| FlussError::Client {
+        operation: "creating the writer",
+        table: config.table_name(),
+        source: Box::new(source),
+    })?;
+    Ok(Some(writer))
 }
 
 /// How open came by its table.
@@ -390,6 +385,74 @@ pub(crate) async fn fetch_identity(
         id: format!("db-{}/{}.{}/{}", database.created_time(), config.database, config.table, info.get_table_id()),
         partitions,
     })
+}
+
+/// Per bucket of the configured count, the offsets of `spec`, asking again while a bucket has
+/// no leader, until the request timeout ([`FlussError::TableNotReady`]).
+pub(crate) async fn listed_offsets(
+    config: &FlussConfig,
+    admin: &FlussAdmin,
+    path: &TablePath,
+    operation: &'static str,
+    spec: OffsetSpec,
+) -> Result<Vec<u64>, FlussError> {
+    let buckets: Vec<i32> = (0..config.buckets).filter_map(|b| i32::try_from(b).ok()).collect();
+    // Right after the table is created, or while a leader moves, a bucket has no leader for
+    // a moment: ask again until the request timeout.
+    let started = Instant::now();
+    let listed = loop {
+        match request(config, operation, admin.list_offsets(path, &buckets, spec.clone())).await {
+            Err(FlussError::Client { source, .. }) if leader_moving(&source) => {
+                if started.elapsed() >= config.request_timeout {
+                    return Err(FlussError::TableNotReady {
+                        table: config.table_name(),
+                        waited: started.elapsed(),
+                        detail: source.to_string(),
+                    });
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            other => break other?,
+        }
+    };
+    let mut out = Vec::with_capacity(buckets.len());
+    for b in &buckets {
+        let offset =
+            listed.get(b).copied().ok_or_else(|| FlussError::Unexpected(format!("no offset listed for bucket {b}")))?;
+        let offset =
+            u64::try_from(offset).map_err(|_| FlussError::Unexpected(format!("offset {offset} of bucket {b}")))?;
+        out.push(offset);
+    }
+    Ok(out)
+}
+
+/// The Fluss backend as `actionstate-recovery` chooses it by a log URL's scheme; its
+/// partitions are the table's buckets. Here rather than in `config.rs`: the log holds its
+/// configuration, so `config.rs` naming the log would make the two files import each other.
+impl BackendConfig for FlussConfig {
+    type Log = FlussLog;
+    const SCHEME: &'static str = "fluss";
+    const URL_FORM: &'static str = "fluss://HOST:PORT/DATABASE/TABLE";
+
+    fn from_url(url: &str) -> Result<Self, CoreError> {
+        FlussConfig::from_url(url)
+    }
+
+    fn read_only(self) -> Self {
+        FlussConfig { read_only: true, ..self }
+    }
+
+    fn with_partitions(self, buckets: u32) -> Self {
+        FlussConfig { buckets, ..self }
+    }
+
+    fn partitions(&self) -> u32 {
+        self.buckets
+    }
+
+    fn open(&self) -> impl Future<Output = Result<FlussLog, CoreError>> + Send {
+        FlussLog::open(self.clone())
+    }
 }
 
 #[cfg(test)]

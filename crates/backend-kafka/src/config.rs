@@ -1,8 +1,7 @@
 //! [`KafkaConfig`]: where the log lives, how clients reach it, and its URL grammar.
 
-use crate::KafkaLog;
 use actionstate_core::url::{LogUrl, SecretSource};
-use actionstate_core::{BackendConfig, DEFAULT_PARTITIONS, Error as CoreError};
+use actionstate_core::{DEFAULT_PARTITIONS, Error as CoreError};
 use rdkafka::config::ClientConfig;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -234,6 +233,32 @@ fn password_reference(source: Option<&SecretSource>) -> String {
     }
 }
 
+// The settings a topic gets from the crate: created with them, and checked (and migrated) against
+// them on open by `topic_config.rs`.
+
+/// The topic setting that decides whether Kafka compacts and whether it deletes.
+pub(crate) const CLEANUP_POLICY: &str = "cleanup.policy";
+/// How long Kafka keeps records under a `delete` policy.
+pub(crate) const RETENTION_MS: &str = "retention.ms";
+/// How many bytes per partition Kafka keeps under a `delete` policy.
+pub(crate) const RETENTION_BYTES: &str = "retention.bytes";
+/// Compaction removes upserts behind tombstones; `delete` lets `DeleteRecords` run.
+pub(crate) const POLICY: &str = "compact,delete";
+/// No time or size limit.
+pub(crate) const UNLIMITED: &str = "-1";
+
+/// The settings a created topic gets, and a migrated one is altered to.
+pub(crate) const SETTINGS: [(&str, &str); 3] =
+    [(CLEANUP_POLICY, POLICY), (RETENTION_MS, UNLIMITED), (RETENTION_BYTES, UNLIMITED)];
+
+/// The settings the crate chooses itself, which [`KafkaConfig::topic_settings`] may not set.
+pub(crate) const CRATE_CHOSEN: [&str; 3] = [CLEANUP_POLICY, RETENTION_MS, RETENTION_BYTES];
+
+/// The segment size and age a created topic gets, so that reclaimed records give their disk
+/// back soon (see the crate documentation's "Topic configuration"). Not migrated: an existing
+/// topic keeps its segments, which bound the disk it holds less tightly but still.
+pub(crate) const SEGMENTS: [(&str, &str); 2] = [("segment.bytes", "67108864"), ("segment.ms", "3600000")];
+
 pub(crate) fn millis(d: Duration) -> String {
     d.as_millis().max(1).to_string()
 }
@@ -265,17 +290,7 @@ impl KafkaConfig {
     /// wrong and showing no secret.
     pub fn from_url(text: &str) -> Result<KafkaConfig, CoreError> {
         let mut url = LogUrl::parse(text)?;
-        if url.scheme() != "kafka" {
-            return Err(url.error("expected `kafka://HOST:PORT/TOPIC`"));
-        }
-        let bootstrap = url.servers()?.to_owned();
-        let topic = url.path().to_owned();
-        if topic.is_empty() || topic.len() > 249 || topic == "." || topic == ".." {
-            return Err(url.error("`kafka://HOST:PORT/TOPIC` needs a topic name of 1 to 249 characters"));
-        }
-        if !topic.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)) {
-            return Err(url.error("a topic name consists of ASCII letters, digits, `.`, `_` and `-`"));
-        }
+        let (bootstrap, topic) = servers_and_topic(&url)?;
         let partitions = url.take_count("partitions")?.unwrap_or(DEFAULT_PARTITIONS);
         let mut config = KafkaConfig::new(bootstrap, topic, partitions);
         config.replication = url.take_count("replication")?.map(|r| i32::try_from(r).unwrap_or(i32::MAX));
@@ -289,46 +304,10 @@ impl KafkaConfig {
         let password = url.take_secret("password", "password_env", "password_file")?;
         let ca_file = url.take("ca_file");
         config.topic_settings = url.take_prefixed("topic.");
-        let protocol = match protocol.as_deref() {
-            Some(p @ ("plaintext" | "ssl" | "sasl_plaintext" | "sasl_ssl")) => p.to_ascii_uppercase(),
-            Some(other) => {
-                return Err(
-                    url.error(format!("`security={other}`: expected plaintext, ssl, sasl_plaintext or sasl_ssl"))
-                );
-            }
-            None => match (username.is_some(), ca_file.is_some()) {
-                (true, true) => "SASL_SSL".to_owned(),
-                (true, false) => "SASL_PLAINTEXT".to_owned(),
-                (false, true) => "SSL".to_owned(),
-                (false, false) => "PLAINTEXT".to_owned(),
-            },
-        };
-        let sasl = protocol.starts_with("SASL");
-        match (sasl, &username, &password) {
-            (true, Some(_), Some(_)) => {}
-            (true, _, _) => {
-                return Err(
-                    url.error(format!("security {protocol} needs `username=` and `password_env=` or `password_file=`"))
-                );
-            }
-            (false, None, None) if mechanism.is_none() => {}
-            (false, _, _) => {
-                return Err(url.error(format!(
-                    "a user name, password or SASL mechanism needs security sasl_plaintext or sasl_ssl, not {protocol}"
-                )));
-            }
-        }
+        let protocol = security_protocol(&url, protocol.as_deref(), username.is_some(), ca_file.is_some())?;
+        check_credentials(&url, &protocol, username.is_some(), password.is_some(), mechanism.is_some())?;
         if let (Some(username), Some(password)) = (username, password) {
-            let mechanism = match mechanism.as_deref() {
-                None | Some("PLAIN") => "PLAIN",
-                Some("SCRAM-SHA-256") => "SCRAM-SHA-256",
-                Some("SCRAM-SHA-512") => "SCRAM-SHA-512",
-                Some(other) => {
-                    return Err(
-                        url.error(format!("`sasl_mechanism={other}`: expected PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"))
-                    );
-                }
-            };
+            let mechanism = sasl_mechanism(&url, mechanism.as_deref())?;
             // Core does no I/O: the variable or file is read here.
             let secret = password.resolve_with(&url, |v| std::env::var(v).ok(), |p| std::fs::read_to_string(p))?;
             config.security = Some(Security {
@@ -348,7 +327,7 @@ impl KafkaConfig {
             config.client_properties.insert("ssl.ca.location".to_owned(), ca);
         }
         for setting in config.topic_settings.keys() {
-            if crate::topic_config::CRATE_CHOSEN.contains(&setting.as_str()) {
+            if CRATE_CHOSEN.contains(&setting.as_str()) {
                 return Err(url.error(format!(
                     "`topic.{setting}` is chosen by the backend (see the crate's topic configuration)"
                 )));
@@ -359,30 +338,70 @@ impl KafkaConfig {
     }
 }
 
-/// The Kafka backend as `actionstate-recovery` chooses it by a log URL's scheme.
-impl BackendConfig for KafkaConfig {
-    type Log = KafkaLog;
-    const SCHEME: &'static str = "kafka";
-    const URL_FORM: &'static str = "kafka://HOST:PORT/TOPIC";
-
-    fn from_url(url: &str) -> Result<Self, CoreError> {
-        KafkaConfig::from_url(url)
+/// The bootstrap servers and the topic of a `kafka://` URL.
+fn servers_and_topic(url: &LogUrl) -> Result<(String, String), CoreError> {
+    if url.scheme() != "kafka" {
+        return Err(url.error("expected `kafka://HOST:PORT/TOPIC`"));
     }
-
-    fn read_only(self) -> Self {
-        KafkaConfig { read_only: true, ..self }
+    let bootstrap = url.servers()?.to_owned();
+    let topic = url.path().to_owned();
+    if topic.is_empty() || topic.len() > 249 || topic == "." || topic == ".." {
+        return Err(url.error("`kafka://HOST:PORT/TOPIC` needs a topic name of 1 to 249 characters"));
     }
-
-    fn with_partitions(self, partitions: u32) -> Self {
-        KafkaConfig { partitions, ..self }
+    if !topic.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)) {
+        return Err(url.error("a topic name consists of ASCII letters, digits, `.`, `_` and `-`"));
     }
+    Ok((bootstrap, topic))
+}
 
-    fn partitions(&self) -> u32 {
-        self.partitions
+/// librdkafka's `security.protocol` for `security=`, or when absent the one that a user name
+/// (SASL) and a CA file (TLS) imply.
+fn security_protocol(url: &LogUrl, protocol: Option<&str>, username: bool, ca_file: bool) -> Result<String, CoreError> {
+    Ok(match protocol {
+        Some(p @ ("plaintext" | "ssl" | "sasl_plaintext" | "sasl_ssl")) => p.to_ascii_uppercase(),
+        Some(other) => {
+            return Err(url.error(format!("`security={other}`: expected plaintext, ssl, sasl_plaintext or sasl_ssl")));
+        }
+        None => match (username, ca_file) {
+            (true, true) => "SASL_SSL".to_owned(),
+            (true, false) => "SASL_PLAINTEXT".to_owned(),
+            (false, true) => "SSL".to_owned(),
+            (false, false) => "PLAINTEXT".to_owned(),
+        },
+    })
+}
+
+/// Refuses SASL without a user name and password, and a user name, password or mechanism
+/// without SASL.
+fn check_credentials(
+    url: &LogUrl,
+    protocol: &str,
+    username: bool,
+    password: bool,
+    mechanism: bool,
+) -> Result<(), CoreError> {
+    let sasl = protocol.starts_with("SASL");
+    match (sasl, username, password) {
+        (true, true, true) => Ok(()),
+        (true, _, _) => {
+            Err(url.error(format!("security {protocol} needs `username=` and `password_env=` or `password_file=`")))
+        }
+        (false, false, false) if !mechanism => Ok(()),
+        (false, _, _) => Err(url.error(format!(
+            "a user name, password or SASL mechanism needs security sasl_plaintext or sasl_ssl, not {protocol}"
+        ))),
     }
+}
 
-    fn open(&self) -> impl Future<Output = Result<KafkaLog, CoreError>> + Send {
-        KafkaLog::open(self.clone())
+/// The SASL mechanism `sasl_mechanism=` names, `PLAIN` when absent.
+fn sasl_mechanism(url: &LogUrl, mechanism: Option<&str>) -> Result<&'static str, CoreError> {
+    match mechanism {
+        None | Some("PLAIN") => Ok("PLAIN"),
+        Some("SCRAM-SHA-256") => Ok("SCRAM-SHA-256"),
+        Some("SCRAM-SHA-512") => Ok("SCRAM-SHA-512"),
+        Some(other) => {
+            Err(url.error(format!("`sasl_mechanism={other}`: expected PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")))
+        }
     }
 }
 

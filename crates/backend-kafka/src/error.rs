@@ -1,14 +1,16 @@
 //! [`KafkaError`]: what fails, whether a retry may pass, and the client context that keeps the
 //! last connection error librdkafka reported.
 
-use crate::topic_config::RETENTION_MS;
-use crate::{BACKEND, KafkaConfig};
+use crate::config::{KafkaConfig, RETENTION_MS};
 use actionstate_core::{BackendError, Error as CoreError};
 use rdkafka::client::ClientContext;
 use rdkafka::consumer::ConsumerContext;
 use rdkafka::error::{KafkaError as RdError, RDKafkaErrorCode};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// Backend name used in [`LogIdentity`](actionstate_core::LogIdentity) and [`BackendError`].
+pub const BACKEND: &str = "kafka";
 
 /// What an append or a reclaim on a read-only log returns.
 pub(crate) fn read_only(operation: &'static str) -> CoreError {

@@ -1,19 +1,54 @@
-//! Opening the log: the topic's creation, readiness, configuration check and identity.
+//! The log and opening it: [`KafkaLog`] and the state its handles share, the topic's
+//! creation, readiness, configuration check and identity.
 
-use crate::config::KafkaConfig;
-use crate::config::millis;
-use crate::error::KafkaError;
-use crate::error::{LogContext, with_operation};
-use crate::{BACKEND, Inner, KafkaLog, blocking};
+use crate::config::{KafkaConfig, SEGMENTS, SETTINGS, millis};
+use crate::error::{BACKEND, KafkaError, LogContext, with_operation};
 use crate::{topic_config, topic_id};
-use actionstate_core::{Error as CoreError, LogIdentity};
+use actionstate_core::{BackendConfig, Error as CoreError, LogIdentity};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::{Client, ClientContext};
+use rdkafka::consumer::BaseConsumer;
 use rdkafka::error::{KafkaError as RdError, RDKafkaErrorCode};
 use rdkafka::producer::{FutureProducer, Producer};
 use std::collections::BTreeMap;
+use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// What the handles of one log share.
+pub(crate) struct Inner {
+    pub(crate) config: KafkaConfig,
+    pub(crate) producer: FutureProducer<LogContext>,
+    /// The producer's context: the last connection error it saw.
+    pub(crate) errors: LogContext,
+    /// Deletes records on reclaim.
+    pub(crate) admin: AdminClient<LogContext>,
+    /// One cached consumer per partition, taken out while a read uses it.
+    pub(crate) readers: Mutex<Vec<Option<Reader>>>,
+}
+
+/// A cached reader of one partition and the offset it continues at (see `read.rs`).
+pub(crate) struct Reader {
+    pub(crate) consumer: BaseConsumer<LogContext>,
+    pub(crate) next: u64,
+}
+
+/// A [`StateLog`](actionstate_core::StateLog) on one Kafka topic.
+pub struct KafkaLog {
+    pub(crate) inner: Arc<Inner>,
+    pub(crate) identity: LogIdentity,
+}
+
+impl fmt::Debug for KafkaLog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KafkaLog").field("config", &self.inner.config).field("identity", &self.identity).finish()
+    }
+}
+
+/// Runs `f` on tokio's blocking pool (librdkafka's metadata, watermark and poll calls block).
+pub(crate) async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, KafkaError> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| KafkaError::Task(e.to_string()))
+}
 
 /// Longest single metadata request while opening; the open retries until the request timeout.
 pub(crate) const OPEN_ATTEMPT: Duration = Duration::from_secs(1);
@@ -50,6 +85,16 @@ pub(crate) fn topic_partitions(
 }
 
 impl KafkaLog {
+    /// The configuration the log was opened with.
+    pub fn config(&self) -> &KafkaConfig {
+        &self.inner.config
+    }
+
+    /// The topic name.
+    pub fn topic(&self) -> &str {
+        &self.inner.config.topic
+    }
+
     /// Opens the log: creates the topic if it is absent, waits until every partition has a
     /// leader, checks the topic's configuration (migrating one whose cleanup policy refuses
     /// `DeleteRecords`, refusing one that deletes by age or size; see
@@ -142,10 +187,10 @@ impl KafkaLog {
             .map_err(|_| KafkaError::Unexpected(format!("partition count {}", config.partitions)))?;
         let mut topic =
             NewTopic::new(&config.topic, partitions, TopicReplication::Fixed(config.replication.unwrap_or(-1)));
-        let mut settings: BTreeMap<&str, &str> = topic_config::SEGMENTS.into_iter().collect();
+        let mut settings: BTreeMap<&str, &str> = SEGMENTS.into_iter().collect();
         settings.extend(config.topic_settings.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         // Last, so that no topic setting replaces what the crate chooses (from_url refuses them too).
-        settings.extend(topic_config::SETTINGS);
+        settings.extend(SETTINGS);
         for (key, value) in &settings {
             topic = topic.set(key, value);
         }
@@ -203,5 +248,34 @@ impl KafkaLog {
             }
         };
         Ok(LogIdentity { backend: BACKEND.to_owned(), id: format!("{cluster}/{topic}/{topic_id:032x}"), partitions })
+    }
+}
+
+/// The Kafka backend as `actionstate-recovery` chooses it by a log URL's scheme. Here rather than
+/// in `config.rs`: the log holds its configuration, so `config.rs` naming the log would make the
+/// two files import each other.
+impl BackendConfig for KafkaConfig {
+    type Log = KafkaLog;
+    const SCHEME: &'static str = "kafka";
+    const URL_FORM: &'static str = "kafka://HOST:PORT/TOPIC";
+
+    fn from_url(url: &str) -> Result<Self, CoreError> {
+        KafkaConfig::from_url(url)
+    }
+
+    fn read_only(self) -> Self {
+        KafkaConfig { read_only: true, ..self }
+    }
+
+    fn with_partitions(self, partitions: u32) -> Self {
+        KafkaConfig { partitions, ..self }
+    }
+
+    fn partitions(&self) -> u32 {
+        self.partitions
+    }
+
+    fn open(&self) -> impl Future<Output = Result<KafkaLog, CoreError>> + Send {
+        KafkaLog::open(self.clone())
     }
 }

@@ -1,35 +1,13 @@
-//! The topic's configuration: what a created topic gets, and what open checks (and migrates) on
-//! an existing one. See the crate documentation's "Topic configuration".
+//! The topic's configuration: what open checks (and migrates) on an existing topic, against the
+//! settings a created one gets (`config.rs`). See the crate documentation's "Topic
+//! configuration".
 
-use crate::error::{LogContext, code_is_retryable};
-use crate::{KafkaConfig, KafkaError};
+use crate::config::{CLEANUP_POLICY, KafkaConfig, RETENTION_BYTES, RETENTION_MS, SETTINGS};
+use crate::error::{KafkaError, LogContext, code_is_retryable, error_code, retention_kind};
 use rdkafka::admin::{AdminClient, AdminOptions, AlterConfig, ConfigResource, ConfigSource, ResourceSpecifier};
 use rdkafka::error::KafkaError as RdError;
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
-
-/// The topic setting that decides whether Kafka compacts and whether it deletes.
-pub(crate) const CLEANUP_POLICY: &str = "cleanup.policy";
-/// How long Kafka keeps records under a `delete` policy.
-pub(crate) const RETENTION_MS: &str = "retention.ms";
-/// How many bytes per partition Kafka keeps under a `delete` policy.
-pub(crate) const RETENTION_BYTES: &str = "retention.bytes";
-/// Compaction removes upserts behind tombstones; `delete` lets `DeleteRecords` run.
-pub(crate) const POLICY: &str = "compact,delete";
-/// No time or size limit.
-pub(crate) const UNLIMITED: &str = "-1";
-
-/// The settings a created topic gets, and a migrated one is altered to.
-pub(crate) const SETTINGS: [(&str, &str); 3] =
-    [(CLEANUP_POLICY, POLICY), (RETENTION_MS, UNLIMITED), (RETENTION_BYTES, UNLIMITED)];
-
-/// The settings the crate chooses itself, which [`crate::KafkaConfig::topic_settings`] may not set.
-pub(crate) const CRATE_CHOSEN: [&str; 3] = [CLEANUP_POLICY, RETENTION_MS, RETENTION_BYTES];
-
-/// The segment size and age a created topic gets, so that reclaimed records give their disk
-/// back soon (see the crate documentation's "Topic configuration"). Not migrated: an existing
-/// topic keeps its segments, which bound the disk it holds less tightly but still.
-pub(crate) const SEGMENTS: [(&str, &str); 2] = [("segment.bytes", "67108864"), ("segment.ms", "3600000")];
 
 /// What open does with an existing topic, decided from its described configuration.
 #[derive(Debug, PartialEq, Eq)]
@@ -158,7 +136,7 @@ pub(crate) async fn warn_read_only(admin: &AdminClient<LogContext>, config: &Kaf
             value = %value,
             "the topic deletes records by {} ({setting}={value}): records a checkpoint needs may already be gone, \
              and the tools read what is left",
-            crate::error::retention_kind(setting)
+            retention_kind(setting)
         ),
         Ok(Decision::Migrate { policy }) => tracing::info!(
             topic = %config.topic,
@@ -198,7 +176,7 @@ async fn migrate(
     entries.extend(SETTINGS);
     let alter = AlterConfig { specifier: ResourceSpecifier::Topic(topic), entries };
     let results = admin.alter_configs([&alter], &options(config)).await.map_err(|e| {
-        let retryable = crate::error::error_code(&e).is_some_and(code_is_retryable);
+        let retryable = error_code(&e).is_some_and(code_is_retryable);
         failed(e.to_string(), retryable)
     })?;
     for r in results {
