@@ -243,7 +243,7 @@ fn process_is_ours(pid: u32, paths: &Paths) -> bool {
 }
 
 /// Polls the broker until it answers on both client listeners, it exits (`exited` returns why),
-/// or [`READY_TIMEOUT`] passes.
+/// or [`READY_TIMEOUT`](crate::services::process::READY_TIMEOUT) passes.
 fn wait_until_ready(env: &KafkaEnv, paths: &Paths, exited: &mut dyn FnMut() -> Option<String>) -> Result<()> {
     let log = || log_tail(&paths.log, 40);
     let client = &env.client;
