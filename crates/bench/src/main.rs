@@ -16,7 +16,7 @@
 /// Prints a line to standard output; a closed pipe ends the program quietly instead of
 /// panicking.
 macro_rules! outln {
-    ($($arg:tt)*) => { $crate::report::write_line(format_args!($($arg)*)) };
+    ($($arg:tt)*) => { actionstate_cli::write_line(format_args!($($arg)*)) };
 }
 
 // The same allocator and setting as the `actionstate` binary, so that the store side measures

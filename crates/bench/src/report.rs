@@ -132,19 +132,6 @@ impl RebuildFigures {
     }
 }
 
-/// Writes a line to standard output (`outln!`); a closed pipe ends the program quietly.
-pub(crate) fn write_line(args: std::fmt::Arguments<'_>) {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    if let Err(e) = out.write_fmt(args).and_then(|()| out.write_all(b"\n")) {
-        if e.kind() != std::io::ErrorKind::BrokenPipe {
-            eprintln!("error: writing to standard output: {e}");
-            std::process::exit(1);
-        }
-        std::process::exit(0);
-    }
-}
-
 /// `0.61 0.72 ...`: the ratio of every round, in the order they ran.
 pub(crate) fn ratios_text(ratios: &[f64]) -> String {
     ratios.iter().map(|r| format!("{r:.2}")).collect::<Vec<_>>().join(" ")

@@ -6,7 +6,8 @@
 //! - [`hint`]: what an operator should do about a log that could not be opened;
 //! - [`measure`]: the benchmark's records and the store-side measurements (a put, a load, a
 //!   read of every partition);
-//! - [`keep_freed_memory`]: the allocator setting both programs run with.
+//! - [`keep_freed_memory`]: the allocator setting both programs run with;
+//! - [`write_line`]: a line to standard output that ends the program quietly on a closed pipe.
 //!
 //! Errors are `anyhow` errors: every one of them ends up printed to an operator as text.
 
@@ -39,6 +40,21 @@ pub fn keep_freed_memory() {
         unsafe {
             libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS);
         }
+    }
+}
+
+/// Writes a line to standard output (both programs' `outln!`); a closed pipe
+/// (`actionstate inspect | head`) ends the program quietly instead of panicking, and any other
+/// write error ends it with status 1.
+pub fn write_line(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_fmt(args).and_then(|()| out.write_all(b"\n")) {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("error: writing to standard output: {e}");
+            std::process::exit(1);
+        }
+        std::process::exit(0);
     }
 }
 

@@ -20,7 +20,7 @@ mod reset;
 mod soak;
 
 // Shared with the benchmark crate; `crate::claim` and `crate::hint` name them here as before.
-use actionstate_cli::{claim, hint};
+use actionstate_cli::{claim, hint, write_line};
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -86,18 +86,6 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-}
-
-pub(crate) fn write_line(args: std::fmt::Arguments<'_>) {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    if let Err(e) = out.write_fmt(args).and_then(|()| out.write_all(b"\n")) {
-        if e.kind() != std::io::ErrorKind::BrokenPipe {
-            eprintln!("error: writing to standard output: {e}");
-            std::process::exit(1);
-        }
-        std::process::exit(0);
-    }
 }
 
 /// `text` as one word of a POSIX shell command line: as it is when it holds nothing a shell
