@@ -7,8 +7,8 @@
 //! `file:` the writer must be stopped first; the error says so.)
 
 use actionstate_core::{
-    ActionState, Audit, AuditDetail, CallStatus, EventId, InvalidationReason, KeyId, LogRecord, Ownership, Position,
-    Progress, RangeRead, StateLog, Trigger, codec,
+    ActionState, Audit, AuditDetail, CallStatus, CheckpointEntry, CheckpointRecord, EventId, InvalidationReason, KeyId,
+    LogRecord, Ownership, Position, Progress, RangeRead, StateLog, Trigger, codec,
 };
 use actionstate_index::{Decision, Fences, Index, Probe, allow_scans};
 use actionstate_recovery::{AnyLog, LogConfig};
@@ -31,6 +31,8 @@ struct Loaded {
     fences: Vec<(Position, Ownership, u64)>,
     /// Records skipped as a fenced writer's.
     fenced: u64,
+    /// The checkpoint commits read: where, and the commit.
+    checkpoints: Vec<(Position, CheckpointRecord)>,
 }
 
 /// The log `url` names, parsed (errors say what is wrong with the URL).
@@ -78,6 +80,7 @@ async fn load<L: StateLog>(log: &L, progress: bool) -> Result<Loaded> {
         earliest: earliest.clone(),
         fences: Vec::new(),
         fenced: 0,
+        checkpoints: Vec::new(),
     };
     for (p, (&from, &to)) in (0u32..).zip(earliest.iter().zip(&end)) {
         // The replay rule of a rebuild: a fenced writer's records are not applied.
@@ -101,6 +104,11 @@ async fn load<L: StateLog>(log: &L, progress: bool) -> Result<Loaded> {
                     Ok(LogRecord::Fence(f)) => {
                         fences.observe(&f);
                         loaded.fences.push((position, f.groups, f.epoch));
+                    }
+                    Ok(LogRecord::Checkpoint(c)) => {
+                        if matches!(c.entry, CheckpointEntry::Commit(_)) {
+                            loaded.checkpoints.push((position, c));
+                        }
                     }
                     Ok(LogRecord::Audit(a)) => {
                         // Replayed as a rebuild replays it: an invalidation whose tombstones a
@@ -324,11 +332,28 @@ fn print_inspect_json(loaded: &Loaded, views: &[KeyView], audits: &[AuditView]) 
             "groups": groups.to_string(),
             "epoch": epoch,
         })).collect::<Vec<_>>(),
+        "checkpoints": loaded.checkpoints.iter().map(|(at, c)| checkpoint_json(at, c)).collect::<Vec<_>>(),
         "index": views,
         "audit": audits,
     });
     outln!("{}", serde_json::to_string_pretty(&out)?);
     Ok(())
+}
+
+/// A checkpoint commit as `inspect --json` shows it.
+fn checkpoint_json(at: &Position, c: &CheckpointRecord) -> serde_json::Value {
+    let CheckpointEntry::Commit(commit) = &c.entry else { return serde_json::Value::Null };
+    serde_json::json!({
+        "partition": at.partition,
+        "offset": at.offset,
+        "id": c.id,
+        "owner": c.owner.to_string(),
+        "epoch": c.epoch,
+        "marker": commit.marker.offsets,
+        "parts": commit.parts,
+        "completed": commit.completed.len(),
+        "metadata_bytes": commit.metadata.len(),
+    })
 }
 
 /// `inspect` as text: the counts and fences, then each key's rounds and states, then the audit.
@@ -348,6 +373,17 @@ fn print_inspect(loaded: &Loaded, views: &[KeyView], audits: &[AuditView]) {
             "{} fence records (newest epoch {newest}); {} records of fenced writers not replayed",
             loaded.fences.len(),
             loaded.fenced
+        );
+    }
+    if let Some((at, newest)) = loaded.checkpoints.last() {
+        outln!(
+            "{} checkpoints in the log; newest: {} of {} (epoch {}) at {}:{}",
+            loaded.checkpoints.len(),
+            newest.id,
+            newest.owner,
+            newest.epoch,
+            at.partition,
+            at.offset
         );
     }
     for k in views {

@@ -76,6 +76,63 @@ pub enum StoreError {
         /// read, fence records included (see `ActionStateStore::check_fenced`).
         fenced_by: Option<u64>,
     },
+    /// A restore was asked for a checkpoint the log does not hold for every key group of the
+    /// ownership (the id was never written, or its records were reclaimed).
+    #[error("no complete checkpoint {id} for {ownership} in partition {partition} from offset {earliest} to {end}")]
+    CheckpointNotFound {
+        /// The checkpoint id asked for.
+        id: u64,
+        /// The ownership restored.
+        ownership: actionstate_core::Ownership,
+        /// The checkpoint partition.
+        partition: u32,
+        /// Where its retained records start.
+        earliest: u64,
+        /// Its end when the restore started.
+        end: u64,
+    },
+    /// A checkpoint's commit is in the log but not all of its parts are between the offset
+    /// its commit names and the commit: the log lost records (a broken backend, or records
+    /// removed by hand).
+    #[error(
+        "checkpoint {id} of {owner} (epoch {epoch}) at partition {partition} offset {offset} has {found} of its \
+         {expected} parts between offsets {from} and {offset}"
+    )]
+    CheckpointIncomplete {
+        /// The checkpoint id.
+        id: u64,
+        /// The owner that wrote it.
+        owner: actionstate_core::Ownership,
+        /// Its writer epoch.
+        epoch: u64,
+        /// The checkpoint partition.
+        partition: u32,
+        /// The commit's offset.
+        offset: u64,
+        /// Where its parts start at the earliest.
+        from: u64,
+        /// Parts the commit counts.
+        expected: u32,
+        /// Distinct parts found.
+        found: u32,
+    },
+    /// The log's checkpoints divide the keys into key groups in a way the restore cannot
+    /// combine: group ranges of another number of groups than the ownership restored.
+    #[error(
+        "checkpoint {id} at partition {partition} offset {offset} covers {owner}, which cannot be combined with {ownership}"
+    )]
+    MixedKeyGroups {
+        /// The checkpoint's id.
+        id: u64,
+        /// Its owner.
+        owner: actionstate_core::Ownership,
+        /// The ownership restored.
+        ownership: actionstate_core::Ownership,
+        /// The checkpoint partition.
+        partition: u32,
+        /// The commit's offset.
+        offset: u64,
+    },
     /// A rebuild task failed to run to completion.
     #[error("rebuild task failed: {0}")]
     Task(String),

@@ -60,13 +60,16 @@
 
 mod calls;
 mod config;
+mod coverage;
 mod error;
 mod fence_log;
 mod fencing;
 mod handle;
 mod key_lock;
+mod log_checkpoint;
 pub mod metrics;
 mod rebuild;
+mod restore;
 mod retention;
 mod store;
 mod store_config;
@@ -76,7 +79,9 @@ pub use calls::{Call, CallOutput, CallSource};
 pub use config::{AnyLog, DEFAULT_PARTITIONS, LogConfig, open};
 pub use error::{Result, StoreError};
 pub use handle::ActionHandle;
+pub use log_checkpoint::LogCheckpoint;
 pub use rebuild::RebuildReport;
+pub use restore::{RestoreFrom, Restored, RestoredCheckpoint};
 pub use retention::{DEFAULT_RETAINED_CHECKPOINTS, ReclaimStatus, Retention};
 pub use store::ActionStateStore;
 pub use store_config::StoreConfig;

@@ -5,8 +5,8 @@ use crate::fencing::{self, FenceRead, Fencing};
 use crate::store::ActionStateStore;
 use actionstate_core::codec::{self, Peeked};
 use actionstate_core::{
-    FENCE_KEY_LAYOUT, InvalidationReason, KeyId, LogRecord, Marker, Ownership, Position, RangeRead, ReadRecord,
-    StateKey, StateLog,
+    CHECKPOINT_KEY_LAYOUT, FENCE_KEY_LAYOUT, InvalidationReason, KeyId, LogRecord, Marker, Ownership, Position,
+    RangeRead, ReadRecord, StateKey, StateLog,
 };
 use actionstate_index::{Fences, Index, Invalidation, Recorded};
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -23,6 +23,9 @@ pub struct RebuildReport {
     pub bytes: u64,
     /// Records of keys this worker does not own, skipped.
     pub foreign: u64,
+    /// Checkpoint records read (they change no state: a restore reads the ones it needs before
+    /// the rebuild).
+    pub checkpoints: u64,
     /// Partitions read.
     pub partitions: u32,
     /// States in the index afterwards.
@@ -351,6 +354,7 @@ struct PartitionRead {
     records: u64,
     bytes: u64,
     foreign: u64,
+    checkpoints: u64,
     /// Records skipped as a fenced writer's.
     fenced: u64,
     /// States the replay removed that no later record of the partition names again (by a
@@ -370,6 +374,7 @@ impl PartitionRead {
             records: 0,
             bytes: 0,
             foreign: 0,
+            checkpoints: 0,
             fenced: 0,
             unlogged: BTreeMap::new(),
             fences,
@@ -382,6 +387,7 @@ impl PartitionRead {
         report.records += self.records;
         report.bytes += self.bytes;
         report.foreign += self.foreign;
+        report.checkpoints += self.checkpoints;
         report.fenced += self.fenced;
     }
 }
@@ -471,6 +477,11 @@ fn index_batch(out: &mut PartitionRead, ownership: &Ownership, records: Vec<Read
         {
             out.fences.observe(&fence);
             out.fences_read.push((partition, fence, r.offset));
+            continue;
+        }
+        // A checkpoint record changes no state (a restore reads the ones it needs itself).
+        if r.key.first() == Some(&CHECKPOINT_KEY_LAYOUT) {
+            out.checkpoints += 1;
             continue;
         }
         // The key id sits at the same place in every log key: skip foreign records before

@@ -67,6 +67,9 @@ pub struct ActionStateStore<L: StateLog> {
     pub(crate) epoch: tokio::sync::RwLock<()>,
     pub(crate) config: StoreConfig,
     reclaimer: Arc<Reclaimer>,
+    /// The last checkpoint id written into the log or restored from it; held while a
+    /// checkpoint is written, so that the store writes one at a time.
+    pub(crate) log_checkpoint: tokio::sync::Mutex<u64>,
 }
 
 impl<L: StateLog> std::fmt::Debug for ActionStateStore<L> {
@@ -97,6 +100,7 @@ impl<L: StateLog> ActionStateStore<L> {
             epoch: tokio::sync::RwLock::new(()),
             config,
             reclaimer,
+            log_checkpoint: tokio::sync::Mutex::new(0),
         }
     }
 
@@ -304,6 +308,11 @@ impl<L: StateLog> ActionStateStore<L> {
     /// the latest.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn snapshot(&self, checkpoint: u64) -> Result<Snapshot> {
+        Ok(self.take_snapshot(checkpoint).await?.0)
+    }
+
+    /// [`snapshot`](Self::snapshot), and the end offsets it read.
+    pub(crate) async fn take_snapshot(&self, checkpoint: u64) -> Result<(Snapshot, Vec<u64>)> {
         let _epoch = self.epoch.write().await;
         self.shared.lock().fencing.check()?;
         let keys: Vec<KeyId> = self.shared.lock().pending.keys().copied().collect();
@@ -318,11 +327,12 @@ impl<L: StateLog> ActionStateStore<L> {
         sh.drain(&marker.offsets);
         let completed: HashMap<KeyId, u64> = sh.last_completed.iter().map(|(k, c)| (*k, c.seq)).collect();
         let completed = Arc::new(completed);
-        sh.checkpoints.insert(checkpoint, Taken { marker: marker.clone(), end, completed: Arc::clone(&completed) });
+        sh.checkpoints
+            .insert(checkpoint, Taken { marker: marker.clone(), end: end.clone(), completed: Arc::clone(&completed) });
         while sh.checkpoints.len() > self.config.max_pending_checkpoints.max(1) {
             sh.checkpoints.pop_first();
         }
-        Ok(Snapshot { checkpoint, marker, completed })
+        Ok((Snapshot { checkpoint, marker, completed }, end))
     }
 
     /// The checkpoint is durable: prune the rounds it completed from memory, and forget it and

@@ -5,7 +5,7 @@
 //! offset  size  field
 //! 0       4     magic  b"AcSt"
 //! 4       1     format version (4)
-//! 5       1     record kind (1 upsert, 2 delete, 3 audit, 4 fence)
+//! 5       1     record kind (1 upsert, 2 delete, 3 audit, 4 fence, 5 checkpoint)
 //! 6       4     payload length, u32 little-endian
 //! 10      8     writer epoch, u64 little-endian
 //! 18      4     checksum: CRC-32C of (version, kind, length, epoch, payload), u32 little-endian
@@ -65,6 +65,7 @@ pub fn encode_by(record: &LogRecord, epoch: u64) -> Result<WireRecord, Error> {
         LogRecord::Delete { key, .. } => key.to_bytes().to_vec(),
         LogRecord::Audit(a) => audit_log_key(&a.key, a.seq).to_vec(),
         LogRecord::Fence(f) => fence_log_key(&f.key, f.epoch).to_vec(),
+        LogRecord::Checkpoint(c) => c.log_key().to_vec(),
     };
     Ok(WireRecord { key_id: record.key_id(), key, value: encode_value_by(record, epoch)? })
 }
@@ -140,6 +141,7 @@ fn keyed_by(key: &[u8], record: LogRecord) -> Result<LogRecord, Error> {
         LogRecord::Delete { key: k, .. } => key == k.to_bytes().as_slice(),
         LogRecord::Audit(a) => key == audit_log_key(&a.key, a.seq).as_slice(),
         LogRecord::Fence(f) => key == fence_log_key(&f.key, f.epoch).as_slice(),
+        LogRecord::Checkpoint(c) => key == c.log_key().as_slice(),
     };
     if agrees { Ok(record) } else { Err(Error::KeyMismatch { kind: record.kind() }) }
 }
@@ -149,7 +151,7 @@ fn keyed_by(key: &[u8], record: LogRecord) -> Result<LogRecord, Error> {
 pub enum Peeked {
     /// An upsert: the state's evidence; the value decodes to the state with [`decode_value`].
     Upsert(Evidence),
-    /// A delete, an audit or a fence record, decoded (all are rare; boxed, so that the upsert
+    /// A delete, an audit, a fence or a checkpoint record, decoded (all are rare; boxed, so that the upsert
     /// a rebuild peeks for nearly every record is not moved around in a record-sized enum).
     Other(Box<LogRecord>),
 }

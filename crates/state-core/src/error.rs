@@ -89,6 +89,15 @@ pub enum Error {
         /// The limit.
         max: usize,
     },
+    /// A checkpoint's user metadata is longer than the codec writes
+    /// ([`crate::MAX_CHECKPOINT_METADATA`]).
+    #[error("checkpoint metadata of {len} bytes exceeds the limit of {max} bytes")]
+    MetadataTooLarge {
+        /// Length of the metadata.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
     /// A record read from the log failed to decode.
     #[error("corrupt record at partition {partition} offset {offset}: {source}")]
     Corrupt {

@@ -13,6 +13,8 @@ pub enum RecordKind {
     Audit = 3,
     /// [`LogRecord::Fence`](crate::LogRecord::Fence) (format 3 and later).
     Fence = 4,
+    /// [`LogRecord::Checkpoint`](crate::LogRecord::Checkpoint) (format 4, written since 0.2).
+    Checkpoint = 5,
 }
 
 impl RecordKind {
@@ -23,6 +25,7 @@ impl RecordKind {
             2 => Some(RecordKind::Delete),
             3 => Some(RecordKind::Audit),
             4 => Some(RecordKind::Fence),
+            5 => Some(RecordKind::Checkpoint),
             _ => None,
         }
     }

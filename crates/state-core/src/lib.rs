@@ -39,6 +39,7 @@
 
 pub mod backend;
 mod canonical;
+pub mod checkpoint;
 pub mod codec;
 mod error;
 mod event;
@@ -55,6 +56,10 @@ mod value;
 mod view;
 
 pub use backend::{BackendConfig, DEFAULT_PARTITIONS};
+pub use checkpoint::{
+    CHECKPOINT_KEY_LAYOUT, CHECKPOINT_PART_ENTRIES, CHECKPOINT_PARTITION, CheckpointCommit, CheckpointEntry,
+    CheckpointRecord, MAX_CHECKPOINT_METADATA, checkpoint_key_id,
+};
 pub use error::{BackendError, Error};
 pub use event::Event;
 pub use fence::{FENCE_KEY_LAYOUT, Fence, FenceMark, Ownership, fence_key_id, fence_log_key};

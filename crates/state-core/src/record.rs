@@ -1,5 +1,6 @@
 //! Log records: what the store appends to a [`crate::StateLog`].
 
+use crate::checkpoint::CheckpointRecord;
 use crate::error::Error;
 use crate::fence::Fence;
 use crate::id::{ActionId, EventId, Fingerprint, KeyId};
@@ -30,6 +31,9 @@ pub enum LogRecord {
     /// From it on in its partition, records of the keys it covers written with an older
     /// writer epoch are not replayed (see [`crate::fence`]).
     Fence(Fence),
+    /// A part or the commit of a checkpoint an owner wrote into the log (see
+    /// [`crate::checkpoint`]). Replay skips it: it changes no state.
+    Checkpoint(CheckpointRecord),
 }
 
 /// What replay decisions need of an upserted state: its identity, how its trigger came about,
@@ -106,14 +110,16 @@ impl LogRecord {
             LogRecord::Delete { key, .. } => key.key,
             LogRecord::Audit(a) => a.key,
             LogRecord::Fence(f) => f.key,
+            LogRecord::Checkpoint(c) => c.key,
         }
     }
 
     /// Whether the codec can write this record: the reason of a tombstone or an audit passes
-    /// [`InvalidationReason::check`].
+    /// [`InvalidationReason::check`], and a checkpoint's metadata [`CheckpointRecord::check`].
     pub fn check(&self) -> Result<(), Error> {
         match self {
             LogRecord::Upsert(_) | LogRecord::Fence(_) => Ok(()),
+            LogRecord::Checkpoint(c) => c.check(),
             LogRecord::Delete { reason, .. } => reason.check(),
             LogRecord::Audit(a) => a.reason.check(),
         }
@@ -126,6 +132,7 @@ impl LogRecord {
             LogRecord::Delete { .. } => RecordKind::Delete,
             LogRecord::Audit(_) => RecordKind::Audit,
             LogRecord::Fence(_) => RecordKind::Fence,
+            LogRecord::Checkpoint(_) => RecordKind::Checkpoint,
         }
     }
 }

@@ -431,6 +431,9 @@ impl Index {
             // A fence changes no state: it decides which later records a replay applies
             // ([`Fences`]), before they reach the index.
             LogRecord::Fence(_) => Invalidation::default(),
+            // A checkpoint record says where a restore starts; the replay that follows it
+            // changes the index, the record itself does not.
+            LogRecord::Checkpoint(_) => Invalidation::default(),
         }
     }
 

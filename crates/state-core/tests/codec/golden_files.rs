@@ -4,9 +4,10 @@
 use crate::support::{attrs, envelope_by, fixed_event, fixed_input, fixed_state_key, map};
 use actionstate_core::codec;
 use actionstate_core::{
-    ActionId, ActionState, Attributes, Audit, AuditDetail, CallResult, CallStatus, Error, Evidence, Fence, Fingerprint,
-    InvalidationReason, KeyId, KeyLabel, LogRecord, MemoryOp, MemoryUpdate, MissReason, Ownership, Progress, StateKey,
-    TaggedBytes, Trigger, Value, fence_key_id,
+    ActionId, ActionState, Attributes, Audit, AuditDetail, CallResult, CallStatus, CheckpointCommit, CheckpointEntry,
+    CheckpointRecord, Error, Evidence, Fence, FenceMark, Fingerprint, InvalidationReason, KeyId, KeyLabel, LogIdentity,
+    LogRecord, Marker, MemoryOp, MemoryUpdate, MissReason, Ownership, Progress, StateKey, TaggedBytes, Trigger, Value,
+    checkpoint_key_id, fence_key_id,
 };
 use std::path::{Path, PathBuf};
 
@@ -202,12 +203,50 @@ fn golden_upsert_labeled() -> LogRecord {
     }
 }
 
+/// The commit of checkpoint 7 of key groups 8..16 of 32, epoch 3, on a log of 4 partitions:
+/// a marker with one fence, 16 bytes of metadata and two completed rounds.
+fn golden_checkpoint_commit() -> LogRecord {
+    let owner = Ownership::Groups { max_groups: 32, owned: 8..16 };
+    let log = LogIdentity { backend: "file".into(), id: "0b4f6c1e".into(), partitions: 4 };
+    let marker = Marker {
+        log,
+        offsets: vec![10, 0, 7, 12],
+        fences: vec![FenceMark { groups: owner.clone(), epoch: 3, offsets: vec![2, 0, 1, 3] }],
+    };
+    LogRecord::Checkpoint(CheckpointRecord {
+        key: checkpoint_key_id(4),
+        owner,
+        epoch: 3,
+        id: 7,
+        entry: CheckpointEntry::Commit(CheckpointCommit {
+            marker,
+            metadata: b"input offset 41\n".to_vec(),
+            completed: vec![(KeyId::of(b"customer-42"), 3), (KeyId::of(b"customer-7"), 11)],
+            parts: 0,
+            from: 13,
+        }),
+    })
+}
+
+/// Part 0 of a checkpoint too large for its commit: checkpoint 8 of every key, epoch 5.
+fn golden_checkpoint_part() -> LogRecord {
+    LogRecord::Checkpoint(CheckpointRecord {
+        key: checkpoint_key_id(4),
+        owner: Ownership::All,
+        epoch: 5,
+        id: 8,
+        entry: CheckpointEntry::Part { index: 0, completed: vec![(KeyId::of(b"customer-42"), 4)] },
+    })
+}
+
 /// Every golden record of the format this build writes, with the writer epoch it is written
-/// with: those of version 3 (without a label, as a key without a name is written) and a
-/// labeled state.
+/// with: those of version 3 (without a label, as a key without a name is written), a labeled
+/// state, and checkpoint records (a commit and a part).
 fn golden_cases() -> Vec<(&'static str, LogRecord, u64)> {
     let mut cases = v3_cases();
     cases.push(("upsert_labeled", golden_upsert_labeled(), 3));
+    cases.push(("checkpoint_commit", golden_checkpoint_commit(), 3));
+    cases.push(("checkpoint_part", golden_checkpoint_part(), 5));
     cases
 }
 

@@ -227,9 +227,10 @@ fn envelope_matches_documented_layout() {
     assert_eq!(RecordKind::Delete as u8, 2);
     assert_eq!(RecordKind::Audit as u8, 3);
     assert_eq!(RecordKind::Fence as u8, 4);
+    assert_eq!(RecordKind::Checkpoint as u8, 5);
     for b in 0..=u8::MAX {
         let kind = RecordKind::from_byte(b);
-        assert_eq!(kind.map(|k| k as u8), (1..=4).contains(&b).then_some(b));
+        assert_eq!(kind.map(|k| k as u8), (1..=5).contains(&b).then_some(b));
     }
 }
 

@@ -190,7 +190,36 @@ pub(crate) fn arb_record() -> impl Strategy<Value = LogRecord> {
         arb_delete(),
         arb_audit().prop_map(LogRecord::Audit),
         arb_fence().prop_map(LogRecord::Fence),
+        arb_checkpoint().prop_map(LogRecord::Checkpoint),
     ]
+}
+
+/// A checkpoint part or commit of any owner, epoch and id, with a few completed rounds, a
+/// marker of up to four partitions and metadata up to 64 bytes.
+pub(crate) fn arb_checkpoint() -> impl Strategy<Value = actionstate_core::CheckpointRecord> {
+    use actionstate_core::{CheckpointCommit, CheckpointEntry, KeyId, LogIdentity, Marker};
+    let completed = prop::collection::vec((any::<[u8; 32]>().prop_map(KeyId), any::<u64>()), 0..4);
+    let commit = (
+        prop::collection::vec(any::<u64>(), 1..4),
+        prop::collection::vec(any::<u8>(), 0..64),
+        completed.clone(),
+        any::<u32>(),
+        any::<u64>(),
+    )
+        .prop_map(|(offsets, metadata, completed, parts, from)| {
+            let log = LogIdentity { backend: "memory".into(), id: "m".into(), partitions: offsets.len() as u32 };
+            CheckpointEntry::Commit(CheckpointCommit {
+                marker: Marker::new(log, offsets),
+                metadata,
+                completed,
+                parts,
+                from,
+            })
+        });
+    let part = (0u32..u32::MAX, completed).prop_map(|(index, completed)| CheckpointEntry::Part { index, completed });
+    (arb_fence(), any::<u64>(), prop_oneof![commit, part]).prop_map(|(fence, id, entry)| {
+        actionstate_core::CheckpointRecord { key: fence.key, owner: fence.groups, epoch: fence.epoch, id, entry }
+    })
 }
 
 /// A fence of every key or of a range of key groups, under any key id and epoch.

@@ -15,6 +15,13 @@ pub(crate) fn assert_round_trip(record: &LogRecord) -> Vec<u8> {
         LogRecord::Delete { key, .. } => key.to_bytes().to_vec(),
         LogRecord::Audit(a) => audit_log_key(&a.key, a.seq).to_vec(),
         LogRecord::Fence(f) => fence_log_key(&f.key, f.epoch).to_vec(),
+        LogRecord::Checkpoint(c) => {
+            let part = match &c.entry {
+                actionstate_core::CheckpointEntry::Part { index, .. } => *index,
+                actionstate_core::CheckpointEntry::Commit(_) => actionstate_core::checkpoint::COMMIT_PART,
+            };
+            actionstate_core::checkpoint::checkpoint_log_key(&c.key, &c.owner, c.epoch, c.id, part).to_vec()
+        }
     };
     assert_eq!(wire.key, expected_key);
     assert_eq!(wire.value[..4], MAGIC);

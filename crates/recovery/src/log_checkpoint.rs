@@ -1,0 +1,117 @@
+//! Checkpoints the store writes into its own log: a snapshot, its completed rounds and the
+//! caller's metadata as records of the checkpoint partition, then completion (see
+//! `actionstate_core::checkpoint` for the records, `restore.rs` for the way back).
+
+use crate::error::Result;
+use crate::store::ActionStateStore;
+use crate::vocab::Snapshot;
+use actionstate_core::{
+    CHECKPOINT_PART_ENTRIES, CheckpointCommit, CheckpointEntry, CheckpointRecord, Error, KeyId, LogRecord,
+    MAX_CHECKPOINT_METADATA, Marker, Position, StateLog, checkpoint::CHECKPOINT_PARTITION, checkpoint_key_id, codec,
+};
+
+/// A checkpoint written into the log ([`ActionStateStore::checkpoint`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogCheckpoint {
+    /// Its id: one above the last one this store wrote or restored.
+    pub id: u64,
+    /// Where its commit landed, in the checkpoint partition.
+    pub commit: Position,
+    /// Records written before the commit to hold its completed rounds (0: the commit held
+    /// them).
+    pub parts: u32,
+    /// The covering marker a restore of it reads from.
+    pub marker: Marker,
+    /// States the completion pruned from memory.
+    pub pruned: usize,
+}
+
+impl<L: StateLog> ActionStateStore<L> {
+    /// Takes a checkpoint and keeps it in the log: the covering marker, the last completed
+    /// round of every key a restore may replay, and `metadata` (at most
+    /// [`MAX_CHECKPOINT_METADATA`] bytes, for example the input positions the service resumes
+    /// from). [`restore`](Self::restore) finds it again.
+    ///
+    /// The checkpoint counts once its commit record is durable: its parts (a checkpoint of
+    /// more than [`CHECKPOINT_PART_ENTRIES`] live keys is split) are appended first, and a
+    /// crash before the commit leaves the previous checkpoint in force. Once the commit is
+    /// acknowledged the checkpoint is completed, as with
+    /// [`checkpoint_complete`](Self::checkpoint_complete): the rounds it completed are pruned
+    /// from memory, and retention may reclaim what no retained checkpoint needs. On error it
+    /// is aborted instead; its commit may still have landed (an acknowledgement lost), and
+    /// then it counts, which is safe: it describes the same consistent moment.
+    ///
+    /// `metadata` must describe what the checkpoint covers: an input position counts only
+    /// inputs whose rounds were reported with [`round_completed`](Self::round_completed) or
+    /// whose actions' results are durable, because a restore resumes the input there.
+    /// Checkpoints of one store are written one at a time. This is the one-call form of
+    /// [`snapshot`](Self::snapshot) and [`checkpoint_complete`](Self::checkpoint_complete),
+    /// for services that keep no checkpoints of their own; a store follows one form or the
+    /// other.
+    #[tracing::instrument(level = "debug", skip_all, fields(metadata = metadata.len()))]
+    pub async fn checkpoint(&self, metadata: &[u8]) -> Result<LogCheckpoint> {
+        if metadata.len() > MAX_CHECKPOINT_METADATA {
+            return Err(Error::MetadataTooLarge { len: metadata.len(), max: MAX_CHECKPOINT_METADATA }.into());
+        }
+        let mut last = self.log_checkpoint.lock().await;
+        // An id is never written twice, not even after a failed attempt: parts of that
+        // attempt whose acknowledgement was lost may still land.
+        let id = *last + 1;
+        *last = id;
+        let (snapshot, end) = self.take_snapshot(id).await?;
+        let from = end.get(CHECKPOINT_PARTITION as usize).copied().unwrap_or(0);
+        match self.write_checkpoint(&snapshot, from, metadata).await {
+            Ok((commit, parts)) => {
+                let pruned = self.checkpoint_complete(id);
+                tracing::debug!(id, parts, offset = commit.offset, pruned, "checkpoint written");
+                Ok(LogCheckpoint { id, commit, parts, marker: snapshot.marker, pruned })
+            }
+            Err(e) => {
+                self.checkpoint_aborted(id);
+                Err(e)
+            }
+        }
+    }
+
+    /// Appends the parts, then the commit, of `snapshot`'s checkpoint; returns where the
+    /// commit landed and how many parts came first.
+    async fn write_checkpoint(&self, snapshot: &Snapshot, from: u64, metadata: &[u8]) -> Result<(Position, u32)> {
+        let (owner, epoch) = {
+            let sh = self.shared.lock();
+            sh.fencing.check()?;
+            (sh.fencing.ownership.clone(), sh.fencing.epoch)
+        };
+        let mut completed: Vec<(KeyId, u64)> = snapshot.completed.iter().map(|(k, s)| (*k, *s)).collect();
+        completed.sort_unstable();
+        let record = |entry| {
+            LogRecord::Checkpoint(CheckpointRecord {
+                key: checkpoint_key_id(self.log.identity().partitions),
+                owner: owner.clone(),
+                epoch,
+                id: snapshot.checkpoint,
+                entry,
+            })
+        };
+        let parts = if completed.len() > CHECKPOINT_PART_ENTRIES {
+            let mut parts = 0u32;
+            for chunk in completed.chunks(CHECKPOINT_PART_ENTRIES) {
+                let part = record(CheckpointEntry::Part { index: parts, completed: chunk.to_vec() });
+                self.log.append(codec::encode_by(&part, epoch)?).await?;
+                parts += 1;
+            }
+            completed.clear();
+            parts
+        } else {
+            0
+        };
+        let commit = record(CheckpointEntry::Commit(CheckpointCommit {
+            marker: snapshot.marker.clone(),
+            metadata: metadata.to_vec(),
+            completed,
+            parts,
+            from,
+        }));
+        let at = self.log.append(codec::encode_by(&commit, epoch)?).await?;
+        Ok((at, parts))
+    }
+}

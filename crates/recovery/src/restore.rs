@@ -1,0 +1,324 @@
+//! Restore from the log: find an ownership's latest complete checkpoint (or a named one) by
+//! reading the checkpoint partition backwards from its end, load its parts, and rebuild from
+//! its marker (docs/design.md, section 6.3).
+//!
+//! Which checkpoint serves a key group: the newest valid commit in the log whose owner holds
+//! the group. A commit is void when a fence with a newer epoch over its owner's keys lies
+//! between the offset its snapshot read ([`CheckpointCommit::from`]) and the commit: its
+//! owner was replaced while writing it (a zombie's late checkpoint). An owner that was not
+//! replaced by then has read every fence below `from` at its snapshot (a newer one would
+//! have failed it), so no checkpoint of a newer owner of its keys lies before its commit:
+//! the first valid commit met going backwards is the newest owner's newest checkpoint.
+
+use crate::coverage::{Coverage, Taken};
+use crate::error::{Result, StoreError};
+use crate::rebuild::RebuildReport;
+use crate::store::ActionStateStore;
+use crate::store_config::StoreConfig;
+use actionstate_core::checkpoint::{CHECKPOINT_PARTITION, is_commit_key};
+use actionstate_core::{
+    CHECKPOINT_KEY_LAYOUT, CheckpointCommit, CheckpointEntry, CheckpointRecord, FENCE_KEY_LAYOUT, Fence, KeyId,
+    LogRecord, Marker, Ownership, RangeRead, StateLog, codec,
+};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+/// Which checkpoint [`ActionStateStore::restore`] restores.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RestoreFrom {
+    /// The latest complete checkpoint of every key group owned; groups without one replay
+    /// the whole retained log.
+    Latest,
+    /// The checkpoint of this id, for every key group owned (an error if one lacks it).
+    Checkpoint(u64),
+}
+
+/// A checkpoint a restore read ([`Restored::from`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RestoredCheckpoint {
+    /// Its id.
+    pub id: u64,
+    /// The keys of the owner that wrote it.
+    pub owner: Ownership,
+    /// That owner's writer epoch.
+    pub epoch: u64,
+    /// The offset of its commit in the checkpoint partition.
+    pub offset: u64,
+    /// Its covering marker.
+    pub marker: Marker,
+    /// The metadata it was written with.
+    pub metadata: Vec<u8>,
+}
+
+/// What [`ActionStateStore::restore`] found and rebuilt.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Restored {
+    /// The checkpoints restored, newest first: one, or one per former owner after a rescale;
+    /// none when the log holds no checkpoint of the keys owned (a fresh start).
+    pub from: Vec<RestoredCheckpoint>,
+    /// Whether some owned key groups had no checkpoint and were replayed from the earliest
+    /// retained records (all of them on a fresh start): their inputs start from the beginning.
+    pub from_earliest: bool,
+    /// Records of the checkpoint partition read to find and load the checkpoints.
+    pub scanned: u64,
+    /// The rebuild from the checkpoints' markers.
+    pub rebuild: RebuildReport,
+}
+
+impl Restored {
+    /// The metadata of the checkpoint restored, when one checkpoint covers every key owned
+    /// (`None` on a fresh start, and after a rescale combined several: see
+    /// [`from`](Self::from)).
+    pub fn metadata(&self) -> Option<&[u8]> {
+        match self.from.as_slice() {
+            [only] if !self.from_earliest => Some(&only.metadata),
+            _ => None,
+        }
+    }
+}
+
+/// A commit read from the checkpoint partition, at its offset.
+struct Commit {
+    offset: u64,
+    owner: Ownership,
+    epoch: u64,
+    id: u64,
+    body: CheckpointCommit,
+}
+
+/// What the backward scan chose.
+struct Found {
+    chosen: Vec<(Commit, Taken)>,
+    uncovered: bool,
+    scanned: u64,
+    newest_id: u64,
+}
+
+/// The first window of the backward scan, in offsets; each further one is four times larger,
+/// up to [`MAX_WINDOW`].
+const FIRST_WINDOW: u64 = 32;
+const MAX_WINDOW: u64 = 65_536;
+
+impl<L: StateLog> ActionStateStore<L> {
+    /// Opens a store on `log` for `ownership` and restores it from the log's checkpoints (see
+    /// [`restore_from_log`](Self::restore_from_log)).
+    pub async fn restore(
+        log: L,
+        config: StoreConfig,
+        ownership: &Ownership,
+        from: RestoreFrom,
+    ) -> Result<(Self, Restored)> {
+        let store = ActionStateStore::new(log, config);
+        let restored = store.restore_from_log(ownership, from).await?;
+        Ok((store, restored))
+    }
+
+    /// Restores the checkpoints [`checkpoint`](Self::checkpoint) wrote: finds, for every key
+    /// group of `ownership`, the latest complete checkpoint that holds it (or the one named
+    /// by id), and [`rebuild`](Self::rebuild)s from their markers with their completed rounds,
+    /// taking a new owner epoch and fencing the writers before it. Key groups without a
+    /// checkpoint replay the whole retained log ([`Restored::from_earliest`]); on a log
+    /// without any, that is a fresh start. Returns what was found, with each checkpoint's
+    /// metadata.
+    ///
+    /// Finding reads only the checkpoint partition, backwards from its end, to the newest
+    /// valid commit of each owned group and the records its checkpoint appended before it:
+    /// what was appended to that partition since that checkpoint, not the log's history
+    /// ([`Restored::scanned`]).
+    #[tracing::instrument(level = "info", skip(self))]
+    pub async fn restore_from_log(&self, ownership: &Ownership, from: RestoreFrom) -> Result<Restored> {
+        let found = self.find_checkpoints(ownership, from).await?;
+        let mut scanned = found.scanned;
+        let mut markers = Vec::new();
+        let mut completed: HashMap<KeyId, u64> = HashMap::new();
+        let mut restored = Vec::new();
+        for (commit, taken) in found.chosen {
+            let (entries, read) = self.load_parts(&commit).await?;
+            scanned += read;
+            completed.extend(
+                commit.body.completed.iter().chain(&entries).filter(|(k, _)| taken.holds(k)).map(|(k, s)| (*k, *s)),
+            );
+            markers.push(commit.body.marker.clone());
+            restored.push(RestoredCheckpoint {
+                id: commit.id,
+                owner: commit.owner,
+                epoch: commit.epoch,
+                offset: commit.offset,
+                marker: commit.body.marker,
+                metadata: commit.body.metadata,
+            });
+        }
+        if found.uncovered {
+            let earliest = self.log.earliest_offsets().await?;
+            markers.push(Marker::new(self.log.identity().clone(), earliest));
+        }
+        let rebuild = self.rebuild(&markers, ownership, &completed).await?;
+        *self.log_checkpoint.lock().await = found.newest_id;
+        tracing::info!(checkpoints = restored.len(), from_earliest = found.uncovered, scanned, "restored from the log");
+        Ok(Restored { from: restored, from_earliest: found.uncovered, scanned, rebuild })
+    }
+
+    /// Reads the checkpoint partition backwards, window by window, until every owned group
+    /// has its checkpoint or the earliest retained record is reached.
+    async fn find_checkpoints(&self, ownership: &Ownership, from: RestoreFrom) -> Result<Found> {
+        let p = CHECKPOINT_PARTITION;
+        let (earliest, end) = tokio::join!(self.log.earliest_offsets(), self.log.end_offsets());
+        let (lo_limit, end) = (at(&earliest?, p), at(&end?, p));
+        let mut coverage = Coverage::new(ownership);
+        let mut found = Found { chosen: Vec::new(), uncovered: false, scanned: 0, newest_id: 0 };
+        let mut pending: VecDeque<Commit> = VecDeque::new();
+        let mut fences: Vec<(u64, Fence)> = Vec::new();
+        let (mut hi, mut window) = (end, FIRST_WINDOW);
+        while hi > lo_limit && !coverage.done() {
+            let lo = hi.saturating_sub(window).max(lo_limit);
+            let mut commits = Vec::new();
+            let mut range = RangeRead::new(p, lo, hi, self.config.read_batch.max(1));
+            while let Some(records) = range.next_batch(&*self.log).await? {
+                found.scanned += records.len() as u64;
+                for r in records {
+                    match r.key.first() {
+                        Some(&FENCE_KEY_LAYOUT) => {
+                            if let LogRecord::Fence(f) =
+                                codec::decode(&r.key, &r.value).map_err(|e| e.at(p, r.offset))?
+                            {
+                                fences.push((r.offset, f));
+                            }
+                        }
+                        Some(&CHECKPOINT_KEY_LAYOUT) if is_commit_key(&r.key) => {
+                            let record = codec::decode(&r.key, &r.value).map_err(|e| e.at(p, r.offset))?;
+                            if let LogRecord::Checkpoint(CheckpointRecord {
+                                owner,
+                                epoch,
+                                id,
+                                entry: CheckpointEntry::Commit(body),
+                                ..
+                            }) = record
+                            {
+                                commits.push(Commit { offset: r.offset, owner, epoch, id, body });
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            for c in commits.into_iter().rev() {
+                if c.owner.overlaps(ownership) {
+                    found.newest_id = found.newest_id.max(c.id);
+                    pending.push_back(c);
+                }
+            }
+            // A commit is judged once the scan has read back to where its snapshot was taken
+            // (the fences that could void it lie there), newest first.
+            while pending.front().is_some_and(|c| c.body.from >= lo) {
+                let Some(c) = pending.pop_front() else { break };
+                self.judge(c, &fences, from, ownership, &mut coverage, &mut found)?;
+            }
+            hi = lo;
+            window = (window * 4).min(MAX_WINDOW);
+        }
+        // At the earliest record: the fences that could void what is left were reclaimed,
+        // and with them the records those commits' owners were replaced by.
+        while let Some(c) = pending.pop_front() {
+            self.judge(c, &fences, from, ownership, &mut coverage, &mut found)?;
+        }
+        if !coverage.done() {
+            match from {
+                RestoreFrom::Latest => found.uncovered = true,
+                RestoreFrom::Checkpoint(id) => {
+                    return Err(StoreError::CheckpointNotFound {
+                        id,
+                        ownership: ownership.clone(),
+                        partition: p,
+                        earliest: lo_limit,
+                        end,
+                    });
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    /// Chooses commit `c` for the owned groups it holds that still need a checkpoint, unless
+    /// it is void or not the one asked for.
+    fn judge(
+        &self,
+        c: Commit,
+        fences: &[(u64, Fence)],
+        from: RestoreFrom,
+        ownership: &Ownership,
+        coverage: &mut Coverage,
+        found: &mut Found,
+    ) -> Result<()> {
+        if matches!(from, RestoreFrom::Checkpoint(id) if id != c.id) {
+            return Ok(());
+        }
+        let void = fences
+            .iter()
+            .any(|(at, f)| (c.body.from..c.offset).contains(at) && f.epoch > c.epoch && f.groups.overlaps(&c.owner));
+        if void {
+            tracing::info!(id = c.id, epoch = c.epoch, offset = c.offset, "checkpoint of a replaced owner skipped");
+            return Ok(());
+        }
+        let taken = coverage.take(&c.owner).map_err(|()| StoreError::MixedKeyGroups {
+            id: c.id,
+            owner: c.owner.clone(),
+            ownership: ownership.clone(),
+            partition: CHECKPOINT_PARTITION,
+            offset: c.offset,
+        })?;
+        if let Some(taken) = taken {
+            found.chosen.push((c, taken));
+        }
+        Ok(())
+    }
+
+    /// The completed rounds in `commit`'s parts, and the records read to find them.
+    async fn load_parts(&self, commit: &Commit) -> Result<(Vec<(KeyId, u64)>, u64)> {
+        if commit.body.parts == 0 {
+            return Ok((Vec::new(), 0));
+        }
+        let p = CHECKPOINT_PARTITION;
+        let mut parts: BTreeMap<u32, Vec<(KeyId, u64)>> = BTreeMap::new();
+        let mut read = 0;
+        let mut range = RangeRead::new(p, commit.body.from, commit.offset, self.config.read_batch.max(1));
+        while let Some(records) = range.next_batch(&*self.log).await? {
+            read += records.len() as u64;
+            for r in records {
+                if r.key.first() != Some(&CHECKPOINT_KEY_LAYOUT) || is_commit_key(&r.key) {
+                    continue;
+                }
+                if let LogRecord::Checkpoint(CheckpointRecord {
+                    owner,
+                    epoch,
+                    id,
+                    entry: CheckpointEntry::Part { index, completed },
+                    ..
+                }) = codec::decode(&r.key, &r.value).map_err(|e| e.at(p, r.offset))?
+                    && owner == commit.owner
+                    && epoch == commit.epoch
+                    && id == commit.id
+                    && index < commit.body.parts
+                {
+                    parts.entry(index).or_insert(completed);
+                }
+            }
+        }
+        let found = u32::try_from(parts.len()).unwrap_or(u32::MAX);
+        if found != commit.body.parts {
+            return Err(StoreError::CheckpointIncomplete {
+                id: commit.id,
+                owner: commit.owner.clone(),
+                epoch: commit.epoch,
+                partition: p,
+                offset: commit.offset,
+                from: commit.body.from,
+                expected: commit.body.parts,
+                found,
+            });
+        }
+        Ok((parts.into_values().flatten().collect(), read))
+    }
+}
+
+fn at(offsets: &[u64], partition: u32) -> u64 {
+    offsets.get(partition as usize).copied().unwrap_or(0)
+}
