@@ -1,6 +1,6 @@
 //! Restore from the log: find an ownership's latest complete checkpoint (or a named one) by
 //! reading the checkpoint partition backwards from its end, load its parts, and rebuild from
-//! its marker (docs/design.md, section 6.3).
+//! its marker (docs/design.md, section 5.6).
 //!
 //! Which checkpoint serves a key group: the newest valid commit in the log whose owner holds
 //! the group. A commit is void when a fence with a newer epoch over its owner's keys lies

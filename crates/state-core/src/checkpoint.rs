@@ -1,5 +1,5 @@
 //! Checkpoints kept in the log itself: what an owner's restore needs, written as records of
-//! the checkpoint partition (docs/design.md, section 6.3; the bytes: docs/format.md, section 4b).
+//! the checkpoint partition (docs/design.md, section 5.6; the bytes: docs/format.md, section 4b).
 //!
 //! A checkpoint is zero or more [`CheckpointEntry::Part`] records, then one
 //! [`CheckpointEntry::Commit`]. It counts once its commit is in the log: the parts alone are

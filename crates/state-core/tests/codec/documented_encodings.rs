@@ -169,6 +169,26 @@ proptest! {
     }
 
     #[test]
+    fn checkpoint_keys_match_their_documented_layout(
+        checkpoint in crate::strategies::arb_checkpoint(),
+    ) {
+        let key = checkpoint.log_key();
+        // `docs/format.md`, section 4b, spelled out again.
+        let mut spec = vec![0xC1];
+        spec.extend_from_slice(&checkpoint.key.0);
+        let owner = postcard::to_allocvec(&checkpoint.owner).unwrap();
+        spec.extend_from_slice(&blake3::hash(&owner).as_bytes()[..8]);
+        spec.extend_from_slice(&checkpoint.epoch.to_be_bytes());
+        spec.extend_from_slice(&checkpoint.id.to_be_bytes());
+        let part = match &checkpoint.entry {
+            actionstate_core::CheckpointEntry::Part { index, .. } => *index,
+            actionstate_core::CheckpointEntry::Commit(_) => u32::MAX,
+        };
+        spec.extend_from_slice(&part.to_be_bytes());
+        prop_assert_eq!(key.to_vec(), spec);
+    }
+
+    #[test]
     fn int_and_float_fingerprints_differ(n in any::<i64>(), event_type in "[a-z]{0,6}") {
         #[allow(clippy::cast_precision_loss, reason = "any float near n will do")]
         let x = n as f64;

@@ -1,0 +1,46 @@
+use actionstate_core::{ActionId, Attributes, Event, Trigger, Value};
+use actionstate_recovery::{
+    ActionStateStore, Begin, CallSource, LogConfig, Ownership, RestoreFrom, Round, StoreConfig, open,
+};
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let log = open(&"file:./actionstate-data".parse::<LogConfig>()?).await?;
+    // The latest checkpoint in the log (none on the first run) and the input position it saved.
+    let (store, restored) =
+        ActionStateStore::restore(log, StoreConfig::default(), &Ownership::All, RestoreFrom::Latest).await?;
+    let mut next = restored.metadata().map_or(0, |m| u64::from_le_bytes(m.try_into().unwrap_or_default()));
+
+    let questions = ["What is my balance?", "Close my account", "Thank you"];
+    let (mut asked, mut reused) = (0, 0);
+    while let Some(&question) = questions.get(next as usize) {
+        let mut attributes = Attributes::new();
+        attributes.insert("text".into(), Value::from(question));
+        let input = Event::new("question", attributes);
+        let round = Round::named("customer-42", next, &input);
+        match store.begin(&round, &ActionId::new("answer"), &input, &Trigger::Input).await? {
+            // Answered before the restart: replay its outputs, do not ask again.
+            Begin::Reuse(_state) => reused += 1,
+            Begin::Resume(mut handle) | Begin::Fresh(mut handle, _) => {
+                // The model call goes here; its result is journaled before it is returned.
+                let reply = store
+                    .call(&mut handle, "llm.complete", [0; 32], || async move {
+                        Ok(format!("an answer to {question}").into_bytes())
+                    })
+                    .await?;
+                asked += usize::from(reply.source == CallSource::Executed);
+                let mut answer = Attributes::new();
+                answer.insert("reply".into(), Value::Bytes(reply.output.unwrap_or_default()));
+                store.complete(handle, vec![Event::new("answer", answer)], vec![]).await?;
+            }
+        }
+        store.round_completed(round.key, round.seq);
+        next += 1;
+        // Every second input, a checkpoint with the position to resume from.
+        if next % 2 == 0 {
+            store.checkpoint(&next.to_le_bytes()).await?;
+        }
+    }
+    println!("model calls: {asked}, answers reused: {reused}");
+    Ok(())
+}
