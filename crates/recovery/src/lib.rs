@@ -68,6 +68,7 @@ mod handle;
 mod key_lock;
 mod log_checkpoint;
 pub mod metrics;
+mod owners;
 mod rebuild;
 mod restore;
 mod retention;

@@ -63,6 +63,7 @@ impl<L: StateLog> ActionStateStore<L> {
         match self.write_checkpoint(&snapshot, from, metadata).await {
             Ok((commit, parts)) => {
                 let pruned = self.checkpoint_complete(id);
+                self.reclaim_shared();
                 tracing::debug!(id, parts, offset = commit.offset, pruned, "checkpoint written");
                 Ok(LogCheckpoint { id, commit, parts, marker: snapshot.marker, pruned })
             }

@@ -5,17 +5,26 @@
 //! The reclaim point of a partition is the smallest offset among the covering markers of the
 //! retained checkpoints, and never past the oldest record the index still holds.
 //!
-//! Only a store that owns every key of its log reclaims: the markers of one owner say nothing
-//! of the records other owners' checkpoints need. A store is created owning every key, as
-//! [`rebuild`](crate::ActionStateStore::rebuild) assumes unless told otherwise; several stores
-//! sharing one log must each declare their part with `rebuild` (one with no markers at a
-//! fresh start), which turns their reclaiming off. A store only
+//! A store that owns every key reclaims from the checkpoints it completed itself. A store only
 //! knows the checkpoints completed since it was created or rebuilt, so it reclaims only once
 //! `n` of them have completed: until then an older checkpoint, completed by an earlier process,
 //! may be among the last `n`, and its marker is not known here.
+//!
+//! Stores that share one log (owners of key groups) reclaim from the checkpoints every owner
+//! wrote into the log (`ActionStateStore::checkpoint`): after each of its own, a store reads
+//! the checkpoint partition backwards and takes, per key group, the last `n` checkpoints of
+//! its current owner (see `owners.rs`). A group whose owner has not checkpointed yet holds
+//! reclaim back, and [`ReclaimStatus::waiting`] names it. A shared store that keeps its
+//! checkpoints itself (the two-phase form) does not reclaim: its markers say nothing of the
+//! records the other owners' checkpoints need.
 
 use crate::metrics as m;
-use actionstate_core::{Marker, StateLog};
+use crate::owners::{Outcome, OwnersScan};
+use actionstate_core::checkpoint::{CHECKPOINT_PARTITION, is_commit_key};
+use actionstate_core::{
+    CHECKPOINT_KEY_LAYOUT, CheckpointEntry, CheckpointRecord, FENCE_KEY_LAYOUT, LogRecord, Marker, Ownership,
+    RangeRead, StateLog, codec,
+};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -64,6 +73,9 @@ pub struct ReclaimStatus {
     pub last_error: Option<String>,
     /// Whether a reclaim is running now.
     pub running: bool,
+    /// Key groups whose current owner has not written a checkpoint into the log yet, when
+    /// stores share the log: nothing is reclaimed until each has one (empty otherwise).
+    pub waiting: Vec<Ownership>,
 }
 
 /// The markers of the checkpoints completed since the store was created or rebuilt, newest
@@ -110,8 +122,35 @@ pub(crate) struct Reclaimer {
 #[derive(Debug, Default)]
 struct State {
     status: ReclaimStatus,
-    wanted: Option<Vec<u64>>,
+    wanted: Option<Wanted>,
 }
+
+/// What a reclaim request asks for.
+#[derive(Clone, Debug)]
+enum Wanted {
+    /// Reclaim below these offsets.
+    Point(Vec<u64>),
+    /// Find the point in the log's checkpoints first (stores sharing the log).
+    Shared(SharedReclaim),
+}
+
+/// A reclaim of a store that shares its log: the point comes from the checkpoints of every
+/// owner, read from the log (see `owners.rs`).
+#[derive(Clone, Debug)]
+pub(crate) struct SharedReclaim {
+    /// The key-group count of the store's ownership.
+    pub(crate) max_groups: u16,
+    /// Checkpoints retained per owner.
+    pub(crate) keep: usize,
+    /// Records per read.
+    pub(crate) read_batch: usize,
+    /// Never past a record this store's index holds.
+    pub(crate) local: Vec<u64>,
+}
+
+/// Why a store that shares its log does not reclaim while it follows the two-phase form.
+pub(crate) const SHARED_TWO_PHASE: &str = "the store owns part of the log's keys, and only checkpoints written into the log \
+     (`checkpoint`) tell it what the other owners need";
 
 impl Reclaimer {
     pub(crate) fn status(&self) -> ReclaimStatus {
@@ -125,7 +164,7 @@ impl Reclaimer {
     /// Asks for records below `point` to be reclaimed, unless the last successful reclaim
     /// already went that far. Starts a background task when none runs.
     pub(crate) fn request<L: StateLog>(self: &Arc<Self>, log: &Arc<L>, point: Vec<u64>) {
-        let mut st = self.state.lock();
+        let st = self.state.lock();
         if st.status.disabled.is_some() {
             return;
         }
@@ -137,7 +176,25 @@ impl Reclaimer {
         {
             return;
         }
-        st.wanted = Some(point);
+        self.start(log, st, Wanted::Point(point));
+    }
+
+    /// Asks for a reclaim of a store that shares its log: the point is found in the log's
+    /// checkpoints, in the background. A store that writes checkpoints into the log reclaims
+    /// so although it owns part of the keys.
+    pub(crate) fn request_shared<L: StateLog>(self: &Arc<Self>, log: &Arc<L>, job: SharedReclaim) {
+        let mut st = self.state.lock();
+        if st.status.disabled == Some(SHARED_TWO_PHASE) {
+            st.status.disabled = None;
+        }
+        if st.status.disabled.is_some() {
+            return;
+        }
+        self.start(log, st, Wanted::Shared(job));
+    }
+
+    fn start<L: StateLog>(self: &Arc<Self>, log: &Arc<L>, mut st: parking_lot::MutexGuard<'_, State>, wanted: Wanted) {
+        st.wanted = Some(wanted);
         if st.status.running {
             return;
         }
@@ -168,18 +225,42 @@ impl Reclaimer {
                     self.idle.notify_waiters();
                     return;
                 };
-                st.status.requested = Some(point.clone());
                 point
             };
             let outcome = async {
+                let point = match point {
+                    Wanted::Point(point) => point,
+                    Wanted::Shared(job) => match shared_point(&*log, &job).await? {
+                        Outcome::Reclaim(point) => {
+                            self.state.lock().status.waiting.clear();
+                            point.iter().zip(&job.local).map(|(p, l)| (*p).min(*l)).collect()
+                        }
+                        Outcome::Waiting(groups) => {
+                            let waiting = groups
+                                .into_iter()
+                                .map(|owned| Ownership::Groups { max_groups: job.max_groups, owned })
+                                .collect();
+                            self.state.lock().status.waiting = waiting;
+                            return Ok(None);
+                        }
+                        Outcome::Mixed(owner) => {
+                            return Err(actionstate_core::Error::Unsupported {
+                                backend: format!("{owner} among stores of {} key groups", job.max_groups),
+                                operation: "reclaim for owners of different key-group counts",
+                            });
+                        }
+                    },
+                };
+                self.state.lock().status.requested = Some(point.clone());
                 let before = log.earliest_offsets().await?;
                 let after = log.reclaim(&point).await?;
-                Ok::<_, actionstate_core::Error>((before, after))
+                Ok::<_, actionstate_core::Error>(Some((before, after)))
             }
             .await;
             let mut st = self.state.lock();
             match outcome {
-                Ok((before, after)) => {
+                Ok(None) => {}
+                Ok(Some((before, after))) => {
                     let records: u64 = after.iter().zip(&before).map(|(a, b)| a.saturating_sub(*b)).sum();
                     st.status.reclaims += 1;
                     st.status.records_reclaimed += records;
@@ -192,7 +273,7 @@ impl Reclaimer {
                     st.status.failures += 1;
                     st.status.last_error = Some(e.to_string());
                     m::reclaim_failed();
-                    tracing::warn!(error = %e, point = ?point, "reclaim failed; retried at the next completed checkpoint");
+                    tracing::warn!(error = %e, "reclaim failed; retried at the next completed checkpoint");
                 }
             }
         }
@@ -211,4 +292,45 @@ impl Reclaimer {
             notified.await;
         }
     }
+}
+
+/// The reclaim point of stores sharing `log`: reads the checkpoint partition backwards, in
+/// windows of [`SCAN_WINDOW`] offsets, until every key group is decided or the earliest record
+/// is read (see `owners.rs`).
+async fn shared_point<L: StateLog>(log: &L, job: &SharedReclaim) -> Result<Outcome, actionstate_core::Error> {
+    let p = CHECKPOINT_PARTITION;
+    let (earliest, end) = (log.earliest_offsets().await?, log.end_offsets().await?);
+    let (lo_limit, mut hi) = (at(&earliest, p), at(&end, p));
+    let mut scan = OwnersScan::new(job.max_groups, job.keep);
+    while hi > lo_limit && !scan.done(hi) {
+        let lo = hi.saturating_sub(SCAN_WINDOW).max(lo_limit);
+        let mut window = Vec::new();
+        let mut range = RangeRead::new(p, lo, hi, job.read_batch.max(1));
+        while let Some(records) = range.next_batch(log).await? {
+            for r in records {
+                let fence = r.key.first() == Some(&FENCE_KEY_LAYOUT);
+                if fence || (r.key.first() == Some(&CHECKPOINT_KEY_LAYOUT) && is_commit_key(&r.key)) {
+                    window.push((r.offset, codec::decode(&r.key, &r.value).map_err(|e| e.at(p, r.offset))?));
+                }
+            }
+        }
+        for (offset, record) in window.into_iter().rev() {
+            match record {
+                LogRecord::Fence(f) => scan.fence(offset, &f.groups, f.epoch),
+                LogRecord::Checkpoint(CheckpointRecord { owner, epoch, entry: CheckpointEntry::Commit(c), .. }) => {
+                    scan.commit(offset, c.from, &owner, epoch, &c.marker.offsets);
+                }
+                _ => {}
+            }
+        }
+        hi = lo;
+    }
+    Ok(scan.finish())
+}
+
+/// Offsets of the checkpoint partition read per step of the scan.
+const SCAN_WINDOW: u64 = 4096;
+
+fn at(offsets: &[u64], partition: u32) -> u64 {
+    offsets.get(partition as usize).copied().unwrap_or(0)
 }

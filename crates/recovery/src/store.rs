@@ -7,7 +7,7 @@ use crate::fencing::Fencing;
 use crate::handle::ActionHandle;
 use crate::key_lock::KeyLocks;
 use crate::metrics as m;
-use crate::retention::{ReclaimStatus, Reclaimer, Retained, Retention};
+use crate::retention::{ReclaimStatus, Reclaimer, Retained, Retention, SHARED_TWO_PHASE, SharedReclaim};
 use crate::store_config::StoreConfig;
 use crate::vocab::{Begin, Explanation, OperatorInvalidation, Round, Snapshot};
 use actionstate_core::{
@@ -66,7 +66,7 @@ pub struct ActionStateStore<L: StateLog> {
     /// and the flushed invalidations describe one consistent moment.
     pub(crate) epoch: tokio::sync::RwLock<()>,
     pub(crate) config: StoreConfig,
-    reclaimer: Arc<Reclaimer>,
+    pub(crate) reclaimer: Arc<Reclaimer>,
     /// The last checkpoint id written into the log or restored from it; held while a
     /// checkpoint is written, so that the store writes one at a time.
     pub(crate) log_checkpoint: tokio::sync::Mutex<u64>,
@@ -369,7 +369,12 @@ impl<L: StateLog> ActionStateStore<L> {
                 sh.start_draining(*key, *seq, partitions, past);
             }
         }
-        let point = sh.retained.complete(self.config.retention, taken.marker);
+        // A store that owns part of the keys knows only its own checkpoints' needs: it
+        // reclaims only from the checkpoints of every owner in the log (see `checkpoint`).
+        let point = match sh.fencing.ownership {
+            Ownership::All => sh.retained.complete(self.config.retention, taken.marker),
+            Ownership::Groups { .. } => None,
+        };
         // Never past a record the index still holds (the marker of now, without an end).
         let point = point.map(|p| sh.index.covering_offsets(&p));
         drop(sh);
@@ -377,6 +382,24 @@ impl<L: StateLog> ActionStateStore<L> {
             self.reclaimer.request(&self.log, point);
         }
         pruned
+    }
+
+    /// After a checkpoint written into the log by a store that owns some key groups: asks for
+    /// a reclaim whose point the checkpoints of every owner in the log decide.
+    pub(crate) fn reclaim_shared(&self) {
+        let Retention::LastCheckpoints(keep) = self.config.retention else { return };
+        let job = {
+            let sh = self.shared.lock();
+            let Ownership::Groups { max_groups, .. } = sh.fencing.ownership else { return };
+            let partitions = self.log.identity().partitions as usize;
+            SharedReclaim {
+                max_groups,
+                keep: usize::try_from(keep).unwrap_or(usize::MAX),
+                read_batch: self.config.read_batch,
+                local: sh.index.covering_offsets(&vec![u64::MAX; partitions]),
+            }
+        };
+        self.reclaimer.request_shared(&self.log, job);
     }
 
     /// The checkpoint failed: forget it without pruning.
@@ -502,11 +525,9 @@ fn not_reclaiming<L: StateLog>(config: &StoreConfig, log: &L, ownership: &Owners
     match config.retention {
         Retention::KeepAll => Some("retention keeps everything"),
         _ if !log.capabilities().reclaim => Some("the backend cannot reclaim"),
-        // The other owners' checkpoints need records of the same partitions, which this store
-        // cannot see.
-        _ if *ownership != Ownership::All => {
-            Some("the store owns part of the log's keys; other owners' checkpoints need the rest")
-        }
+        // The other owners' checkpoints need records of the same partitions: only the
+        // checkpoints they write into the log say which (`request_shared`).
+        _ if *ownership != Ownership::All => Some(SHARED_TWO_PHASE),
         Retention::LastCheckpoints(_) => None,
     }
 }

@@ -1,0 +1,283 @@
+//! Retention when stores share a log (docs/design.md, section 6): the reclaim point from the
+//! checkpoints and fences the log itself holds, read newest first.
+//!
+//! For every key group, its current owner is the one of the newest epoch that fenced it or
+//! checkpointed it; the group's retained checkpoints are that owner's last `keep` valid
+//! commits. A commit of an older epoch than a fence after it over its keys is a replaced
+//! owner's and does not count. A group whose current owner has not checkpointed yet (its fence
+//! comes before any commit of its epoch) waits, and while any group waits nothing is
+//! reclaimed. Otherwise the reclaim point of a partition is the smallest offset that the
+//! markers of the retained checkpoints name there.
+
+use actionstate_core::Ownership;
+use std::ops::Range;
+
+/// What the scan decided.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Reclaim below these offsets, per partition.
+    Reclaim(Vec<u64>),
+    /// These key groups (ranges among the scan's group count) wait for a first checkpoint of
+    /// their current owner.
+    Waiting(Vec<Range<u16>>),
+    /// A record divides the keys among another number of key groups: the owners' needs cannot
+    /// be compared, and nothing is reclaimed.
+    Mixed(Ownership),
+}
+
+#[derive(Clone, Debug, Default)]
+struct Group {
+    /// The epoch of the commits kept, once one is.
+    epoch: Option<u64>,
+    /// The commits kept, newest first.
+    commits: Vec<Kept>,
+    state: State,
+}
+
+/// A commit a group keeps: where it is, where its snapshot was taken, and its marker.
+#[derive(Clone, Copy, Debug)]
+struct Kept {
+    offset: u64,
+    from: u64,
+    marker: usize,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum State {
+    #[default]
+    Open,
+    Done,
+    Waiting,
+}
+
+/// The scan's state: per key group, what it found so far.
+#[derive(Debug)]
+pub(crate) struct OwnersScan {
+    max_groups: u16,
+    keep: usize,
+    groups: Vec<Group>,
+    open: usize,
+    markers: Vec<Vec<u64>>,
+    mixed: Option<Ownership>,
+}
+
+impl OwnersScan {
+    /// A scan of owners of groups among `max_groups` that keep their last `keep` checkpoints.
+    pub(crate) fn new(max_groups: u16, keep: usize) -> Self {
+        let n = usize::from(max_groups.max(1));
+        OwnersScan {
+            max_groups: max_groups.max(1),
+            keep: keep.max(1),
+            groups: vec![Group::default(); n],
+            open: n,
+            markers: Vec::new(),
+            mixed: None,
+        }
+    }
+
+    /// Whether every group is decided once the scan has read back to offset `lo`: each is
+    /// settled, and the window of every commit kept (where a fence that voids it would lie) is
+    /// read.
+    pub(crate) fn done(&self, lo: u64) -> bool {
+        self.mixed.is_some() || (self.open == 0 && self.groups.iter().flat_map(|g| &g.commits).all(|c| c.from >= lo))
+    }
+
+    fn range(&mut self, owner: &Ownership) -> Option<Range<u16>> {
+        match owner {
+            Ownership::All => Some(0..self.max_groups),
+            Ownership::Groups { max_groups, owned } if *max_groups == self.max_groups => {
+                Some(owned.start.min(self.max_groups)..owned.end.min(self.max_groups))
+            }
+            Ownership::Groups { .. } => {
+                self.mixed.get_or_insert_with(|| owner.clone());
+                None
+            }
+        }
+    }
+
+    fn set(&mut self, g: usize, state: State) {
+        let was = self.groups[g].state;
+        if was == state {
+            return;
+        }
+        match (was, state) {
+            (State::Open, _) => self.open -= 1,
+            (_, State::Open) => self.open += 1,
+            _ => {}
+        }
+        self.groups[g].state = state;
+    }
+
+    /// A fence at `offset`, met going backwards. A kept commit whose window holds a fence of a
+    /// newer epoch is void: its owner was replaced while writing it. Every commit of the
+    /// fence's owner lies after it, so a group that keeps none of its epoch or a newer one
+    /// waits, and one that keeps commits of its epoch has all of them.
+    pub(crate) fn fence(&mut self, offset: u64, groups: &Ownership, epoch: u64) {
+        let Some(range) = self.range(groups) else { return };
+        for g in range.map(usize::from) {
+            let group = &mut self.groups[g];
+            if group.state == State::Waiting {
+                continue;
+            }
+            let kept = group.epoch;
+            let before = group.commits.len();
+            if kept.is_some_and(|k| k < epoch) {
+                group.commits.retain(|c| !(c.from <= offset && offset < c.offset));
+            }
+            if group.commits.len() < before {
+                self.set(g, State::Open);
+            }
+            if self.groups[g].state != State::Open {
+                continue;
+            }
+            match kept {
+                Some(kept) if kept >= epoch => self.set(g, State::Done),
+                // Its owner, or a newer one, never checkpointed: commits of an older epoch
+                // kept so far are a replaced owner's.
+                _ => {
+                    self.groups[g].commits.clear();
+                    self.groups[g].epoch = None;
+                    self.set(g, State::Waiting);
+                }
+            }
+        }
+    }
+
+    /// A commit at `offset`, met going backwards, of `owner` with `epoch`, whose snapshot read
+    /// partition 0 up to `from` and whose marker names `offsets`.
+    pub(crate) fn commit(&mut self, offset: u64, from: u64, owner: &Ownership, epoch: u64, offsets: &[u64]) {
+        let Some(range) = self.range(owner) else { return };
+        let marker = self.markers.len();
+        let mut used = false;
+        for g in range.map(usize::from) {
+            let keep = self.keep;
+            let group = &mut self.groups[g];
+            // A group that waits, or keeps all it needs of an owner this one does not
+            // replace, takes nothing more. (Commits of an older epoch met before a newer
+            // owner's are a replaced owner's late ones.)
+            let newer = group.epoch.is_some_and(|kept| epoch > kept);
+            if group.state == State::Waiting || (group.state == State::Done && !newer) {
+                continue;
+            }
+            match group.epoch {
+                Some(kept) if kept > epoch => continue,
+                Some(kept) if kept == epoch => {}
+                // A newer owner's commit before a replaced owner's late one: the newer counts.
+                _ => {
+                    group.commits.clear();
+                    group.epoch = Some(epoch);
+                }
+            }
+            group.commits.push(Kept { offset, from, marker });
+            used = true;
+            let full = group.commits.len() >= keep;
+            self.set(g, if full { State::Done } else { State::Open });
+        }
+        if used {
+            self.markers.push(offsets.to_vec());
+        }
+    }
+
+    /// The decision, once [`done`](Self::done) or the earliest record was read: a group still
+    /// open with commits has all that are left of its owner's; one without any waits.
+    pub(crate) fn finish(self) -> Outcome {
+        if let Some(owner) = self.mixed {
+            return Outcome::Mixed(owner);
+        }
+        let mut waiting: Vec<Range<u16>> = Vec::new();
+        let mut used = vec![false; self.markers.len()];
+        for (g, group) in (0u16..).zip(&self.groups) {
+            if group.state == State::Waiting || group.commits.is_empty() {
+                match waiting.last_mut() {
+                    Some(r) if r.end == g => r.end = g + 1,
+                    _ => waiting.push(g..g + 1),
+                }
+                continue;
+            }
+            for c in &group.commits {
+                used[c.marker] = true;
+            }
+        }
+        if !waiting.is_empty() {
+            return Outcome::Waiting(waiting);
+        }
+        let mut point: Option<Vec<u64>> = None;
+        for (offsets, _) in self.markers.iter().zip(&used).filter(|(_, u)| **u) {
+            match &mut point {
+                None => point = Some(offsets.clone()),
+                Some(p) => p.iter_mut().zip(offsets).for_each(|(p, o)| *p = (*p).min(*o)),
+            }
+        }
+        point.map_or_else(|| Outcome::Waiting(std::iter::once(0..self.max_groups).collect()), Outcome::Reclaim)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn groups(owned: Range<u16>) -> Ownership {
+        Ownership::Groups { max_groups: 4, owned }
+    }
+
+    #[test]
+    fn the_point_is_the_smallest_offset_of_each_owners_last_checkpoints() {
+        let mut scan = OwnersScan::new(4, 2);
+        scan.commit(100, 99, &groups(0..2), 5, &[30, 40]);
+        scan.commit(98, 97, &groups(2..4), 6, &[35, 20]);
+        scan.commit(96, 95, &groups(0..2), 5, &[25, 38]);
+        assert!(!scan.done(95), "groups 2..4 have one of two");
+        scan.commit(94, 93, &groups(2..4), 6, &[33, 18]);
+        assert!(!scan.done(94), "the last commit's window is not read yet");
+        assert!(scan.done(93));
+        assert_eq!(scan.finish(), Outcome::Reclaim(vec![25, 18]));
+    }
+
+    #[test]
+    fn an_owner_that_has_not_checkpointed_holds_reclaim_back() {
+        let mut scan = OwnersScan::new(4, 1);
+        scan.commit(50, 49, &groups(0..2), 5, &[30, 40]);
+        scan.fence(48, &groups(2..4), 7);
+        assert!(scan.done(48));
+        assert_eq!(scan.finish(), Outcome::Waiting(std::iter::once(2..4).collect()));
+    }
+
+    #[test]
+    fn a_replaced_owners_late_checkpoint_does_not_count() {
+        // Newest first: the zombie's commit (epoch 5, snapshot at 80), then the new owner's
+        // fence (epoch 9) inside its window.
+        let mut scan = OwnersScan::new(4, 1);
+        scan.commit(90, 80, &Ownership::All, 5, &[90, 90]);
+        assert!(!scan.done(85));
+        scan.fence(85, &Ownership::All, 9);
+        assert_eq!(scan.finish(), Outcome::Waiting(std::iter::once(0..4).collect()));
+        // Once the new owner checkpointed, its commit counts and the zombie's does not.
+        let mut scan = OwnersScan::new(4, 1);
+        scan.commit(90, 80, &Ownership::All, 5, &[90, 90]);
+        scan.commit(88, 87, &Ownership::All, 9, &[10, 12]);
+        scan.fence(85, &Ownership::All, 9);
+        assert!(scan.done(80));
+        assert_eq!(scan.finish(), Outcome::Reclaim(vec![10, 12]));
+    }
+
+    #[test]
+    fn after_a_rescale_the_former_owners_checkpoints_no_longer_count() {
+        let mut scan = OwnersScan::new(4, 3);
+        scan.commit(60, 59, &groups(0..4), 8, &[50, 50]);
+        scan.fence(40, &groups(0..4), 8);
+        assert!(scan.done(40), "the new owner's commits are all after its fence");
+        scan.commit(30, 29, &groups(0..2), 3, &[1, 1]);
+        assert_eq!(scan.finish(), Outcome::Reclaim(vec![50, 50]));
+    }
+
+    #[test]
+    fn a_group_no_record_names_waits_and_other_group_counts_stop_reclaim() {
+        let mut scan = OwnersScan::new(4, 1);
+        scan.commit(10, 9, &groups(0..3), 5, &[30, 40]);
+        assert_eq!(scan.finish(), Outcome::Waiting(std::iter::once(3..4).collect()));
+        let mut scan = OwnersScan::new(4, 1);
+        scan.commit(10, 9, &Ownership::Groups { max_groups: 8, owned: 0..8 }, 5, &[1, 1]);
+        assert!(scan.done(10));
+        assert!(matches!(scan.finish(), Outcome::Mixed(_)));
+    }
+}
