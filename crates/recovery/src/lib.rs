@@ -74,6 +74,7 @@ mod restore;
 mod retention;
 mod store;
 mod store_config;
+mod tail;
 mod vocab;
 
 pub use calls::{Call, CallOutput, CallSource};

@@ -56,7 +56,7 @@ impl<L: StateLog> ActionStateStore<L> {
         let mut last = self.log_checkpoint.lock().await;
         // An id is never written twice, not even after a failed attempt: parts of that
         // attempt whose acknowledgement was lost may still land.
-        let id = *last + 1;
+        let id = last.saturating_add(1);
         *last = id;
         let (snapshot, end) = self.take_snapshot(id).await?;
         let from = end.get(CHECKPOINT_PARTITION as usize).copied().unwrap_or(0);

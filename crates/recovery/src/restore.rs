@@ -15,10 +15,11 @@ use crate::error::{Result, StoreError};
 use crate::rebuild::RebuildReport;
 use crate::store::ActionStateStore;
 use crate::store_config::StoreConfig;
+use crate::tail::Tail;
 use actionstate_core::checkpoint::{CHECKPOINT_PARTITION, is_commit_key};
 use actionstate_core::{
-    CHECKPOINT_KEY_LAYOUT, CheckpointCommit, CheckpointEntry, CheckpointRecord, FENCE_KEY_LAYOUT, Fence, KeyId,
-    LogRecord, Marker, Ownership, RangeRead, StateLog, codec,
+    CHECKPOINT_KEY_LAYOUT, CheckpointCommit, CheckpointEntry, CheckpointRecord, FENCE_KEY_LAYOUT, KeyId, LogRecord,
+    Marker, Ownership, RangeRead, StateLog, codec,
 };
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -166,43 +167,44 @@ impl<L: StateLog> ActionStateStore<L> {
         let mut coverage = Coverage::new(ownership);
         let mut found = Found { chosen: Vec::new(), uncovered: false, scanned: 0, newest_id: 0 };
         let mut pending: VecDeque<Commit> = VecDeque::new();
-        let mut fences: Vec<(u64, Fence)> = Vec::new();
-        let (mut hi, mut window) = (end, FIRST_WINDOW);
-        while hi > lo_limit && !coverage.done() {
-            let lo = hi.saturating_sub(window).max(lo_limit);
+        // Fences of partition 0 known so far: their offset there, their keys, their epoch. From
+        // the fence records read, and from the fence marks of the commits read (a fence record
+        // below the earliest offset is gone, but the commits of the owner that appended it
+        // still name it).
+        let mut fences: Vec<(u64, Ownership, u64)> = Vec::new();
+        let mut tail = Tail::new(p, lo_limit, end, FIRST_WINDOW, MAX_WINDOW, self.config.read_batch);
+        while !coverage.done() {
+            let Some((lo, records)) = tail.next(&*self.log).await? else { break };
             let mut commits = Vec::new();
-            let mut range = RangeRead::new(p, lo, hi, self.config.read_batch.max(1));
-            while let Some(records) = range.next_batch(&*self.log).await? {
-                found.scanned += records.len() as u64;
-                for r in records {
-                    match r.key.first() {
-                        Some(&FENCE_KEY_LAYOUT) => {
-                            if let LogRecord::Fence(f) =
-                                codec::decode(&r.key, &r.value).map_err(|e| e.at(p, r.offset))?
-                            {
-                                fences.push((r.offset, f));
-                            }
+            found.scanned += records.len() as u64;
+            for r in records {
+                match r.key.first() {
+                    Some(&FENCE_KEY_LAYOUT) => {
+                        if let LogRecord::Fence(f) = codec::decode(&r.key, &r.value).map_err(|e| e.at(p, r.offset))? {
+                            fences.push((r.offset, f.groups, f.epoch));
                         }
-                        Some(&CHECKPOINT_KEY_LAYOUT) if is_commit_key(&r.key) => {
-                            let record = codec::decode(&r.key, &r.value).map_err(|e| e.at(p, r.offset))?;
-                            if let LogRecord::Checkpoint(CheckpointRecord {
-                                owner,
-                                epoch,
-                                id,
-                                entry: CheckpointEntry::Commit(body),
-                                ..
-                            }) = record
-                            {
-                                commits.push(Commit { offset: r.offset, owner, epoch, id, body });
-                            }
-                        }
-                        _ => {}
                     }
+                    Some(&CHECKPOINT_KEY_LAYOUT) if is_commit_key(&r.key) => {
+                        let record = codec::decode(&r.key, &r.value).map_err(|e| e.at(p, r.offset))?;
+                        if let LogRecord::Checkpoint(CheckpointRecord {
+                            owner,
+                            epoch,
+                            id,
+                            entry: CheckpointEntry::Commit(body),
+                            ..
+                        }) = record
+                        {
+                            for mark in &body.marker.fences {
+                                fences.push((at(&mark.offsets, p), mark.groups.clone(), mark.epoch));
+                            }
+                            commits.push(Commit { offset: r.offset, owner, epoch, id, body });
+                        }
+                    }
+                    _ => {}
                 }
             }
             for c in commits.into_iter().rev() {
                 if c.owner.overlaps(ownership) {
-                    found.newest_id = found.newest_id.max(c.id);
                     pending.push_back(c);
                 }
             }
@@ -212,8 +214,6 @@ impl<L: StateLog> ActionStateStore<L> {
                 let Some(c) = pending.pop_front() else { break };
                 self.judge(c, &fences, from, ownership, &mut coverage, &mut found)?;
             }
-            hi = lo;
-            window = (window * 4).min(MAX_WINDOW);
         }
         // At the earliest record: the fences that could void what is left were reclaimed,
         // and with them the records those commits' owners were replaced by.
@@ -242,20 +242,23 @@ impl<L: StateLog> ActionStateStore<L> {
     fn judge(
         &self,
         c: Commit,
-        fences: &[(u64, Fence)],
+        fences: &[(u64, Ownership, u64)],
         from: RestoreFrom,
         ownership: &Ownership,
         coverage: &mut Coverage,
         found: &mut Found,
     ) -> Result<()> {
-        if matches!(from, RestoreFrom::Checkpoint(id) if id != c.id) {
-            return Ok(());
-        }
-        let void = fences
-            .iter()
-            .any(|(at, f)| (c.body.from..c.offset).contains(at) && f.epoch > c.epoch && f.groups.overlaps(&c.owner));
+        let void = fences.iter().any(|(at, groups, epoch)| {
+            (c.body.from..c.offset).contains(at) && *epoch > c.epoch && groups.overlaps(&c.owner)
+        });
         if void {
             tracing::info!(id = c.id, epoch = c.epoch, offset = c.offset, "checkpoint of a replaced owner skipped");
+            return Ok(());
+        }
+        // Ids go on from the newest valid checkpoint of these keys (a void one's id says
+        // nothing: its owner was replaced).
+        found.newest_id = found.newest_id.max(c.id);
+        if matches!(from, RestoreFrom::Checkpoint(id) if id != c.id) {
             return Ok(());
         }
         let taken = coverage.take(&c.owner).map_err(|()| StoreError::MixedKeyGroups {

@@ -20,10 +20,11 @@
 
 use crate::metrics as m;
 use crate::owners::{Outcome, OwnersScan};
+use crate::tail::Tail;
 use actionstate_core::checkpoint::{CHECKPOINT_PARTITION, is_commit_key};
 use actionstate_core::{
-    CHECKPOINT_KEY_LAYOUT, CheckpointEntry, CheckpointRecord, FENCE_KEY_LAYOUT, LogRecord, Marker, Ownership,
-    RangeRead, StateLog, codec,
+    CHECKPOINT_KEY_LAYOUT, CheckpointEntry, CheckpointRecord, FENCE_KEY_LAYOUT, LogRecord, Marker, Ownership, StateLog,
+    codec,
 };
 use parking_lot::Mutex;
 use std::collections::VecDeque;
@@ -300,18 +301,15 @@ impl Reclaimer {
 async fn shared_point<L: StateLog>(log: &L, job: &SharedReclaim) -> Result<Outcome, actionstate_core::Error> {
     let p = CHECKPOINT_PARTITION;
     let (earliest, end) = (log.earliest_offsets().await?, log.end_offsets().await?);
-    let (lo_limit, mut hi) = (at(&earliest, p), at(&end, p));
+    let mut tail = Tail::new(p, at(&earliest, p), at(&end, p), SCAN_WINDOW, SCAN_WINDOW, job.read_batch);
     let mut scan = OwnersScan::new(job.max_groups, job.keep);
-    while hi > lo_limit && !scan.done(hi) {
-        let lo = hi.saturating_sub(SCAN_WINDOW).max(lo_limit);
+    while !scan.done(tail.position()) {
+        let Some((_, records)) = tail.next(log).await? else { break };
         let mut window = Vec::new();
-        let mut range = RangeRead::new(p, lo, hi, job.read_batch.max(1));
-        while let Some(records) = range.next_batch(log).await? {
-            for r in records {
-                let fence = r.key.first() == Some(&FENCE_KEY_LAYOUT);
-                if fence || (r.key.first() == Some(&CHECKPOINT_KEY_LAYOUT) && is_commit_key(&r.key)) {
-                    window.push((r.offset, codec::decode(&r.key, &r.value).map_err(|e| e.at(p, r.offset))?));
-                }
+        for r in records {
+            let fence = r.key.first() == Some(&FENCE_KEY_LAYOUT);
+            if fence || (r.key.first() == Some(&CHECKPOINT_KEY_LAYOUT) && is_commit_key(&r.key)) {
+                window.push((r.offset, codec::decode(&r.key, &r.value).map_err(|e| e.at(p, r.offset))?));
             }
         }
         for (offset, record) in window.into_iter().rev() {
@@ -323,7 +321,6 @@ async fn shared_point<L: StateLog>(log: &L, job: &SharedReclaim) -> Result<Outco
                 _ => {}
             }
         }
-        hi = lo;
     }
     Ok(scan.finish())
 }

@@ -49,6 +49,7 @@ macro_rules! on_every_backend {
 
 mod campaign;
 mod fencing;
+mod owners_campaign;
 mod repair;
 mod scenarios;
 #[cfg(unix)]

@@ -1,0 +1,70 @@
+//! Reading the checkpoint partition backwards from its end, window by window: how a restore
+//! finds its checkpoints and how owners that share a log find their reclaim point.
+//!
+//! Other owners may reclaim while a window is read. A read that fails once the partition's
+//! earliest offset has passed the window's start is not an error: the scan goes on from the
+//! new earliest offset and stops there, as at the start of the retained log.
+
+use actionstate_core::{Error, RangeRead, ReadRecord, StateLog};
+
+/// A backward scan of one partition.
+#[derive(Debug)]
+pub(crate) struct Tail {
+    partition: u32,
+    /// The earliest retained offset, as last known.
+    earliest: u64,
+    /// Where the next window ends.
+    hi: u64,
+    window: u64,
+    max_window: u64,
+    batch: usize,
+}
+
+impl Tail {
+    /// A scan of `partition` from `end` down to `earliest`, in windows of `first` offsets that
+    /// grow fourfold up to `max_window`.
+    pub(crate) fn new(partition: u32, earliest: u64, end: u64, first: u64, max_window: u64, batch: usize) -> Self {
+        Tail { partition, earliest, hi: end, window: first.max(1), max_window: max_window.max(1), batch: batch.max(1) }
+    }
+
+    /// Where the next window ends: every offset from here to the end is read.
+    pub(crate) fn position(&self) -> u64 {
+        self.hi
+    }
+
+    /// The next window back, in offset order, and where it starts; `None` once the earliest
+    /// retained offset is reached.
+    pub(crate) async fn next<L: StateLog>(&mut self, log: &L) -> Result<Option<(u64, Vec<ReadRecord>)>, Error> {
+        loop {
+            if self.hi <= self.earliest {
+                return Ok(None);
+            }
+            let lo = self.hi.saturating_sub(self.window).max(self.earliest);
+            match self.read(log, lo).await {
+                Ok(records) => {
+                    self.hi = lo;
+                    self.window = (self.window * 4).min(self.max_window);
+                    return Ok(Some((lo, records)));
+                }
+                Err(e) => {
+                    let earliest = log.earliest_offsets().await?.get(self.partition as usize).copied().unwrap_or(0);
+                    if earliest <= lo {
+                        return Err(e);
+                    }
+                    // Reclaimed meanwhile: what lies below is gone; read on from there.
+                    tracing::debug!(partition = self.partition, lo, earliest, "window reclaimed while read");
+                    self.earliest = earliest;
+                }
+            }
+        }
+    }
+
+    async fn read<L: StateLog>(&self, log: &L, lo: u64) -> Result<Vec<ReadRecord>, Error> {
+        let mut out = Vec::new();
+        let mut range = RangeRead::new(self.partition, lo, self.hi, self.batch);
+        while let Some(records) = range.next_batch(log).await? {
+            out.extend(records);
+        }
+        Ok(out)
+    }
+}

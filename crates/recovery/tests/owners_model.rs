@@ -1,0 +1,282 @@
+//! Random histories of one to four owners sharing a log and checkpointing into it, with
+//! crashes inside checkpoints, failovers, rescales, zombies (their writes, their checkpoints
+//! and late commits of theirs) and 1 to 3 retained checkpoints. After every step, once every
+//! reclaim is done, no reclaim has removed a record that a current owner's retained
+//! checkpoints, or the restore of an owner that has not checkpointed yet, need. At the end,
+//! restoring each owner's newest checkpoint reproduces its index, and restoring each of its
+//! retained ones succeeds and holds everything its index holds.
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+mod common;
+
+use actionstate_core::{
+    CheckpointCommit, CheckpointEntry, CheckpointRecord, LogRecord, Marker, Ownership, StateLog, checkpoint_key_id,
+    codec,
+};
+use actionstate_memory::MemoryLog;
+use actionstate_recovery::{ActionStateStore, LogCheckpoint, RestoreFrom, Retention, StoreConfig};
+use common::{Dump, Faulty, PARTITIONS, dump, input, key, process};
+use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
+use std::collections::{BTreeMap, VecDeque};
+use std::ops::Range;
+use std::sync::Arc;
+
+const GROUPS: u16 = 8;
+const KEYS: usize = 12;
+
+type Log = Faulty<Arc<MemoryLog>>;
+type Store = ActionStateStore<Log>;
+
+#[derive(Clone, Debug)]
+enum Step {
+    /// The owner runs the next round of some of its keys.
+    Work { owner: usize, keys: u16 },
+    /// The owner checkpoints; with `crash`, its process dies at the commit.
+    Checkpoint { owner: usize, crash: bool },
+    /// The owner is replaced by a successor of the same groups; it lives on as a zombie.
+    Failover { owner: usize },
+    /// Every owner is replaced by `owners` new ones splitting the groups anew; the old ones
+    /// live on as zombies.
+    Rescale { owners: usize },
+    /// A zombie writes a round and tries to checkpoint.
+    Zombie { which: usize },
+    /// A zombie's slow checkpoint lands after its successor's fence.
+    LateCommit { which: usize },
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        4 => (0usize..4, any::<u16>()).prop_map(|(owner, keys)| Step::Work { owner, keys }),
+        4 => (0usize..4, prop::bool::weighted(0.2)).prop_map(|(owner, crash)| Step::Checkpoint { owner, crash }),
+        1 => (0usize..4).prop_map(|owner| Step::Failover { owner }),
+        1 => (1usize..=4).prop_map(|owners| Step::Rescale { owners }),
+        1 => (0usize..8).prop_map(|which| Step::Zombie { which }),
+        1 => (0usize..8).prop_map(|which| Step::LateCommit { which }),
+    ]
+}
+
+struct Owner {
+    store: Store,
+    owned: Ownership,
+    /// Its checkpoints since it restored, newest last, at most `keep` of them.
+    checkpoints: VecDeque<LogCheckpoint>,
+    /// What its restore read from: needed until it checkpoints.
+    restored: Vec<Marker>,
+}
+
+struct World {
+    log: Arc<MemoryLog>,
+    keep: u32,
+    owners: Vec<Owner>,
+    /// Replaced owners that still run, with their groups.
+    zombies: Vec<(Store, Ownership)>,
+    /// The next round of each key.
+    next: BTreeMap<usize, u64>,
+}
+
+fn split(owners: usize) -> Vec<Range<u16>> {
+    let n = owners.clamp(1, 4) as u16;
+    (0..n).map(|i| i * GROUPS / n..(i + 1) * GROUPS / n).collect()
+}
+
+fn name(k: usize) -> String {
+    format!("model-key-{k}")
+}
+
+impl World {
+    async fn restore(&self, owned: Range<u16>) -> Owner {
+        let owned = Ownership::Groups { max_groups: GROUPS, owned };
+        let config = StoreConfig { retention: Retention::LastCheckpoints(self.keep), ..StoreConfig::default() };
+        let log = Faulty::wrap(Arc::clone(&self.log));
+        let (store, restored) = ActionStateStore::restore(log, config, &owned, RestoreFrom::Latest).await.unwrap();
+        let mut markers: Vec<Marker> = restored.from.iter().map(|c| c.marker.clone()).collect();
+        if restored.from_earliest {
+            markers.push(Marker::new(self.log.identity().clone(), vec![0; PARTITIONS as usize]));
+        }
+        Owner { store, owned, checkpoints: VecDeque::new(), restored: markers }
+    }
+
+    async fn apply(&mut self, step: &Step) {
+        match *step {
+            Step::Work { owner, keys } => {
+                let o = &self.owners[owner % self.owners.len()];
+                for k in (0..KEYS).filter(|k| keys & (1 << k) != 0) {
+                    if !o.owned.owns(&key(&name(k))) {
+                        continue;
+                    }
+                    let seq = *self.next.entry(k).or_default();
+                    process(&o.store, key(&name(k)), seq, &input(seq as i64)).await.unwrap();
+                    o.store.round_completed(key(&name(k)), seq);
+                    self.next.insert(k, seq + 1);
+                }
+            }
+            Step::Checkpoint { owner, crash } => {
+                let i = owner % self.owners.len();
+                if crash {
+                    self.owners[i].store.log().faults().fail_appends_after(Some(0));
+                    assert!(self.owners[i].store.checkpoint(b"torn").await.is_err());
+                    // The process died: its successor takes over.
+                    self.fail_over(i).await;
+                } else {
+                    let o = &mut self.owners[i];
+                    let written = o.store.checkpoint(b"model").await.unwrap();
+                    o.checkpoints.push_back(written);
+                    while o.checkpoints.len() > self.keep as usize {
+                        o.checkpoints.pop_front();
+                    }
+                }
+            }
+            Step::Failover { owner } => {
+                let i = owner % self.owners.len();
+                self.fail_over(i).await;
+            }
+            Step::Rescale { owners } => {
+                let old: Vec<Owner> = std::mem::take(&mut self.owners);
+                for range in split(owners) {
+                    let new = self.restore(range).await;
+                    self.owners.push(new);
+                }
+                self.zombies.extend(old.into_iter().map(|o| (o.store, o.owned)));
+            }
+            Step::Zombie { which } => {
+                if self.zombies.is_empty() {
+                    return;
+                }
+                let (z, owned) = &self.zombies[which % self.zombies.len()];
+                // Its writes (of its own keys) may be acknowledged, but no replay applies them;
+                // its checkpoint fails once it sees its successor's fence.
+                if let Some(k) = (0..KEYS).map(|k| (k + which) % KEYS).find(|k| owned.owns(&key(&name(*k)))) {
+                    let _ = process(z, key(&name(k)), 0, &input(-1)).await;
+                }
+                assert!(z.checkpoint(b"zombie").await.is_err(), "a replaced owner checkpointed");
+            }
+            Step::LateCommit { which } => {
+                if self.zombies.is_empty() {
+                    return;
+                }
+                let (z, owner) = &self.zombies[which % self.zombies.len()];
+                let late = LogRecord::Checkpoint(CheckpointRecord {
+                    key: checkpoint_key_id(PARTITIONS),
+                    owner: owner.clone(),
+                    epoch: z.epoch(),
+                    id: u64::MAX - which as u64,
+                    entry: CheckpointEntry::Commit(CheckpointCommit {
+                        // A marker as old as a snapshot taken before the successor restored.
+                        marker: Marker::new(self.log.identity().clone(), vec![0; PARTITIONS as usize]),
+                        metadata: b"late".to_vec(),
+                        completed: Vec::new(),
+                        parts: 0,
+                        from: 0,
+                    }),
+                });
+                self.log.append(codec::encode_by(&late, z.epoch()).unwrap()).await.unwrap();
+            }
+        }
+    }
+
+    async fn fail_over(&mut self, i: usize) {
+        let Ownership::Groups { owned, .. } = self.owners[i].owned.clone() else { unreachable!("owners own groups") };
+        let successor = self.restore(owned).await;
+        let old = std::mem::replace(&mut self.owners[i], successor);
+        self.zombies.push((old.store, old.owned));
+    }
+
+    /// No reclaim removed what a current owner needs.
+    async fn check_needs(&self) -> Result<(), TestCaseError> {
+        for store in self.owners.iter().map(|o| &o.store).chain(self.zombies.iter().map(|(z, _)| z)) {
+            store.wait_for_reclaim().await;
+        }
+        let earliest = self.log.earliest_offsets().await.unwrap();
+        for o in &self.owners {
+            let needed: Vec<&Marker> = if o.checkpoints.is_empty() {
+                o.restored.iter().collect()
+            } else {
+                o.checkpoints.iter().map(|c| &c.marker).collect()
+            };
+            for m in needed {
+                prop_assert!(
+                    m.offsets.iter().zip(&earliest).all(|(m, e)| m >= e),
+                    "{} needs {:?}, the log starts at {:?}",
+                    o.owned,
+                    m.offsets,
+                    earliest
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Every owner checkpoints once more; restoring its newest checkpoint gives its index, and
+    /// restoring each retained one succeeds and holds at least that.
+    async fn check_restores(&mut self) -> Result<(), TestCaseError> {
+        for o in &mut self.owners {
+            let written = o.store.checkpoint(b"final").await.unwrap();
+            o.checkpoints.push_back(written);
+            while o.checkpoints.len() > self.keep as usize {
+                o.checkpoints.pop_front();
+            }
+        }
+        self.check_needs().await?;
+        let look = StoreConfig { fence_on_rebuild: false, retention: Retention::KeepAll, ..StoreConfig::default() };
+        for o in &self.owners {
+            let want: Dump = dump(&o.store);
+            for (n, c) in o.checkpoints.iter().rev().enumerate() {
+                let from = if n == 0 { RestoreFrom::Latest } else { RestoreFrom::Checkpoint(c.id) };
+                let (check, restored) =
+                    ActionStateStore::restore(Arc::clone(&self.log), look.clone(), &o.owned, from).await.map_err(
+                        |e| TestCaseError::fail(format!("{}: restoring checkpoint {} failed: {e}", o.owned, c.id)),
+                    )?;
+                let got = dump(&check);
+                if n == 0 {
+                    prop_assert_eq!(restored.from.len(), 1);
+                    prop_assert_eq!(restored.from[0].id, c.id);
+                    prop_assert_eq!(&got, &want, "{}: the newest checkpoint does not reproduce the index", o.owned);
+                } else {
+                    for (k, (_, at)) in &want {
+                        prop_assert_eq!(
+                            got.get(k).map(|(_, p)| p),
+                            Some(at),
+                            "{}: checkpoint {} lost a state",
+                            o.owned,
+                            c.id
+                        );
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+async fn history(keep: u32, owners: usize, steps: &[Step]) -> Result<(), TestCaseError> {
+    let log = Arc::new(MemoryLog::new(PARTITIONS));
+    let mut world = World { log, keep, owners: Vec::new(), zombies: Vec::new(), next: BTreeMap::new() };
+    for range in split(owners) {
+        let o = world.restore(range).await;
+        world.owners.push(o);
+    }
+    for step in steps {
+        world.apply(step).await;
+        world.check_needs().await.map_err(|e| TestCaseError::fail(format!("after {step:?}: {e}")))?;
+    }
+    world.check_restores().await
+}
+
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(1000)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn no_reclaim_removes_what_a_current_owner_needs_and_every_retained_checkpoint_restores(
+        keep in 1u32..=3,
+        owners in 1usize..=4,
+        steps in prop::collection::vec(step(), 1..24),
+    ) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(history(keep, owners, &steps))?;
+    }
+}
