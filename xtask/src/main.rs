@@ -9,6 +9,9 @@
 //!   (`crates/state-core/tests/codec/fuzz_target.rs`) and every shell example of the README,
 //!   run in order against the local servers (`crates/cli/tests/readme.rs`).
 //! - `bench index` — criterion benchmarks of the replay index and its summary line.
+//! - `bench restore` — a restore from the log's own checkpoints after histories of 10,000,
+//!   100,000 and 1,000,000 inputs, with everything kept and with the default retention
+//!   (`actionstate-bench --restore`).
 //! - `bench file` — store put and rebuild on the embedded backend against raw redb
 //!   (`actionstate-bench`, the benchmark crate in `crates/bench`, which is not shipped).
 //! - `bench kafka` — store put and rebuild on a Kafka topic against raw rdkafka clients, on a
@@ -82,6 +85,7 @@ fn print_help() {
          tasks:\n  \
          ci                   fmt check, clippy -D warnings, all tests, rustdoc -D warnings\n  \
          bench index          replay-index benchmarks and their summary line\n  \
+         bench restore        restore from the log's checkpoints after 10k, 100k and 1M inputs\n  \
          bench file           store put and rebuild on the embedded backend vs raw redb\n  \
          bench kafka          store put and rebuild vs raw rdkafka: a local broker, then the 3-node cluster\n  \
          bench fluss          store put and rebuild on a local Fluss cluster vs raw fluss-rs\n  \
@@ -398,6 +402,10 @@ fn bench_on(backend: &str, url: &str) -> Result<()> {
 fn bench(what: Option<&str>, on: Option<&str>) -> Result<()> {
     match what {
         Some("index") => run("bench index", cargo().args(["bench", "-p", "actionstate-index", "--bench", "index"])),
+        Some("restore") => run(
+            "bench restore",
+            cargo().args(["run", "--release", "-p", "actionstate-bench", "--no-default-features", "--", "--restore"]),
+        ),
         // The embedded backend alone: without the server backends, no librdkafka to build.
         Some("file") => run(
             "bench file",
@@ -461,8 +469,8 @@ fn bench(what: Option<&str>, on: Option<&str>) -> Result<()> {
             measured?;
             stopped.context("stopping the Fluss cluster")
         }
-        Some(other) => bail!("unknown benchmark `{other}` (known: index, file, kafka, fluss, soak)"),
-        None => bail!("usage: cargo xtask bench <index|file|kafka|fluss|soak>"),
+        Some(other) => bail!("unknown benchmark `{other}` (known: index, restore, file, kafka, fluss, soak)"),
+        None => bail!("usage: cargo xtask bench <index|restore|file|kafka|fluss|soak>"),
     }
 }
 

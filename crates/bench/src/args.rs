@@ -30,7 +30,14 @@ pub(crate) struct BenchArgs {
     /// Partitions of the log, from the URL.
     #[arg(skip)]
     pub(crate) partitions: u32,
-    /// Print one JSON object.
+    /// Instead of put and rebuild: a restore from the log's own checkpoints after histories
+    /// of `--restore-sizes` inputs, on the file backend (see the `restore` module).
+    #[arg(long)]
+    pub(crate) restore: bool,
+    /// The history sizes of `--restore`, in inputs.
+    #[arg(long, value_delimiter = ',', default_value = "10000,100000,1000000")]
+    pub(crate) restore_sizes: Vec<u64>,
+    /// Print one JSON object (with `--restore`, one per run).
     #[arg(long)]
     pub(crate) json: bool,
 }

@@ -6,7 +6,9 @@
 //!   raw redb (see the `file` module);
 //! - `--log kafka://...`: against raw rdkafka clients, with the cost of transactions (see the
 //!   `kafka` module);
-//! - `--log fluss://...`: against raw fluss-rs clients (see the `fluss` module).
+//! - `--log fluss://...`: against raw fluss-rs clients (see the `fluss` module);
+//! - `--restore`: a restore from the log's own checkpoints as its history grows (see the
+//!   `restore` module).
 //!
 //! The store side is measured as `actionstate bench` measures an operator's log
 //! (`actionstate_cli::measure`), and the same claim rules hold: a data directory must be absent
@@ -31,6 +33,7 @@ mod fluss;
 #[cfg(feature = "kafka")]
 mod kafka;
 mod report;
+mod restore;
 
 use actionstate_cli::claim;
 use actionstate_file::FileConfig;
@@ -56,6 +59,8 @@ async fn run(mut args: BenchArgs) -> Result<ExitCode> {
         claim::refuse_if_holding(&log, "bench").await?;
     }
     match log {
+        LogConfig::File(c) if args.restore => restore::run(&args, &c.dir).await,
+        _ if args.restore => bail!("--restore measures the file backend only"),
         LogConfig::File(c) => file::run(&args, &c.dir).await,
         #[cfg(feature = "kafka")]
         LogConfig::Kafka(c) => kafka::run(args, *c).await,

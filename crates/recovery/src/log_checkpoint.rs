@@ -34,12 +34,13 @@ impl<L: StateLog> ActionStateStore<L> {
     ///
     /// The checkpoint counts once its commit record is durable: its parts (a checkpoint of
     /// more than [`CHECKPOINT_PART_ENTRIES`] live keys is split) are appended first, and a
-    /// crash before the commit leaves the previous checkpoint in force. Once the commit is
-    /// acknowledged the checkpoint is completed, as with
-    /// [`checkpoint_complete`](Self::checkpoint_complete): the rounds it completed are pruned
-    /// from memory, and retention may reclaim what no retained checkpoint needs. On error it
-    /// is aborted instead; its commit may still have landed (an acknowledgement lost), and
-    /// then it counts, which is safe: it describes the same consistent moment.
+    /// crash before the commit leaves the previous checkpoint in force. The rounds it
+    /// completed are pruned from memory before it is written, so that its marker lies past
+    /// their records; once the commit is acknowledged, retention may reclaim what no retained
+    /// checkpoint needs. If the write fails, only memory forgot those rounds (the service has
+    /// moved past them), and the previous checkpoint stays in force; its commit may still
+    /// have landed (an acknowledgement lost), and then it counts, which is safe: it describes
+    /// the same consistent moment.
     ///
     /// `metadata` must describe what the checkpoint covers: an input position counts only
     /// inputs whose rounds were reported with [`round_completed`](Self::round_completed) or
@@ -58,20 +59,19 @@ impl<L: StateLog> ActionStateStore<L> {
         // attempt whose acknowledgement was lost may still land.
         let id = last.saturating_add(1);
         *last = id;
-        let (snapshot, end) = self.take_snapshot(id).await?;
+        let (mut snapshot, end) = self.take_snapshot(id).await?;
         let from = end.get(CHECKPOINT_PARTITION as usize).copied().unwrap_or(0);
-        match self.write_checkpoint(&snapshot, from, metadata).await {
-            Ok((commit, parts)) => {
-                let pruned = self.checkpoint_complete(id);
-                self.reclaim_shared();
-                tracing::debug!(id, parts, offset = commit.offset, pruned, "checkpoint written");
-                Ok(LogCheckpoint { id, commit, parts, marker: snapshot.marker, pruned })
-            }
-            Err(e) => {
-                self.checkpoint_aborted(id);
-                Err(e)
-            }
-        }
+        // The rounds the checkpoint completed are pruned before it is written, so that its
+        // marker already lies past their records (a two-phase checkpoint's marker cannot: the
+        // runtime may still abort it). Should the write fail, only memory forgot them: the
+        // runtime has moved past those rounds, and a restore reads the previous checkpoint.
+        let pruned = self.prune_checkpoint(id).map_or(0, |(pruned, _)| pruned);
+        snapshot.marker = self.marker_now(&end);
+        let (commit, parts) = self.write_checkpoint(&snapshot, from, metadata).await?;
+        self.retain(snapshot.marker.clone());
+        self.reclaim_shared();
+        tracing::debug!(id, parts, offset = commit.offset, pruned, "checkpoint written");
+        Ok(LogCheckpoint { id, commit, parts, marker: snapshot.marker, pruned })
     }
 
     /// Appends the parts, then the commit, of `snapshot`'s checkpoint; returns where the

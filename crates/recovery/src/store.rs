@@ -342,8 +342,17 @@ impl<L: StateLog> ActionStateStore<L> {
     /// asks the backend, in the background, to reclaim the records no retained checkpoint
     /// needs ([`reclaim_status`](Self::reclaim_status) reports how that went).
     pub fn checkpoint_complete(&self, checkpoint: u64) -> usize {
+        let Some((pruned, marker)) = self.prune_checkpoint(checkpoint) else { return 0 };
+        self.retain(marker);
+        pruned
+    }
+
+    /// The pruning half of [`checkpoint_complete`](Self::checkpoint_complete): forgets
+    /// `checkpoint` and every older one, prunes the rounds it completed, and returns the states
+    /// pruned and the checkpoint's marker (`None`: not pending).
+    pub(crate) fn prune_checkpoint(&self, checkpoint: u64) -> Option<(usize, Marker)> {
         let mut sh = self.shared.lock();
-        let Some(taken) = sh.checkpoints.remove(&checkpoint) else { return 0 };
+        let taken = sh.checkpoints.remove(&checkpoint)?;
         sh.checkpoints.retain(|id, _| *id > checkpoint);
         let partitions = self.log.identity().partitions;
         let mut pruned = 0;
@@ -369,10 +378,18 @@ impl<L: StateLog> ActionStateStore<L> {
                 sh.start_draining(*key, *seq, partitions, past);
             }
         }
+        Some((pruned, taken.marker))
+    }
+
+    /// The retention half of [`checkpoint_complete`](Self::checkpoint_complete): a completed
+    /// checkpoint's marker joins the retained ones, and once enough have, what no retained one
+    /// needs is reclaimed in the background.
+    pub(crate) fn retain(&self, marker: Marker) {
+        let mut sh = self.shared.lock();
         // A store that owns part of the keys knows only its own checkpoints' needs: it
         // reclaims only from the checkpoints of every owner in the log (see `checkpoint`).
         let point = match sh.fencing.ownership {
-            Ownership::All => sh.retained.complete(self.config.retention, taken.marker),
+            Ownership::All => sh.retained.complete(self.config.retention, marker),
             Ownership::Groups { .. } => None,
         };
         // Never past a record the index still holds (the marker of now, without an end).
@@ -381,7 +398,15 @@ impl<L: StateLog> ActionStateStore<L> {
         if let Some(point) = point {
             self.reclaimer.request(&self.log, point);
         }
-        pruned
+    }
+
+    /// The covering marker of the index now, for a log of end offsets `end`, with the fences a
+    /// replay from it must know.
+    pub(crate) fn marker_now(&self, end: &[u64]) -> Marker {
+        let sh = self.shared.lock();
+        let mut marker = sh.index.marker(self.log.identity(), end);
+        marker.fences = sh.fencing.marks_for(&marker.offsets);
+        marker
     }
 
     /// After a checkpoint written into the log by a store that owns some key groups: asks for

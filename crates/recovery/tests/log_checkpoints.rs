@@ -109,27 +109,30 @@ async fn a_large_checkpoint_is_written_in_parts_and_counts_only_with_its_commit(
     let (store, _) =
         ActionStateStore::restore(faulty, StoreConfig::default(), &Ownership::All, RestoreFrom::Latest).await.unwrap();
     let keys = CHECKPOINT_PART_ENTRIES + 10;
-    for k in 0..keys {
-        common::process(&store, key(&format!("k{k}")), 0, &input(0)).await.unwrap();
-        store.round_completed(key(&format!("k{k}")), 0);
-    }
+    let all_keys = |seq: u64| {
+        let store = &store;
+        async move {
+            for k in 0..keys {
+                common::process(store, key(&format!("k{k}")), seq, &input(seq as i64)).await.unwrap();
+                store.round_completed(key(&format!("k{k}")), seq);
+            }
+        }
+    };
+    all_keys(0).await;
+    let written = store.checkpoint(b"whole").await.unwrap();
+    assert_eq!(written.parts, 2);
+    all_keys(1).await;
     // Two parts, then the commit: the writer dies after the first part.
     faults.fail_appends_after(Some(1));
     store.checkpoint(b"torn").await.unwrap_err();
-    faults.fail_appends_after(None);
-    // Looked at by a tool that fences nobody, so that the writer goes on.
-    let look = StoreConfig { fence_on_rebuild: false, ..StoreConfig::default() };
-    let (_, torn) =
-        ActionStateStore::restore(env.open().await, look, &Ownership::All, RestoreFrom::Latest).await.unwrap();
-    assert!(torn.from.is_empty(), "the parts alone are no checkpoint: {:?}", torn.from);
-
-    let written = store.checkpoint(b"whole").await.unwrap();
-    assert_eq!(written.parts, 2);
     drop(store);
     let (store, restored) = restore_all(&env).await;
-    assert_eq!(restored.metadata(), Some(&b"whole"[..]));
-    assert_eq!(store.stats().states, 0, "every round the checkpoint completed is pruned");
-    assert!(restored.scanned <= 64, "the restore read {} records of the checkpoint partition", restored.scanned);
+    assert_eq!(restored.metadata(), Some(&b"whole"[..]), "the parts alone are no checkpoint");
+    assert_eq!(
+        store.stats().states,
+        keys * STATES_PER_ROUND,
+        "round 0 of every key is pruned by the checkpoint's parts; round 1 is replayed"
+    );
 }
 
 async fn a_named_checkpoint_is_restored_and_a_missing_one_is_an_error(backend: Backend) {
