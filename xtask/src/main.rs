@@ -185,6 +185,9 @@ const BROKER_FAULT_FEATURE: &str = "actionstate-kafka/broker-fault-tests";
 /// The command line's server backends, off by default (see `crates/cli/Cargo.toml`): the tests,
 /// clippy and the docs cover them.
 const CLI_BACKENDS: &str = "actionstate/kafka,actionstate/fluss";
+/// The feature that builds the Kafka example and its SIGKILL campaign (`examples/`), which
+/// needs the broker the test step starts.
+const EXAMPLES_KAFKA: &str = "actionstate-examples/kafka";
 /// The feature that builds the test which stops and restarts the Fluss tablet server.
 const TABLET_FAULT_FEATURE: &str = "actionstate-fluss/server-fault-tests";
 /// The feature that builds the tests which kill nodes of the three-node Kafka cluster.
@@ -232,7 +235,9 @@ fn lints() -> Result<()> {
             "--all-targets",
             "--locked",
             "--features",
-            &format!("{BROKER_FAULT_FEATURE},{TABLET_FAULT_FEATURE},{CLUSTER_FAULT_FEATURE},{CLI_BACKENDS}"),
+            &format!(
+                "{BROKER_FAULT_FEATURE},{TABLET_FAULT_FEATURE},{CLUSTER_FAULT_FEATURE},{CLI_BACKENDS},{EXAMPLES_KAFKA}"
+            ),
             "--",
             "-D",
             "warnings",
@@ -310,7 +315,8 @@ fn workspace_and_fault_tests(kafka: &services::kafka::KafkaEnv, fluss_env: &flus
     // Among them the fuzz target's checks (state-core's `codec` tests, `fuzz_target`) and the
     // README's shell examples (the command line's `readme` test, which needs the broker too).
     let mut test = cargo();
-    test.args(["test", "--workspace", "--locked", "--features", CLI_BACKENDS, "--", "--nocapture"])
+    let features = format!("{CLI_BACKENDS},{EXAMPLES_KAFKA}");
+    test.args(["test", "--workspace", "--locked", "--features", &features, "--", "--nocapture"])
         .env("ACTIONSTATE_REQUIRE_SERVICES", "1")
         .env("RUST_BACKTRACE", "1")
         .envs(kafka.vars())
