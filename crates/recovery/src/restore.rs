@@ -15,11 +15,11 @@ use crate::error::{Result, StoreError};
 use crate::rebuild::RebuildReport;
 use crate::store::ActionStateStore;
 use crate::store_config::StoreConfig;
-use crate::tail::Tail;
+use crate::tail::{Landmark, Tail, landmarks, offset_of};
 use actionstate_core::checkpoint::{CHECKPOINT_PARTITION, is_commit_key};
 use actionstate_core::{
-    CHECKPOINT_KEY_LAYOUT, CheckpointCommit, CheckpointEntry, CheckpointRecord, FENCE_KEY_LAYOUT, KeyId, LogRecord,
-    Marker, Ownership, RangeRead, StateLog, codec,
+    CHECKPOINT_KEY_LAYOUT, CheckpointCommit, CheckpointEntry, CheckpointRecord, KeyId, LogRecord, Marker, Ownership,
+    RangeRead, StateLog, codec,
 };
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -163,7 +163,7 @@ impl<L: StateLog> ActionStateStore<L> {
     async fn find_checkpoints(&self, ownership: &Ownership, from: RestoreFrom) -> Result<Found> {
         let p = CHECKPOINT_PARTITION;
         let (earliest, end) = tokio::join!(self.log.earliest_offsets(), self.log.end_offsets());
-        let (lo_limit, end) = (at(&earliest?, p), at(&end?, p));
+        let (lo_limit, end) = (offset_of(&earliest?, p), offset_of(&end?, p));
         let mut coverage = Coverage::new(ownership);
         let mut found = Found { chosen: Vec::new(), uncovered: false, scanned: 0, newest_id: 0 };
         let mut pending: VecDeque<Commit> = VecDeque::new();
@@ -175,32 +175,17 @@ impl<L: StateLog> ActionStateStore<L> {
         let mut tail = Tail::new(p, lo_limit, end, FIRST_WINDOW, MAX_WINDOW, self.config.read_batch);
         while !coverage.done() {
             let Some((lo, records)) = tail.next(&*self.log).await? else { break };
-            let mut commits = Vec::new();
             found.scanned += records.len() as u64;
-            for r in records {
-                match r.key.first() {
-                    Some(&FENCE_KEY_LAYOUT) => {
-                        if let LogRecord::Fence(f) = codec::decode(&r.key, &r.value).map_err(|e| e.at(p, r.offset))? {
-                            fences.push((r.offset, f.groups, f.epoch));
+            let mut commits = Vec::new();
+            for (offset, landmark) in landmarks(p, records)? {
+                match landmark {
+                    Landmark::Fence(f) => fences.push((offset, f.groups, f.epoch)),
+                    Landmark::Commit { owner, epoch, id, body } => {
+                        for mark in &body.marker.fences {
+                            fences.push((offset_of(&mark.offsets, p), mark.groups.clone(), mark.epoch));
                         }
+                        commits.push(Commit { offset, owner, epoch, id, body });
                     }
-                    Some(&CHECKPOINT_KEY_LAYOUT) if is_commit_key(&r.key) => {
-                        let record = codec::decode(&r.key, &r.value).map_err(|e| e.at(p, r.offset))?;
-                        if let LogRecord::Checkpoint(CheckpointRecord {
-                            owner,
-                            epoch,
-                            id,
-                            entry: CheckpointEntry::Commit(body),
-                            ..
-                        }) = record
-                        {
-                            for mark in &body.marker.fences {
-                                fences.push((at(&mark.offsets, p), mark.groups.clone(), mark.epoch));
-                            }
-                            commits.push(Commit { offset: r.offset, owner, epoch, id, body });
-                        }
-                    }
-                    _ => {}
                 }
             }
             for c in commits.into_iter().rev() {
@@ -320,8 +305,4 @@ impl<L: StateLog> ActionStateStore<L> {
         }
         Ok((parts.into_values().flatten().collect(), read))
     }
-}
-
-fn at(offsets: &[u64], partition: u32) -> u64 {
-    offsets.get(partition as usize).copied().unwrap_or(0)
 }

@@ -20,12 +20,9 @@
 
 use crate::metrics as m;
 use crate::owners::{Outcome, OwnersScan};
-use crate::tail::Tail;
-use actionstate_core::checkpoint::{CHECKPOINT_PARTITION, is_commit_key};
-use actionstate_core::{
-    CHECKPOINT_KEY_LAYOUT, CheckpointEntry, CheckpointRecord, FENCE_KEY_LAYOUT, LogRecord, Marker, Ownership, StateLog,
-    codec,
-};
+use crate::tail::{Landmark, Tail, landmarks, offset_of};
+use actionstate_core::checkpoint::CHECKPOINT_PARTITION;
+use actionstate_core::{Marker, Ownership, StateLog};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -300,25 +297,18 @@ impl Reclaimer {
 /// is read (see `owners.rs`).
 async fn shared_point<L: StateLog>(log: &L, job: &SharedReclaim) -> Result<Outcome, actionstate_core::Error> {
     let p = CHECKPOINT_PARTITION;
-    let (earliest, end) = (log.earliest_offsets().await?, log.end_offsets().await?);
-    let mut tail = Tail::new(p, at(&earliest, p), at(&end, p), SCAN_WINDOW, SCAN_WINDOW, job.read_batch);
+    let (earliest, end) = tokio::join!(log.earliest_offsets(), log.end_offsets());
+    let (earliest, end) = (earliest?, end?);
+    let mut tail = Tail::new(p, offset_of(&earliest, p), offset_of(&end, p), SCAN_WINDOW, SCAN_WINDOW, job.read_batch);
     let mut scan = OwnersScan::new(job.max_groups, job.keep);
     while !scan.done(tail.position()) {
         let Some((_, records)) = tail.next(log).await? else { break };
-        let mut window = Vec::new();
-        for r in records {
-            let fence = r.key.first() == Some(&FENCE_KEY_LAYOUT);
-            if fence || (r.key.first() == Some(&CHECKPOINT_KEY_LAYOUT) && is_commit_key(&r.key)) {
-                window.push((r.offset, codec::decode(&r.key, &r.value).map_err(|e| e.at(p, r.offset))?));
-            }
-        }
-        for (offset, record) in window.into_iter().rev() {
-            match record {
-                LogRecord::Fence(f) => scan.fence(offset, &f.groups, f.epoch),
-                LogRecord::Checkpoint(CheckpointRecord { owner, epoch, entry: CheckpointEntry::Commit(c), .. }) => {
-                    scan.commit(offset, c.from, &owner, epoch, &c.marker.offsets);
+        for (offset, landmark) in landmarks(p, records)?.into_iter().rev() {
+            match landmark {
+                Landmark::Fence(f) => scan.fence(offset, &f.groups, f.epoch),
+                Landmark::Commit { owner, epoch, body, .. } => {
+                    scan.commit(offset, body.from, &owner, epoch, &body.marker.offsets);
                 }
-                _ => {}
             }
         }
     }
@@ -327,7 +317,3 @@ async fn shared_point<L: StateLog>(log: &L, job: &SharedReclaim) -> Result<Outco
 
 /// Offsets of the checkpoint partition read per step of the scan.
 const SCAN_WINDOW: u64 = 4096;
-
-fn at(offsets: &[u64], partition: u32) -> u64 {
-    offsets.get(partition as usize).copied().unwrap_or(0)
-}

@@ -5,7 +5,11 @@
 //! earliest offset has passed the window's start is not an error: the scan goes on from the
 //! new earliest offset and stops there, as at the start of the retained log.
 
-use actionstate_core::{Error, RangeRead, ReadRecord, StateLog};
+use actionstate_core::checkpoint::is_commit_key;
+use actionstate_core::{
+    CHECKPOINT_KEY_LAYOUT, CheckpointCommit, CheckpointEntry, CheckpointRecord, Error, FENCE_KEY_LAYOUT, Fence,
+    LogRecord, Ownership, RangeRead, ReadRecord, StateLog, codec,
+};
 
 /// A backward scan of one partition.
 #[derive(Debug)]
@@ -67,4 +71,43 @@ impl Tail {
         }
         Ok(out)
     }
+}
+
+/// A record of the checkpoint partition that a backward scan decides by: a fence, or the
+/// commit of a checkpoint.
+#[derive(Debug)]
+pub(crate) enum Landmark {
+    Fence(Fence),
+    Commit { owner: Ownership, epoch: u64, id: u64, body: CheckpointCommit },
+}
+
+/// The fences and commits among a window's records of `partition`, decoded, in offset order.
+/// Every other record is told apart by its log key and skipped undecoded.
+pub(crate) fn landmarks(partition: u32, records: Vec<ReadRecord>) -> Result<Vec<(u64, Landmark)>, Error> {
+    let mut out = Vec::new();
+    for r in records {
+        let wanted = match r.key.first() {
+            Some(&FENCE_KEY_LAYOUT) => true,
+            Some(&CHECKPOINT_KEY_LAYOUT) => is_commit_key(&r.key),
+            _ => false,
+        };
+        if !wanted {
+            continue;
+        }
+        match codec::decode(&r.key, &r.value).map_err(|e| e.at(partition, r.offset))? {
+            LogRecord::Fence(f) => out.push((r.offset, Landmark::Fence(f))),
+            LogRecord::Checkpoint(CheckpointRecord {
+                owner, epoch, id, entry: CheckpointEntry::Commit(body), ..
+            }) => {
+                out.push((r.offset, Landmark::Commit { owner, epoch, id, body }));
+            }
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+/// The offset of `partition` in per-partition `offsets` (0 where it has none).
+pub(crate) fn offset_of(offsets: &[u64], partition: u32) -> u64 {
+    offsets.get(partition as usize).copied().unwrap_or(0)
 }
