@@ -64,6 +64,7 @@ mod coverage;
 mod error;
 mod fence_log;
 mod fencing;
+mod floors;
 mod handle;
 mod key_lock;
 mod log_checkpoint;

@@ -2,6 +2,7 @@
 
 use crate::error::{Result, StoreError};
 use crate::fencing::{self, FenceRead, Fencing};
+use crate::floors::Floors;
 use crate::store::ActionStateStore;
 use actionstate_core::codec::{self, Peeked};
 use actionstate_core::{
@@ -37,6 +38,10 @@ pub struct RebuildReport {
     /// Records skipped as a fenced writer's: written with an older epoch than a fence before
     /// them over their key.
     pub fenced: u64,
+    /// Records of a key skipped because they lie below the marker of the checkpoint its group
+    /// was restored from (a restore that combines checkpoints of several former owners reads
+    /// from the smallest marker, and each group starts at its own).
+    pub before_checkpoint: u64,
     /// The owner epoch the store writes with from now on.
     pub epoch: u64,
     /// Wall time.
@@ -83,10 +88,22 @@ impl<L: StateLog> ActionStateStore<L> {
         ownership: &Ownership,
         completed: &HashMap<KeyId, u64>,
     ) -> Result<RebuildReport> {
+        self.rebuild_from(markers, ownership, completed, Floors::default()).await
+    }
+
+    /// [`rebuild`](Self::rebuild), with each key's records replayed from its group's floor
+    /// (the marker of the checkpoint a restore chose for it) rather than from the merged one.
+    pub(crate) async fn rebuild_from(
+        &self,
+        markers: &[Marker],
+        ownership: &Ownership,
+        completed: &HashMap<KeyId, u64>,
+        floors: Floors,
+    ) -> Result<RebuildReport> {
         let started = Instant::now();
         // Exclusive: no lookup or write may interleave with replacing the index.
         let _epoch = self.epoch.write().await;
-        let owned_completed: HashMap<KeyId, u64> =
+        let mut owned_completed: HashMap<KeyId, u64> =
             completed.iter().filter(|(k, _)| ownership.owns(k)).map(|(k, s)| (*k, *s)).collect();
         let fence = self.config.fence_on_rebuild;
         let merged = Marker::merge(markers)?;
@@ -106,13 +123,15 @@ impl<L: StateLog> ActionStateStore<L> {
         // No checkpoint: nothing to replay, but the fences are appended and read all the same.
         let marker = merged.unwrap_or_else(|| Marker::new(current.clone(), end.clone()));
         marker.validate(&current, &earliest, &end)?;
-        let mut joined = self.read_partitions(&marker, &end, ownership, started, current.partitions).await?;
+        let floors = Arc::new(floors.above(&marker.offsets).then_some(floors));
+        let mut joined = self.read_partitions(&marker, &end, ownership, &floors, started, current.partitions).await?;
         let (epoch, reached) = if fence {
             self.fence_and_catch_up(&marker, &end, ownership, &mut joined, current.partitions).await?
         } else {
             (newest_epoch(&marker, &joined.fences, ownership), end.clone())
         };
-        let Joined { mut report, mut index, unlogged, fences_read, .. } = joined;
+        let Joined { mut report, mut index, unlogged, fences_read, skipped, .. } = joined;
+        relearn_skipped(skipped, &index, &mut owned_completed);
         for (key, seq) in &owned_completed {
             index.prune(key, *seq);
         }
@@ -141,6 +160,7 @@ impl<L: StateLog> ActionStateStore<L> {
         marker: &Marker,
         end: &[u64],
         ownership: &Ownership,
+        floors: &Arc<Option<Floors>>,
         started: Instant,
         partitions: u32,
     ) -> Result<Joined> {
@@ -153,11 +173,14 @@ impl<L: StateLog> ActionStateStore<L> {
         for (partition, (&from, &to)) in (0u32..).zip(marker.offsets.iter().zip(end)) {
             let log = Arc::clone(&self.log);
             let ownership = ownership.clone();
-            let readers = Arc::clone(&readers);
+            let (readers, floors) = (Arc::clone(&readers), Arc::clone(floors));
             let range = RangeRead::new(partition, from, to, self.config.read_batch.max(1));
             let fences = Fences::from_marks(&marker.fences, partition, from);
             let stall = self.config.rebuild_stall;
-            tasks.spawn(async move { read_partition(&*log, &ownership, range, fences, stall, &readers).await });
+            tasks.spawn(async move {
+                let scope = Scope { ownership: &ownership, floors: floors.as_ref().as_ref() };
+                read_partition(&*log, scope, range, fences, stall, &readers).await
+            });
         }
         let deadline = self.config.rebuild_deadline.map(|d| (d, tokio::time::Instant::from_std(started) + d));
         let joined = join_partitions(&mut tasks, &readers, end, deadline, partitions).await;
@@ -222,7 +245,9 @@ impl<L: StateLog> ActionStateStore<L> {
         part.index = std::mem::take(&mut joined.index);
         part.unlogged = std::mem::take(&mut joined.unlogged);
         let stall = self.config.rebuild_stall;
-        let caught_up = match tokio::time::timeout(stall, catch_up(&*self.log, ownership, range, &mut part)).await {
+        // Past the end captured at the start, so past every checkpoint's marker: no floors.
+        let scope = Scope { ownership, floors: None };
+        let caught_up = match tokio::time::timeout(stall, catch_up(&*self.log, scope, range, &mut part)).await {
             Ok(done) => done,
             Err(_) => Err(StoreError::RebuildStalled { partition, offset: from, end: to, seconds: stall.as_secs() }),
         };
@@ -232,6 +257,20 @@ impl<L: StateLog> ActionStateStore<L> {
         part.count_into(&mut joined.report);
         joined.fences_read.append(&mut part.fences_read);
         Ok(())
+    }
+}
+
+/// Keys whose records a floor skipped and that hold no state at or below their last skipped
+/// round: their checkpoint had pruned those rounds and then forgotten the key. The store
+/// counts them completed again, so that its own checkpoints name them for as long as their
+/// records lie at or above its marker (which may lie below the floor that skipped them), and
+/// a restore of those checkpoints prunes them too.
+fn relearn_skipped(skipped: HashMap<KeyId, u64>, index: &Index, completed: &mut HashMap<KeyId, u64>) {
+    for (key, seq) in skipped {
+        let first = index.rounds_of(&key).first().map(|(s, _)| *s);
+        if !completed.contains_key(&key) && first.is_none_or(|first| first > seq) {
+            completed.insert(key, seq);
+        }
     }
 }
 
@@ -299,6 +338,8 @@ struct Joined {
     fences: Vec<Fences>,
     /// The fence records read.
     fences_read: Vec<FenceRead>,
+    /// Per key whose upserts a floor skipped, the last round skipped.
+    skipped: HashMap<KeyId, u64>,
 }
 
 /// Joins the partition readers as they finish, until all have or one fails or the deadline
@@ -315,6 +356,7 @@ async fn join_partitions(
     let mut unlogged = BTreeMap::new();
     let mut fences = vec![Fences::new(); end.len()];
     let mut fences_read = Vec::new();
+    let mut skipped = HashMap::new();
     let mut done = vec![false; end.len()];
     loop {
         let next = match deadline {
@@ -340,12 +382,13 @@ async fn join_partitions(
         let partition = part.partition;
         unlogged.extend(part.unlogged);
         fences_read.extend(part.fences_read);
+        skipped.extend(part.skipped);
         if let Some(f) = fences.get_mut(partition as usize) {
             *f = part.fences;
         }
         index.absorb(part.index).map_err(|key| StoreError::KeyInTwoPartitions { key, partition })?;
     }
-    Ok(Joined { report, index, unlogged, fences, fences_read })
+    Ok(Joined { report, index, unlogged, fences, fences_read, skipped })
 }
 
 struct PartitionRead {
@@ -357,6 +400,10 @@ struct PartitionRead {
     checkpoints: u64,
     /// Records skipped as a fenced writer's.
     fenced: u64,
+    /// Records below their group's checkpoint marker, skipped.
+    before_checkpoint: u64,
+    /// Per key whose upserts a floor skipped, the last round skipped.
+    skipped: HashMap<KeyId, u64>,
     /// States the replay removed that no later record of the partition names again (by a
     /// tombstone or a new upsert): the tombstones an invalidation cut short did not write.
     unlogged: BTreeMap<StateKey, InvalidationReason>,
@@ -376,6 +423,8 @@ impl PartitionRead {
             foreign: 0,
             checkpoints: 0,
             fenced: 0,
+            before_checkpoint: 0,
+            skipped: HashMap::new(),
             unlogged: BTreeMap::new(),
             fences,
             fences_read: Vec::new(),
@@ -389,19 +438,15 @@ impl PartitionRead {
         report.foreign += self.foreign;
         report.checkpoints += self.checkpoints;
         report.fenced += self.fenced;
+        report.before_checkpoint += self.before_checkpoint;
     }
 }
 
 /// Reads `range` of a partition into `part`, in order, batch after batch (the short stretch a
 /// rebuild reads after appending its fences).
-async fn catch_up<L: StateLog>(
-    log: &L,
-    ownership: &Ownership,
-    mut range: RangeRead,
-    part: &mut PartitionRead,
-) -> Result<()> {
+async fn catch_up<L: StateLog>(log: &L, scope: Scope<'_>, mut range: RangeRead, part: &mut PartitionRead) -> Result<()> {
     while let Some(records) = range.next_batch(log).await? {
-        index_batch(part, ownership, records)?;
+        index_batch(part, scope, records)?;
     }
     Ok(())
 }
@@ -411,7 +456,7 @@ async fn catch_up<L: StateLog>(
 /// overlap instead of taking turns. Stops early, without error, once `readers.stop` is set.
 async fn read_partition<L: StateLog>(
     log: &L,
-    ownership: &Ownership,
+    scope: Scope<'_>,
     mut range: RangeRead,
     fences: Fences,
     stall: Duration,
@@ -453,7 +498,7 @@ async fn read_partition<L: StateLog>(
         let mut out = PartitionRead::new(partition, fences);
         while let Some(read) = rx.recv().await {
             let (records, next) = read?;
-            index_batch(&mut out, ownership, records)?;
+            index_batch(&mut out, scope, records)?;
             if let Some(r) = readers.reached.get(partition as usize) {
                 r.store(next, Ordering::Relaxed);
             }
@@ -464,8 +509,15 @@ async fn read_partition<L: StateLog>(
     out
 }
 
+/// Which records of a partition a rebuild keeps: those of the keys owned, from their floors.
+#[derive(Clone, Copy)]
+struct Scope<'a> {
+    ownership: &'a Ownership,
+    floors: Option<&'a Floors>,
+}
+
 /// Indexes one batch of a partition's records, in log order.
-fn index_batch(out: &mut PartitionRead, ownership: &Ownership, records: Vec<ReadRecord>) -> Result<()> {
+fn index_batch(out: &mut PartitionRead, scope: Scope<'_>, records: Vec<ReadRecord>) -> Result<()> {
     let partition = out.partition;
     for r in records {
         out.records += 1;
@@ -488,9 +540,19 @@ fn index_batch(out: &mut PartitionRead, ownership: &Ownership, records: Vec<Read
         // paying for their decode.
         let key = log_key_id(&r.key);
         if let Some(key) = key
-            && !ownership.owns(&key)
+            && !scope.ownership.owns(&key)
         {
             out.foreign += 1;
+            continue;
+        }
+        if let (Some(key), Some(floors)) = (key, scope.floors)
+            && r.offset < floors.floor(&key, partition)
+        {
+            out.before_checkpoint += 1;
+            if let Peeked::Upsert(evidence) = codec::peek(&r.key, &r.value).map_err(|e| e.at(partition, r.offset))? {
+                let last = out.skipped.entry(key).or_insert(evidence.key.seq);
+                *last = (*last).max(evidence.key.seq);
+            }
             continue;
         }
         // Checked in full, but kept encoded: a lookup decodes the state it hands out.

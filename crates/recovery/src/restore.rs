@@ -12,6 +12,7 @@
 
 use crate::coverage::{Coverage, Taken};
 use crate::error::{Result, StoreError};
+use crate::floors::Floors;
 use crate::rebuild::RebuildReport;
 use crate::store::ActionStateStore;
 use crate::store_config::StoreConfig;
@@ -132,6 +133,7 @@ impl<L: StateLog> ActionStateStore<L> {
         let mut markers = Vec::new();
         let mut completed: HashMap<KeyId, u64> = HashMap::new();
         let mut restored = Vec::new();
+        let mut floors = Floors::default();
         for (commit, taken) in found.chosen {
             let (entries, read) = self.load_parts(&commit).await?;
             scanned += read;
@@ -139,6 +141,7 @@ impl<L: StateLog> ActionStateStore<L> {
                 commit.body.completed.iter().chain(&entries).filter(|(k, _)| taken.holds(k)).map(|(k, s)| (*k, *s)),
             );
             markers.push(commit.body.marker.clone());
+            floors.push(taken, commit.body.marker.offsets.clone());
             restored.push(RestoredCheckpoint {
                 id: commit.id,
                 owner: commit.owner,
@@ -152,7 +155,7 @@ impl<L: StateLog> ActionStateStore<L> {
             let earliest = self.log.earliest_offsets().await?;
             markers.push(Marker::new(self.log.identity().clone(), earliest));
         }
-        let rebuild = self.rebuild(&markers, ownership, &completed).await?;
+        let rebuild = self.rebuild_from(&markers, ownership, &completed, floors).await?;
         *self.log_checkpoint.lock().await = found.newest_id;
         tracing::info!(checkpoints = restored.len(), from_earliest = found.uncovered, scanned, "restored from the log");
         Ok(Restored { from: restored, from_earliest: found.uncovered, scanned, rebuild })

@@ -268,3 +268,59 @@ async fn metadata_beyond_the_limit_is_refused_and_writes_nothing() {
     );
     assert_eq!(store.log().end_offsets().await.unwrap(), before);
 }
+
+/// After a rescale, each former owner's checkpoint governs its own groups from its own marker:
+/// a key of the owner that checkpointed later, whose rounds that owner pruned and then forgot
+/// (its records lie below its marker, so its checkpoint no longer names it), is not brought
+/// back by the replay from the other owner's older marker, where it would pin retention.
+async fn a_rescale_restore_replays_each_group_from_its_own_checkpoint(backend: Backend) {
+    let env = Env::new(backend);
+    let log = env.shared().await;
+    let (left_groups, right_groups) = (groups(0..4), groups(4..8));
+    let open = |owned| ActionStateStore::restore(log.clone(), StoreConfig::default(), owned, RestoreFrom::Latest);
+    let (left, _) = open(&left_groups).await.unwrap();
+    let (right, _) = open(&right_groups).await.unwrap();
+    let names: Vec<String> = (0..32).map(|n| format!("idle-{n}")).collect();
+    let (lefts, rights): (Vec<&String>, Vec<&String>) = names.iter().partition(|n| groups(0..4).owns(&key(n)));
+    assert!(!lefts.is_empty() && !rights.is_empty());
+    for name in &rights {
+        serve(&right, name, 0..1).await;
+    }
+    // The right owner's only checkpoint: its marker lies before every record of the left's.
+    right.checkpoint(b"right").await.unwrap();
+    for name in &lefts {
+        serve(&left, name, 0..2).await;
+    }
+    // The first prunes the left keys' rounds, the second's marker passes their records and
+    // they leave what the store remembers: the third names none of them.
+    for _ in 0..3 {
+        left.checkpoint(b"left").await.unwrap();
+    }
+    assert_eq!(left.completed_keys(), 0);
+    // A reclaim in flight holds the log open.
+    left.wait_for_reclaim().await;
+    drop((left, right, log));
+
+    let (all, restored) =
+        ActionStateStore::restore(env.open().await, StoreConfig::default(), &groups(0..8), RestoreFrom::Latest)
+            .await
+            .unwrap();
+    assert_eq!(restored.from.len(), 2, "{:?}", restored.from);
+    assert_eq!(all.stats().states, 0, "every round was completed and pruned before the checkpoints");
+    let skipped = restored.rebuild.before_checkpoint;
+    assert!(skipped >= (lefts.len() * 2 * STATES_PER_ROUND) as u64, "{skipped} records skipped");
+    // Its own checkpoint's marker may lie below those records (here it is the right owner's):
+    // it names the skipped keys' rounds completed again, so a restore of it prunes them too.
+    assert_eq!(all.completed_keys(), names.len());
+    serve(&all, "busy", 0..1).await;
+    all.checkpoint(b"all").await.unwrap();
+    all.wait_for_reclaim().await;
+    drop(all);
+    let (again, restored) =
+        ActionStateStore::restore(env.open().await, StoreConfig::default(), &groups(0..8), RestoreFrom::Latest)
+            .await
+            .unwrap();
+    assert_eq!(restored.metadata(), Some(&b"all"[..]));
+    assert_eq!(again.stats().states, 0, "{:?}", restored.rebuild);
+}
+on_every_backend!(rescale_floors, a_rescale_restore_replays_each_group_from_its_own_checkpoint);
