@@ -18,9 +18,10 @@
 //!   local broker started for it and stopped after (`actionstate-bench`).
 //! - `bench fluss` — store put and rebuild on a Fluss log table against raw fluss-rs clients, on
 //!   a local Fluss cluster started for it and stopped after (`actionstate-bench`).
-//! - `bench soak` — `actionstate soak` over a million inputs on the embedded store, with
-//!   retention on and then keeping everything; `bench soak kafka` 200,000 inputs each way on a
-//!   topic of a local broker started for it, measuring the topic's partition directories.
+//! - `bench soak` — `actionstate soak` over a million inputs on the embedded store: retention
+//!   on and then keeping everything; four owners sharing the log against one; four owners that
+//!   rescale to three halfway. `bench soak kafka` makes the same runs with 200,000 inputs on
+//!   topics of a local broker started for it, measuring the topics' partition directories.
 //! - `fuzz [--time SECONDS]` — the decoder fuzz target from its seed corpus (needs cargo-fuzz
 //!   and a nightly toolchain, installed on demand when missing; without nightly, the stable
 //!   compiler with `RUSTC_BOOTSTRAP=1`). Its checks also run in `ci`, inside the workspace's
@@ -89,7 +90,7 @@ fn print_help() {
          bench file           store put and rebuild on the embedded backend vs raw redb\n  \
          bench kafka          store put and rebuild vs raw rdkafka: a local broker, then the 3-node cluster\n  \
          bench fluss          store put and rebuild on a local Fluss cluster vs raw fluss-rs\n  \
-         bench soak           a million inputs, retention on and off: memory, disk, snapshots\n  \
+         bench soak           a million inputs: retention on and off, 4 owners vs 1, 4 rescaled to 3\n  \
          bench soak kafka     the same, 200,000 inputs on a local Kafka broker\n  \
          fuzz [--time SECS]   run the record-decoder fuzz target (default 60 s)\n  \
          chaos kafka [--leader-kills N] [--zombie-episodes N]   kill Kafka partition leaders under puts, run zombie writers (local 3-node cluster)\n  \
@@ -405,6 +406,10 @@ fn bench_on(backend: &str, url: &str) -> Result<()> {
     run(&format!("bench {backend}"), cargo().args(args))
 }
 
+/// The runs of `bench soak`, beyond the inputs and the log: retention against keeping
+/// everything; four owners sharing the log against one; four that rescale to three.
+const SOAK_RUNS: [&[&str]; 3] = [&["--compare"], &["--owners", "4"], &["--owners", "4", "--rescale-to", "3"]];
+
 fn bench(what: Option<&str>, on: Option<&str>) -> Result<()> {
     match what {
         Some("index") => run("bench index", cargo().args(["bench", "-p", "actionstate-index", "--bench", "index"])),
@@ -417,36 +422,31 @@ fn bench(what: Option<&str>, on: Option<&str>) -> Result<()> {
             "bench file",
             cargo().args(["run", "--release", "-p", "actionstate-bench", "--no-default-features", "--"]),
         ),
-        // A million inputs with retention on, then keeping everything: flat or growing.
-        Some("soak") if on.is_none() => run(
-            "bench soak",
-            cargo().args(["run", "--release", "-p", "actionstate", "--", "soak", "--inputs", "1000000", "--compare"]),
-        ),
-        // The same workload on a Kafka topic, 200,000 inputs each way: the topic's partition
+        // A million inputs with retention on, then keeping everything: flat or growing; then
+        // four owners sharing the log against one, and four that rescale to three halfway.
+        Some("soak") if on.is_none() => {
+            for (n, extra) in SOAK_RUNS.iter().enumerate() {
+                let soak = ["run", "--release", "-p", "actionstate", "--", "soak", "--inputs", "1000000"];
+                run(&format!("bench soak ({}/{})", n + 1, SOAK_RUNS.len()), cargo().args(soak).args(*extra))?;
+            }
+            Ok(())
+        }
+        // The same runs on Kafka topics, 200,000 inputs each: the topics' partition
         // directories on the broker's disk, flat or growing.
         Some("soak") if on == Some("kafka") => {
             let kafka = services::up_kafka().context("starting the Kafka broker for the soak")?;
-            let url = format!(
-                "kafka://{}/actionstate-soak-{}?replication=1&topic.segment.bytes=1048576",
-                kafka.client.bootstrap,
-                std::process::id()
-            );
             let log_dir = services::kafka_log_dir()?;
-            let soak = [
-                "run",
-                "--release",
-                "-p",
-                "actionstate",
-                "--features",
-                "kafka",
-                "--",
-                "soak",
-                "--inputs",
-                "200000",
-                "--compare",
-                "--log",
-            ];
-            let measured = run("bench soak kafka", cargo().args(soak).arg(&url).arg("--broker-log-dir").arg(&log_dir));
+            let measured = SOAK_RUNS.iter().enumerate().try_for_each(|(n, extra)| {
+                let url = format!(
+                    "kafka://{}/actionstate-soak-{}-{n}?replication=1&topic.segment.bytes=1048576",
+                    kafka.client.bootstrap,
+                    std::process::id()
+                );
+                let soak = ["run", "--release", "-p", "actionstate", "--features", "kafka", "--", "soak"];
+                let args = ["--inputs", "200000", "--log", &url, "--broker-log-dir"];
+                let name = format!("bench soak kafka ({}/{})", n + 1, SOAK_RUNS.len());
+                run(&name, cargo().args(soak).args(args).arg(&log_dir).args(*extra))
+            });
             let stopped = services::down_kafka();
             measured?;
             stopped.context("stopping the Kafka broker")

@@ -1,7 +1,10 @@
 //! `actionstate soak`: conversations that live for a few inputs and go idle for good, on any
 //! log (the embedded store by default), with a checkpoint every so many inputs; prints
 //! resident memory, the bytes the backend holds and what each snapshot carries every tenth of
-//! the run, then one JSON line.
+//! the run, then one JSON line. With `--owners N`, N stores share the log, each owning a share
+//! of the key groups and writing its checkpoints into the log (retention runs from all of
+//! them), optionally rescaling to `--rescale-to M` halfway; then one store owning every group
+//! the same way runs on a second log, and a last line compares their throughput.
 //!
 //! Bytes held: on `file:`, the data directory's files; on `kafka://`, the topic's partition
 //! directories (`<DIR>/<topic>-<partition>`) under the broker's `log.dirs` on this machine,
@@ -9,7 +12,8 @@
 //! `DescribeLogDirs` would report it summed over the partitions); elsewhere not measured (0).
 
 use actionstate_recovery::{ActionStateStore, LogConfig, Retention, StoreConfig};
-use actionstate_sim::soak::{SoakConfig, SoakReport, directory_bytes, soak};
+use actionstate_sim::soak::{SoakConfig, SoakReport, SoakSample, directory_bytes, soak};
+use actionstate_sim::soak_owners::{Fleet, soak_owners};
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -33,12 +37,22 @@ pub(crate) struct SoakArgs {
     #[arg(long, default_value = "3")]
     retention: String,
     /// Run once with `--retention` and once keeping everything, and report both.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "owners")]
     compare: bool,
+    /// Stores sharing the log, each owning a share of 128 key groups and writing its
+    /// checkpoints into the log; then one store owning every group the same way on a second
+    /// log, to compare throughput (`throughput_ratio`).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=128))]
+    owners: Option<u16>,
+    /// With `--owners`: halfway through, every owner checkpoints and stops, and this many
+    /// new owners restore from the log and go on.
+    #[arg(long, requires = "owners", value_parser = clap::value_parser!(u16).range(1..=128))]
+    rescale_to: Option<u16>,
     /// The log, which must be new or empty: the soak writes into it and reclaims what it wrote
     /// (a log that holds anything is refused, and nothing is written to it). Default: `file:`
-    /// on a fresh directory under the system temp dir, removed after. With `--compare`, the
-    /// second run uses `DIR/all` (file), `TOPIC-all` (Kafka) or `TABLE_all` (Fluss).
+    /// on a fresh directory under the system temp dir, removed after. With `--compare` or
+    /// `--owners`, the second run uses `DIR/all` (file), `TOPIC-all` (Kafka) or `TABLE_all`
+    /// (Fluss).
     #[arg(long, value_name = "URL")]
     log: Option<String>,
     /// The broker's `log.dirs` on this machine, to measure a Kafka topic's bytes on disk.
@@ -61,13 +75,43 @@ fn retention(text: &str) -> Result<Retention> {
     }
 }
 
+/// One run of the soak: one store keeping its checkpoints with the runtime, or owners that
+/// share the log and write their checkpoints into it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Run {
+    Single(Retention),
+    Fleet(Fleet, Retention),
+}
+
+impl Run {
+    fn retention(self) -> Retention {
+        match self {
+            Run::Single(r) | Run::Fleet(_, r) => r,
+        }
+    }
+
+    /// The name of its retention, as the report lines give it.
+    fn name(self) -> String {
+        match self.retention() {
+            Retention::KeepAll => "all".to_owned(),
+            Retention::LastCheckpoints(n) => n.to_string(),
+        }
+    }
+}
+
 pub(crate) async fn run(args: SoakArgs) -> Result<ExitCode> {
     crate::metrics::serve(&args.metrics)?;
     let first = retention(&args.retention)?;
-    let mut runs = vec![first];
-    if args.compare && first != Retention::KeepAll {
-        runs.push(Retention::KeepAll);
-    }
+    let runs = match args.owners {
+        Some(owners) => vec![
+            Run::Fleet(Fleet { owners, rescale_to: args.rescale_to }, first),
+            Run::Fleet(Fleet { owners: 1, rescale_to: None }, first),
+        ],
+        None if args.compare && first != Retention::KeepAll => {
+            vec![Run::Single(first), Run::Single(Retention::KeepAll)]
+        }
+        None => vec![Run::Single(first)],
+    };
     let config = SoakConfig {
         inputs: args.inputs.max(1),
         in_flight: args.in_flight.max(1),
@@ -76,10 +120,21 @@ pub(crate) async fn run(args: SoakArgs) -> Result<ExitCode> {
         ..SoakConfig::default()
     };
     let mut reports = Vec::new();
-    for retention in runs {
-        reports.push((retention, once(&args, &config, retention).await?));
+    for (n, run) in runs.into_iter().enumerate() {
+        reports.push((run, once(&args, &config, run, n == 1).await?));
     }
-    if let [(_, kept), (_, all)] = reports.as_slice()
+    if let [(Run::Fleet(fleet, _), many), (_, one)] = reports.as_slice() {
+        let ratio = many.inputs_per_s / one.inputs_per_s.max(1e-9);
+        let line = serde_json::json!({
+            "compare": "owners",
+            "owners": fleet.owners,
+            "rescale_to": fleet.rescale_to,
+            "inputs_per_s": (many.inputs_per_s * 10.0).round() / 10.0,
+            "one_owner_inputs_per_s": (one.inputs_per_s * 10.0).round() / 10.0,
+            "throughput_ratio": (ratio * 1000.0).round() / 1000.0,
+        });
+        outln!("{line}");
+    } else if let [(_, kept), (_, all)] = reports.as_slice()
         && !args.json
     {
         outln!(
@@ -140,7 +195,7 @@ fn bytes_held(config: &LogConfig, broker_log_dir: Option<&Path>) -> Result<Box<d
     }
 }
 
-async fn once(args: &SoakArgs, config: &SoakConfig, retention: Retention) -> Result<SoakReport> {
+async fn once(args: &SoakArgs, config: &SoakConfig, run: Run, second: bool) -> Result<SoakReport> {
     // Without `--log`, a data directory of the run's own under the system temp dir, removed
     // after the run whatever it did.
     let temp = match args.log {
@@ -150,29 +205,32 @@ async fn once(args: &SoakArgs, config: &SoakConfig, retention: Retention) -> Res
             Some(crate::claim::Scratch::claim(&dir, "soak", "soak")?)
         }
     };
-    let run = run_once(args, config, retention, temp.as_ref().map_or(Path::new(""), |t| t.path.as_path())).await;
+    let temp_dir = temp.as_ref().map_or(Path::new(""), |t| t.path.as_path());
+    let report = run_once(args, config, run, second, temp_dir).await;
     if let Some(temp) = temp {
         temp.remove()?;
     }
-    run
+    report
 }
 
-/// One run of the soak, with `temp` the directory of its default data directories.
-async fn run_once(args: &SoakArgs, config: &SoakConfig, retention: Retention, temp: &Path) -> Result<SoakReport> {
-    let log_config = log_of(args, retention == Retention::KeepAll && args.compare, temp)?;
+/// One run of the soak (`second`: on the sibling log), with `temp` the directory of its
+/// default data directories.
+async fn run_once(args: &SoakArgs, config: &SoakConfig, run: Run, second: bool, temp: &Path) -> Result<SoakReport> {
+    let log_config = log_of(args, second, temp)?;
     let held = bytes_held(&log_config, args.broker_log_dir.as_deref())?;
     // The soak writes a history of its own and reclaims it: never into a log that holds one.
     let log = crate::claim::claim_empty(&log_config, "soak").await?;
-    let store = Arc::new(ActionStateStore::new(log, StoreConfig { retention, ..StoreConfig::default() }));
-    let name = match retention {
-        Retention::KeepAll => "all".to_owned(),
-        Retention::LastCheckpoints(n) => n.to_string(),
+    let store_config = StoreConfig { retention: run.retention(), ..StoreConfig::default() };
+    let name = run.name();
+    let owners = match run {
+        Run::Fleet(fleet, _) => format!(" owners={}", fleet.owners),
+        Run::Single(_) => String::new(),
     };
     let json = args.json;
-    let report = soak(Arc::clone(&store), config, &*held, &mut |s| {
+    let mut on_sample = |s: &SoakSample| {
         if !json {
             outln!(
-                "retention={name} inputs={} elapsed={:.1}s rss={:.1}MB held={:.1}MB snapshot_entries={} snapshot_ms={:.1} reclaimed={} indexed={}",
+                "retention={name}{owners} inputs={} elapsed={:.1}s rss={:.1}MB held={:.1}MB snapshot_entries={} snapshot_ms={:.1} reclaimed={} indexed={}",
                 s.inputs,
                 s.elapsed_s,
                 s.rss_bytes as f64 / 1e6,
@@ -183,12 +241,27 @@ async fn run_once(args: &SoakArgs, config: &SoakConfig, retention: Retention, te
                 s.indexed_states
             );
         }
-    })
-    .await?;
-    store.wait_for_reclaim().await;
+    };
+    let report = match run {
+        Run::Single(_) => {
+            let store = Arc::new(ActionStateStore::new(log, store_config));
+            let report = soak(Arc::clone(&store), config, &*held, &mut on_sample).await?;
+            store.wait_for_reclaim().await;
+            report
+        }
+        Run::Fleet(fleet, _) => {
+            soak_owners(Arc::new(log), &store_config, config, fleet, &*held, &mut on_sample).await?
+        }
+    };
+    let (owners, rescale_to) = match run {
+        Run::Fleet(fleet, _) => (Some(fleet.owners), fleet.rescale_to),
+        Run::Single(_) => (None, None),
+    };
     let line = serde_json::json!({
         "log": log_config.to_string(),
         "retention": name,
+        "owners": owners,
+        "rescale_to": rescale_to,
         "inputs": report.inputs,
         "inputs_per_s": (report.inputs_per_s * 10.0).round() / 10.0,
         "disk_growth": (report.disk_growth * 1000.0).round() / 1000.0,

@@ -241,6 +241,29 @@ fn soak_prints_a_json_line_per_run_with_growth_and_snapshot_entries() {
     assert!(lines[0]["disk_growth"].as_f64() < lines[1]["disk_growth"].as_f64(), "{lines:?}");
 }
 
+/// `soak --owners`: a line for the owners' run, one for a single owner's on a second log, and
+/// the comparison; the rescale shows in the first.
+#[test]
+fn soak_with_owners_compares_them_with_one_owner() {
+    let args =
+        ["soak", "--inputs", "4000", "--checkpoint-every", "200", "--owners", "2", "--rescale-to", "3", "--json"];
+    let out = actionstate(&args);
+    assert!(out.status.success(), "soak failed: {}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<serde_json::Value> = stdout(&out).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert_eq!((&lines[0]["owners"], &lines[0]["rescale_to"]), (&2.into(), &3.into()), "{}", lines[0]);
+    assert_eq!((&lines[1]["owners"], &lines[1]["rescale_to"]), (&1.into(), &serde_json::Value::Null), "{}", lines[1]);
+    for line in &lines[..2] {
+        assert_eq!(line["inputs"], 4000, "{line}");
+        assert!(line["snapshot_entries"].as_u64().is_some_and(|v| v > 0), "{line}");
+    }
+    let ratio = lines[2]["throughput_ratio"].as_f64().unwrap();
+    let (many, one) =
+        (lines[2]["inputs_per_s"].as_f64().unwrap(), lines[2]["one_owner_inputs_per_s"].as_f64().unwrap());
+    assert!((ratio - many / one).abs() < 0.01, "{}", lines[2]);
+    assert_eq!(lines[2]["owners"], 2);
+}
+
 /// `bench` on a data directory: put latency and throughput of the store, the rebuild rate of
 /// every round and the log's own read rate, on the records it wrote; it removes the directory
 /// it created.

@@ -24,6 +24,9 @@ pub struct LogCheckpoint {
     pub marker: Marker,
     /// States the completion pruned from memory.
     pub pruned: usize,
+    /// Keys whose last completed round it names (what a restore of it prunes; bounded by the
+    /// keys with records at or above its marker).
+    pub completed: usize,
 }
 
 impl<L: StateLog> ActionStateStore<L> {
@@ -71,7 +74,8 @@ impl<L: StateLog> ActionStateStore<L> {
         self.retain(snapshot.marker.clone());
         self.reclaim_shared();
         tracing::debug!(id, parts, offset = commit.offset, pruned, "checkpoint written");
-        Ok(LogCheckpoint { id, commit, parts, marker: snapshot.marker, pruned })
+        let completed = snapshot.completed.len();
+        Ok(LogCheckpoint { id, commit, parts, marker: snapshot.marker, pruned, completed })
     }
 
     /// Appends the parts, then the commit, of `snapshot`'s checkpoint; returns where the

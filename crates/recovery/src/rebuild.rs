@@ -444,7 +444,12 @@ impl PartitionRead {
 
 /// Reads `range` of a partition into `part`, in order, batch after batch (the short stretch a
 /// rebuild reads after appending its fences).
-async fn catch_up<L: StateLog>(log: &L, scope: Scope<'_>, mut range: RangeRead, part: &mut PartitionRead) -> Result<()> {
+async fn catch_up<L: StateLog>(
+    log: &L,
+    scope: Scope<'_>,
+    mut range: RangeRead,
+    part: &mut PartitionRead,
+) -> Result<()> {
     while let Some(records) = range.next_batch(log).await? {
         index_batch(part, scope, records)?;
     }

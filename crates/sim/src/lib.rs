@@ -33,6 +33,7 @@ mod round;
 mod run_dir;
 mod runtime;
 pub mod soak;
+pub mod soak_owners;
 mod source;
 mod zombie;
 

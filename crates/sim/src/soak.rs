@@ -5,7 +5,7 @@
 //! holds and what each snapshot carries; growth is the value at the end over the value at half
 //! the run.
 
-use actionstate_core::{ActionId, Attributes, Event, StateLog, Trigger, Value};
+use actionstate_core::{ActionId, Attributes, Event, KeyId, StateLog, Trigger, Value};
 use actionstate_recovery::{ActionStateStore, Begin, Ownership, Round, StoreError};
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -117,14 +117,111 @@ fn allocated(m: &std::fs::Metadata) -> u64 {
     m.len()
 }
 
+/// What the workers report as they go: the last checkpoint's entries and the slowest one.
 #[derive(Debug, Default)]
-struct Progress {
+pub(crate) struct Progress {
     snapshot_entries: usize,
     snapshot_ms: f64,
     snapshot_ms_max: f64,
 }
 
-/// Runs the workload on `store`; `bytes_held` measures what the backend holds; `on_sample`
+impl Progress {
+    /// A checkpoint that named `entries` keys took `ms`.
+    pub(crate) fn checkpointed(&mut self, entries: usize, ms: f64) {
+        self.snapshot_entries = entries;
+        self.snapshot_ms = self.snapshot_ms.max(ms);
+        self.snapshot_ms_max = self.snapshot_ms_max.max(ms);
+    }
+}
+
+/// The workers of a run, with what they share.
+pub(crate) type Workers = tokio::task::JoinSet<Result<(), StoreError>>;
+
+/// Takes a sample every tenth of the run, across the phases of a run (one, or two around a
+/// rescale), and makes the report.
+pub(crate) struct Sampler<'a> {
+    started: Instant,
+    inputs: u64,
+    tenth: u64,
+    mark: u64,
+    peak: u64,
+    bytes_held: &'a (dyn Fn() -> u64 + Sync),
+    samples: Vec<SoakSample>,
+}
+
+impl<'a> Sampler<'a> {
+    pub(crate) fn new(inputs: u64, bytes_held: &'a (dyn Fn() -> u64 + Sync)) -> Self {
+        let tenth = (inputs / 10).max(1);
+        Sampler { started: Instant::now(), inputs, tenth, mark: tenth, peak: 0, bytes_held, samples: Vec::new() }
+    }
+
+    /// Samples until every worker has finished; `counts` gives the records reclaimed so far
+    /// and the states indexed now. The first worker error stops the watch.
+    pub(crate) async fn watch(
+        &mut self,
+        workers: &mut Workers,
+        done: &AtomicU64,
+        progress: &Mutex<Progress>,
+        counts: &(dyn Fn() -> (u64, usize) + Sync),
+        on_sample: &mut (dyn FnMut(&SoakSample) + Send),
+    ) -> Result<(), StoreError> {
+        loop {
+            let finished = workers.is_empty();
+            let now = done.load(Ordering::Relaxed);
+            self.peak = self.peak.max((self.bytes_held)());
+            while now >= self.mark && self.mark <= self.inputs {
+                let (records_reclaimed, indexed_states) = counts();
+                let mut p = progress.lock();
+                let s = SoakSample {
+                    inputs: now,
+                    elapsed_s: self.started.elapsed().as_secs_f64(),
+                    rss_bytes: resident_bytes(),
+                    backend_bytes: self.peak.max((self.bytes_held)()),
+                    snapshot_entries: p.snapshot_entries,
+                    snapshot_ms: p.snapshot_ms,
+                    records_reclaimed,
+                    indexed_states,
+                };
+                p.snapshot_ms = 0.0;
+                drop(p);
+                on_sample(&s);
+                self.samples.push(s);
+                self.mark += self.tenth;
+                self.peak = 0;
+            }
+            if finished {
+                return Ok(());
+            }
+            // Wakes at least every 20 ms to take the samples that are due.
+            if let Ok(Some(joined)) = tokio::time::timeout(Duration::from_millis(20), workers.join_next()).await {
+                joined.map_err(|e| StoreError::Task(e.to_string()))??;
+            }
+        }
+    }
+
+    /// The report of the run: growth is the value at the end over the value at half the run.
+    pub(crate) fn report(self, progress: &Mutex<Progress>) -> SoakReport {
+        let elapsed = self.started.elapsed().as_secs_f64().max(1e-9);
+        let samples = self.samples;
+        let growth = |f: fn(&SoakSample) -> u64| {
+            let half = samples.get(samples.len().saturating_sub(1) / 2).map_or(0, f);
+            let end = samples.last().map_or(0, f);
+            if half == 0 { 0.0 } else { end as f64 / half as f64 }
+        };
+        SoakReport {
+            inputs: self.inputs,
+            inputs_per_s: self.inputs as f64 / elapsed,
+            disk_growth: growth(|s| s.backend_bytes),
+            rss_growth: growth(|s| s.rss_bytes),
+            snapshot_entries: samples.iter().map(|s| s.snapshot_entries).max().unwrap_or(0),
+            snapshot_ms_max: progress.lock().snapshot_ms_max,
+            samples,
+        }
+    }
+}
+
+/// Runs the workload on `store`, which keeps its checkpoints with the runtime (`snapshot`,
+/// then `checkpoint_complete`); `bytes_held` measures what the backend holds; `on_sample`
 /// sees each sample as it is taken.
 pub async fn soak<L: StateLog>(
     store: Arc<ActionStateStore<L>>,
@@ -135,96 +232,99 @@ pub async fn soak<L: StateLog>(
     // A runtime starts its store with a restore: the store takes its owner epoch and fences the
     // partitions, and every snapshot then looks for newer fences in what the log gained.
     store.rebuild(&[], &Ownership::All, &HashMap::new()).await?;
-    let started = Instant::now();
-    let next = Arc::new(AtomicU64::new(0));
-    let done = Arc::new(AtomicU64::new(0));
-    let progress = Arc::new(Mutex::new(Progress::default()));
-    let mut workers = tokio::task::JoinSet::new();
+    let mut sampler = Sampler::new(config.inputs, bytes_held);
+    let lanes = Lanes::default();
+    let mut workers = Workers::new();
     for slot in 0..config.in_flight.max(1) {
-        let (store, next, done, progress, config) =
-            (Arc::clone(&store), Arc::clone(&next), Arc::clone(&done), Arc::clone(&progress), config.clone());
-        workers.spawn(async move { worker(&store, slot, &config, &next, &done, &progress).await });
+        let lane = Lane { store: Arc::clone(&store), owned: Ownership::All, slot, checkpoints: Checkpoints::TwoPhase };
+        lanes.spawn(&mut workers, lane, (0, config.inputs), config);
     }
-    let tenth = (config.inputs / 10).max(1);
-    let mut samples = Vec::new();
-    let mut mark = tenth;
-    let mut peak = 0u64;
-    let sample = |store: &ActionStateStore<L>, inputs: u64, progress: &Mutex<Progress>, peak: u64| {
-        let mut p = progress.lock();
-        let s = SoakSample {
-            inputs,
-            elapsed_s: started.elapsed().as_secs_f64(),
-            rss_bytes: resident_bytes(),
-            backend_bytes: peak.max(bytes_held()),
-            snapshot_entries: p.snapshot_entries,
-            snapshot_ms: p.snapshot_ms,
-            records_reclaimed: store.reclaim_status().records_reclaimed,
-            indexed_states: store.stats().states,
-        };
-        p.snapshot_ms = 0.0;
-        s
-    };
-    loop {
-        let finished = workers.is_empty();
-        let now = done.load(Ordering::Relaxed);
-        peak = peak.max(bytes_held());
-        while now >= mark && mark <= config.inputs {
-            let s = sample(&store, now, &progress, peak);
-            on_sample(&s);
-            samples.push(s);
-            mark += tenth;
-            peak = 0;
-        }
-        if finished {
-            break;
-        }
-        // Wakes at least every 20 ms to take the samples that are due.
-        if let Ok(Some(joined)) = tokio::time::timeout(Duration::from_millis(20), workers.join_next()).await {
-            joined.map_err(|e| StoreError::Task(e.to_string()))??;
-        }
+    let counts = || (store.reclaim_status().records_reclaimed, store.stats().states);
+    sampler.watch(&mut workers, &lanes.done, &lanes.progress, &counts, on_sample).await?;
+    Ok(sampler.report(&lanes.progress))
+}
+
+/// How a lane's store checkpoints.
+#[derive(Clone)]
+pub(crate) enum Checkpoints {
+    /// Kept by the runtime: `snapshot`, then `checkpoint_complete` at once, every
+    /// `checkpoint_every` inputs of the run.
+    TwoPhase,
+    /// Written into the log with `checkpoint`, every `checkpoint_every` inputs of the lane's
+    /// owner, with the owner's input count as metadata.
+    InLog { owner_done: Arc<AtomicU64> },
+}
+
+/// One conversation slot: the store it writes to, the keys it may use, its number.
+pub(crate) struct Lane<L: StateLog> {
+    pub(crate) store: Arc<ActionStateStore<L>>,
+    pub(crate) owned: Ownership,
+    pub(crate) slot: usize,
+    pub(crate) checkpoints: Checkpoints,
+}
+
+/// What the lanes of a phase share: the next input, the inputs done (over the whole run) and
+/// the progress of checkpoints.
+#[derive(Default)]
+pub(crate) struct Lanes {
+    pub(crate) next: Arc<AtomicU64>,
+    pub(crate) done: Arc<AtomicU64>,
+    pub(crate) progress: Arc<Mutex<Progress>>,
+}
+
+impl Lanes {
+    /// Starts `lane`, which takes inputs until the run's counter reaches `limit`, naming its
+    /// conversations after `phase` (a new owner after a rescale starts new ones).
+    pub(crate) fn spawn<L: StateLog>(
+        &self,
+        workers: &mut Workers,
+        lane: Lane<L>,
+        (phase, limit): (usize, u64),
+        config: &SoakConfig,
+    ) {
+        let (next, done, progress, config) =
+            (Arc::clone(&self.next), Arc::clone(&self.done), Arc::clone(&self.progress), config.clone());
+        workers.spawn(async move { worker(&lane, phase, limit, &config, &next, &done, &progress).await });
     }
-    let elapsed = started.elapsed().as_secs_f64().max(1e-9);
-    let growth = |f: fn(&SoakSample) -> u64| {
-        let half = samples.get(samples.len().saturating_sub(1) / 2).map_or(0, f);
-        let end = samples.last().map_or(0, f);
-        if half == 0 { 0.0 } else { end as f64 / half as f64 }
-    };
-    let p = progress.lock();
-    Ok(SoakReport {
-        inputs: config.inputs,
-        inputs_per_s: config.inputs as f64 / elapsed,
-        disk_growth: growth(|s| s.backend_bytes),
-        rss_growth: growth(|s| s.rss_bytes),
-        snapshot_entries: samples.iter().map(|s| s.snapshot_entries).max().unwrap_or(0),
-        snapshot_ms_max: p.snapshot_ms_max,
-        samples: samples.clone(),
-    })
 }
 
 /// One conversation slot: its conversations one after the other, each for a few inputs,
-/// taking inputs from the shared counter until the run is done. The task that processes the
-/// last input before a checkpoint takes it.
+/// taking inputs from the shared counter until `limit`. The task that processes the input
+/// that completes a checkpoint interval takes the checkpoint.
 async fn worker<L: StateLog>(
-    store: &ActionStateStore<L>,
-    slot: usize,
+    lane: &Lane<L>,
+    phase: usize,
+    limit: u64,
     config: &SoakConfig,
     next: &AtomicU64,
     done: &AtomicU64,
     progress: &Mutex<Progress>,
 ) -> Result<(), StoreError> {
+    let store = &*lane.store;
     let (reply, note) = (ActionId::new("reply"), ActionId::new("note"));
     let per = config.inputs_per_conversation.max(1);
-    let mut mine = 0u64;
+    let every = config.checkpoint_every.max(1);
+    let (mut conversation, mut seq) = (0u64, per);
+    let mut name = String::new();
     let result = vec![0x5a; config.result_bytes];
     loop {
-        let n = next.fetch_add(1, Ordering::Relaxed);
-        if n >= config.inputs {
+        // Taken only below `limit`, so that the next phase goes on from exactly there.
+        if next.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < limit).then_some(n + 1)).is_err() {
             return Ok(());
         }
-        let (conversation, seq) = (mine / per, mine % per);
-        mine += 1;
+        if seq == per {
+            // The next conversation of this slot whose key the lane's owner holds.
+            loop {
+                name = format!("conversation-{phase}-{}-{conversation}", lane.slot);
+                conversation += 1;
+                if lane.owned.owns(&KeyId::of(name.as_bytes())) {
+                    break;
+                }
+            }
+            seq = 0;
+        }
         let input = event("message", i64::try_from(seq).unwrap_or(0));
-        let round = Round::named(&format!("conversation-{slot}-{conversation}"), seq, &input);
+        let round = Round::named(&name, seq, &input);
         let key = round.key;
         let answered = match store.begin(&round, &reply, &input, &Trigger::Input).await? {
             Begin::Reuse(state) => state,
@@ -243,18 +343,26 @@ async fn worker<L: StateLog>(
             }
         }
         store.round_completed(key, seq);
+        seq += 1;
         let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
-        if finished.is_multiple_of(config.checkpoint_every.max(1)) {
-            let id = finished / config.checkpoint_every.max(1);
-            let began = Instant::now();
-            let snap = store.snapshot(id).await?;
-            store.checkpoint_complete(id);
-            let ms = began.elapsed().as_secs_f64() * 1e3;
-            let mut p = progress.lock();
-            p.snapshot_entries = snap.completed.len();
-            p.snapshot_ms = p.snapshot_ms.max(ms);
-            p.snapshot_ms_max = p.snapshot_ms_max.max(ms);
-        }
+        let began = Instant::now();
+        let entries = match &lane.checkpoints {
+            Checkpoints::TwoPhase if finished.is_multiple_of(every) => {
+                let id = finished / every;
+                let snap = store.snapshot(id).await?;
+                store.checkpoint_complete(id);
+                snap.completed.len()
+            }
+            Checkpoints::InLog { owner_done } => {
+                let mine = owner_done.fetch_add(1, Ordering::Relaxed) + 1;
+                if !mine.is_multiple_of(every) {
+                    continue;
+                }
+                store.checkpoint(&mine.to_le_bytes()).await?.completed
+            }
+            Checkpoints::TwoPhase => continue,
+        };
+        progress.lock().checkpointed(entries, began.elapsed().as_secs_f64() * 1e3);
     }
 }
 
