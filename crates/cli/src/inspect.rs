@@ -208,7 +208,8 @@ fn state_view(s: &ActionState, position: Option<Position>, index: &Index) -> Sta
             let journal = calls
                 .iter()
                 .map(|c| match &c.status {
-                    CallStatus::Pending => format!("{} pending", c.function_id),
+                    CallStatus::Pending { key: None } => format!("{} pending", c.function_id),
+                    CallStatus::Pending { key: Some(key) } => format!("{} pending key {key}", c.function_id),
                     CallStatus::Succeeded { result } => format!("{} ok ({} bytes)", c.function_id, result.len()),
                     CallStatus::Failed { error } => format!("{} failed ({} bytes)", c.function_id, error.len()),
                 })

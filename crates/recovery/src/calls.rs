@@ -5,7 +5,7 @@ use crate::error::Result;
 use crate::handle::ActionHandle;
 use crate::metrics as m;
 use crate::store::ActionStateStore;
-use actionstate_core::{CallResult, CallStatus, Progress, StateLog};
+use actionstate_core::{CallResult, CallStatus, IdempotencyKey, Progress, StateLog};
 use std::future::Future;
 
 /// The outcome of a durable call as the called function reported it: an encoded value, or an
@@ -33,17 +33,7 @@ pub struct Call {
 }
 
 impl<L: StateLog> ActionStateStore<L> {
-    /// Runs a durable call, or replays it.
-    ///
-    /// If the journal slot at the handle's cursor records a finished call with the same
-    /// `function_id` and `args_digest`, its result is returned and `f` does not run. Otherwise
-    /// the journal is truncated at the cursor (a different history), `f` runs, and its result
-    /// is made durable before it is returned. If persisting fails, or the returned future is
-    /// dropped before it completes, the call fails: its result is not returned, and the handle
-    /// keeps the journal the log is known to hold.
-    ///
-    /// A PENDING slot (written by [`call_reconciled`](Self::call_reconciled)) reached here has
-    /// an unknown outcome and no reconciler, so the call runs again.
+    /// Runs a durable call, or replays it; [`call_keyed`](Self::call_keyed) without the key.
     pub async fn call<F, Fut>(
         &self,
         handle: &mut ActionHandle,
@@ -55,23 +45,49 @@ impl<L: StateLog> ActionStateStore<L> {
         F: FnOnce() -> Fut,
         Fut: Future<Output = CallOutput>,
     {
+        self.call_keyed(handle, function_id, args_digest, |_| f()).await
+    }
+
+    /// Runs a durable call, or replays it, handing `f` the call's [`IdempotencyKey`]: the same
+    /// for every attempt of this logical call (retries on the handle, runs after a crash, a
+    /// replay, a rebuild, a new owner), new once its history is invalidated. Send it to a
+    /// service that deduplicates by it, and a call that ran before its result was durable
+    /// makes its effect once.
+    ///
+    /// If the journal slot at the handle's cursor records a finished call with the same
+    /// `function_id` and `args_digest`, its result is returned and `f` does not run. Otherwise
+    /// the journal is truncated at the cursor (a different history), `f` runs, and its result
+    /// is made durable before it is returned. If persisting fails, or the returned future is
+    /// dropped before it completes, the call fails: its result is not returned, and the handle
+    /// keeps the journal the log is known to hold.
+    ///
+    /// A PENDING slot (written by [`call_reconciled`](Self::call_reconciled)) reached here has
+    /// an unknown outcome and no reconciler, so the call runs again, under the same key.
+    pub async fn call_keyed<F, Fut>(
+        &self,
+        handle: &mut ActionHandle,
+        function_id: &str,
+        args_digest: [u8; 32],
+        f: F,
+    ) -> Result<Call>
+    where
+        F: FnOnce(IdempotencyKey) -> Fut,
+        Fut: Future<Output = CallOutput>,
+    {
         if let Some(output) = journaled(handle, function_id, &args_digest) {
             handle.cursor += 1;
             m::call("journal");
             return Ok(Call { output, source: CallSource::Journal });
         }
-        let output = f().await;
+        let output = f(handle.next_call_key(function_id, &args_digest)).await;
         self.persist_slot(handle, slot(function_id, args_digest, finished(&output))).await?;
         handle.cursor += 1;
         m::call("executed");
         Ok(Call { output, source: CallSource::Executed })
     }
 
-    /// Runs a durable call in reconcile mode: a PENDING slot is made durable before `f` runs,
-    /// so that after a crash between the side effect and its result, recovery hands the
-    /// PENDING slot to `reconcile` (which finds out what happened) instead of running `f`
-    /// again. The same holds for a retry on this handle after the result failed to persist:
-    /// the handle keeps the durable PENDING slot.
+    /// A durable call in reconcile mode; [`call_reconciled_keyed`](Self::call_reconciled_keyed)
+    /// without the key.
     pub async fn call_reconciled<F, Fut, R, RFut>(
         &self,
         handle: &mut ActionHandle,
@@ -86,18 +102,49 @@ impl<L: StateLog> ActionStateStore<L> {
         R: FnOnce() -> RFut,
         RFut: Future<Output = CallOutput>,
     {
-        let (output, source) = match handle.journal.get(handle.cursor) {
-            Some(s) if s.matches(function_id, &args_digest) && s.status == CallStatus::Pending => {
-                (reconcile().await, CallSource::Reconciled)
-            }
-            _ => {
+        self.call_reconciled_keyed(handle, function_id, args_digest, |_| f(), |_| reconcile()).await
+    }
+
+    /// Runs a durable call in reconcile mode: a PENDING slot carrying the call's
+    /// [`IdempotencyKey`] is made durable before `f` runs, so that after a crash between the
+    /// side effect and its result, recovery hands the key to `reconcile` (which asks the
+    /// service whether call K happened) instead of running `f` again. The same holds for a
+    /// retry on this handle after the result failed to persist: the handle keeps the durable
+    /// PENDING slot. `reconcile` gets the key the slot recorded (the one derived now for a
+    /// slot written before keys were recorded).
+    pub async fn call_reconciled_keyed<F, Fut, R, RFut>(
+        &self,
+        handle: &mut ActionHandle,
+        function_id: &str,
+        args_digest: [u8; 32],
+        f: F,
+        reconcile: R,
+    ) -> Result<Call>
+    where
+        F: FnOnce(IdempotencyKey) -> Fut,
+        Fut: Future<Output = CallOutput>,
+        R: FnOnce(IdempotencyKey) -> RFut,
+        RFut: Future<Output = CallOutput>,
+    {
+        let derived = handle.next_call_key(function_id, &args_digest);
+        let recorded = match handle.journal.get(handle.cursor) {
+            Some(s) if s.matches(function_id, &args_digest) => match &s.status {
+                CallStatus::Pending { key } => Some(key.clone().unwrap_or_else(|| derived.clone())),
+                _ => None,
+            },
+            _ => None,
+        };
+        let (output, source) = match recorded {
+            Some(key) => (reconcile(key).await, CallSource::Reconciled),
+            None => {
                 if let Some(output) = journaled(handle, function_id, &args_digest) {
                     handle.cursor += 1;
                     m::call("journal");
                     return Ok(Call { output, source: CallSource::Journal });
                 }
-                self.persist_slot(handle, slot(function_id, args_digest, CallStatus::Pending)).await?;
-                (f().await, CallSource::Executed)
+                let pending = CallStatus::Pending { key: Some(derived.clone()) };
+                self.persist_slot(handle, slot(function_id, args_digest, pending)).await?;
+                (f(derived).await, CallSource::Executed)
             }
         };
         self.persist_slot(handle, slot(function_id, args_digest, finished(&output))).await?;
@@ -127,7 +174,7 @@ fn journaled(handle: &ActionHandle, function_id: &str, args_digest: &[u8; 32]) -
     match &s.status {
         CallStatus::Succeeded { result } => Some(Ok(result.clone())),
         CallStatus::Failed { error } => Some(Err(error.clone())),
-        CallStatus::Pending => None,
+        CallStatus::Pending { .. } => None,
     }
 }
 

@@ -2,7 +2,7 @@
 //! journal with the cursor of the next call.
 
 use actionstate_core::{
-    ActionId, ActionState, CallResult, EventId, Fingerprint, KeyLabel, Progress, StateKey, Trigger,
+    ActionId, ActionState, CallResult, EventId, Fingerprint, IdempotencyKey, KeyLabel, Progress, StateKey, Trigger,
 };
 
 /// A running action: where its durable calls stand. Obtained from
@@ -17,6 +17,10 @@ pub struct ActionHandle {
     pub(crate) label: Option<KeyLabel>,
     pub(crate) journal: Vec<CallResult>,
     pub(crate) cursor: usize,
+    /// How many times an invalidation removed this state before: part of its calls' keys.
+    pub(crate) incarnation: u32,
+    /// The store's [`call_key_scope`](crate::StoreConfig::call_key_scope).
+    pub(crate) scope: std::sync::Arc<str>,
 }
 
 impl ActionHandle {
@@ -33,6 +37,20 @@ impl ActionHandle {
     /// Index of the next durable call.
     pub fn cursor(&self) -> usize {
         self.cursor
+    }
+
+    /// How many times an invalidation (a divergence, an operator's repair) removed this
+    /// action's state before this run: 0 for a history never invalidated. It goes into the
+    /// idempotency keys of the action's calls.
+    pub fn incarnation(&self) -> u32 {
+        self.incarnation
+    }
+
+    /// The idempotency key of the next durable call, if it calls `function_id` with
+    /// arguments of digest `args_digest` (see [`IdempotencyKey`]): what
+    /// [`call_keyed`](crate::ActionStateStore::call_keyed) hands its closure.
+    pub fn next_call_key(&self, function_id: &str, args_digest: &[u8; 32]) -> IdempotencyKey {
+        IdempotencyKey::derive(&self.scope, &self.key, self.incarnation, self.cursor, function_id, args_digest)
     }
 
     /// The action's state with `progress`, to be written.

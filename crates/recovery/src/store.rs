@@ -70,6 +70,8 @@ pub struct ActionStateStore<L: StateLog> {
     /// The last checkpoint id written into the log or restored from it; held while a
     /// checkpoint is written, so that the store writes one at a time.
     pub(crate) log_checkpoint: tokio::sync::Mutex<u64>,
+    /// [`StoreConfig::call_key_scope`], shared with every handle.
+    call_key_scope: Arc<str>,
 }
 
 impl<L: StateLog> std::fmt::Debug for ActionStateStore<L> {
@@ -98,6 +100,7 @@ impl<L: StateLog> ActionStateStore<L> {
             }),
             keys: KeyLocks::default(),
             epoch: tokio::sync::RwLock::new(()),
+            call_key_scope: Arc::from(config.call_key_scope.as_str()),
             config,
             reclaimer,
             log_checkpoint: tokio::sync::Mutex::new(0),
@@ -128,11 +131,11 @@ impl<L: StateLog> ActionStateStore<L> {
         let probe = Probe { key, trigger, event: event.id, input: round.input };
         let _epoch = self.epoch.read().await;
         let _key = self.keys.lock(round.key).await;
-        let decision = {
+        let (decision, incarnation) = {
             let mut sh = self.shared.lock();
             let lookup = sh.index.lookup(&probe);
             sh.enqueue(&key, Some(action), lookup.invalidation);
-            lookup.decision
+            (lookup.decision, sh.index.incarnation(&key))
         };
         let handle = |journal: Vec<CallResult>| ActionHandle {
             key,
@@ -143,6 +146,8 @@ impl<L: StateLog> ActionStateStore<L> {
             label: round.label,
             journal,
             cursor: 0,
+            incarnation,
+            scope: Arc::clone(&self.call_key_scope),
         };
         Ok(match decision {
             // A replayed state is decoded here, when it is used (see `Recorded`).

@@ -33,6 +33,12 @@ pub struct StoreConfig {
     /// newest epoch it replayed over its keys and appends no fence, so its records replay
     /// and nobody is fenced.
     pub fence_on_rebuild: bool,
+    /// Goes into every durable call's idempotency key (see
+    /// [`IdempotencyKey`](actionstate_core::IdempotencyKey)): deployments that call one
+    /// service with the same business keys set different scopes, so that the service does not
+    /// deduplicate one's calls against the other's. Empty by default: the key then depends on
+    /// the history alone. Changing it changes the key of every call not yet journaled.
+    pub call_key_scope: String,
 }
 
 impl Default for StoreConfig {
@@ -44,6 +50,7 @@ impl Default for StoreConfig {
             max_pending_checkpoints: 64,
             retention: Retention::default(),
             fence_on_rebuild: true,
+            call_key_scope: String::new(),
         }
     }
 }

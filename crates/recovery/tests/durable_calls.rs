@@ -4,7 +4,7 @@
 
 mod common;
 
-use actionstate_core::{CallResult, CallStatus, Event, KeyId, Marker, StateKey, StateLog};
+use actionstate_core::{CallResult, CallStatus, Event, IdempotencyKey, KeyId, Marker, StateKey, StateLog};
 use actionstate_memory::MemoryLog;
 use actionstate_recovery::{ActionStateStore, AnyLog, Call, CallSource, Ownership, StoreConfig};
 use actionstate_testkit::Hold;
@@ -27,6 +27,12 @@ fn journal(output: actionstate_recovery::CallOutput) -> Call {
 
 fn slot(function_id: &str, n: u8, status: CallStatus) -> CallResult {
     CallResult { function_id: function_id.into(), args_digest: digest(n), status }
+}
+
+/// The PENDING slot of the call at `position` to `function_id` with `digest(n)`: it carries the
+/// call's idempotency key.
+fn pending(sk: &StateKey, position: usize, function_id: &str, n: u8) -> CallStatus {
+    CallStatus::Pending { key: Some(IdempotencyKey::derive("", sk, 0, position, function_id, &digest(n))) }
 }
 
 fn ok(bytes: &[u8]) -> CallStatus {
@@ -205,7 +211,7 @@ async fn pending_before_running(backend: Backend) {
     assert_eq!(c, executed(Ok(b"sent".to_vec())));
     let (during, journal_during) = seen.lock().unwrap().take().expect("the call did not run");
     assert_eq!(during, before + 1, "the PENDING slot was not written before the call ran");
-    assert_eq!(journal_during, vec![slot("mail.send", 5, CallStatus::Pending)]);
+    assert_eq!(journal_during, vec![slot("mail.send", 5, pending(&sk, 0, "mail.send", 5))]);
     assert_eq!(records(log).await, before + 2);
     assert_eq!(logged_journal(log, &sk).await, vec![slot("mail.send", 5, ok(b"sent"))]);
     assert_eq!(runs(&reconciled), 0);
@@ -255,7 +261,7 @@ async fn reconcile_mode_hands_a_pending_slot_to_the_reconciler_after_a_crash() {
     let store = ActionStateStore::new(log.reopen(), StoreConfig::default());
     store.rebuild(std::slice::from_ref(&marker), &Ownership::All, &HashMap::new()).await.unwrap();
     let mut h = resume(&store, k, 0, &replayed(&inp)).await;
-    assert_eq!(h.journal(), [slot("mail.send", 5, CallStatus::Pending)].as_slice());
+    assert_eq!(h.journal(), [slot("mail.send", 5, pending(h.key(), 0, "mail.send", 5))].as_slice());
     let c = store
         .call_reconciled(
             &mut h,
@@ -334,8 +340,8 @@ async fn reconcile_mode_retry_after_a_failed_result_write_goes_to_the_reconciler
         .unwrap_err();
     assert!(err.is_retryable(), "{err}");
     // The log holds the PENDING slot; so must the handle.
-    assert_eq!(logged_journal(&log, h.key()).await, vec![slot("mail.send", 5, CallStatus::Pending)]);
-    assert_eq!(h.journal(), [slot("mail.send", 5, CallStatus::Pending)].as_slice());
+    assert_eq!(logged_journal(&log, h.key()).await, vec![slot("mail.send", 5, pending(h.key(), 0, "mail.send", 5))]);
+    assert_eq!(h.journal(), [slot("mail.send", 5, pending(h.key(), 0, "mail.send", 5))].as_slice());
     let c = store
         .call_reconciled(
             &mut h,
@@ -387,7 +393,7 @@ async fn dropped_call_never_returns_a_result_that_is_not_durable() {
     );
     assert!(dropped.await.is_err(), "the held write completed");
     assert_eq!(runs(&sent), 1);
-    assert_eq!(logged_journal(&memory, &sk).await, vec![slot("mail.send", 5, CallStatus::Pending)]);
+    assert_eq!(logged_journal(&memory, &sk).await, vec![slot("mail.send", 5, pending(&sk, 0, "mail.send", 5))]);
     gate.faults().hold_appends(Hold::Off);
     let c = store
         .call_reconciled(

@@ -2,6 +2,7 @@
 
 use crate::event::Event;
 use crate::id::{ActionId, EventId, Fingerprint};
+use crate::idempotency::IdempotencyKey;
 use crate::key::{StateKey, Trigger};
 use serde::{Deserialize, Serialize};
 
@@ -157,9 +158,15 @@ impl CallResult {
 /// A unit or `None` result is a valid result: an empty payload under `Succeeded` is replayed as
 /// such, never confused with "no result".
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "WireCallStatus", into = "WireCallStatus")]
 pub enum CallStatus {
-    /// Written before the call ran (reconcile mode); its outcome is unknown.
-    Pending,
+    /// Written before the call ran (reconcile mode); its outcome is unknown. `key` is the
+    /// call's idempotency key, which a reconciler asks the called service about (`None` in
+    /// slots written before keys were recorded).
+    Pending {
+        /// The call's idempotency key.
+        key: Option<IdempotencyKey>,
+    },
     /// The call returned; `result` is its encoded value (possibly empty).
     Succeeded {
         /// Encoded result.
@@ -170,6 +177,39 @@ pub enum CallStatus {
         /// Encoded error.
         error: Vec<u8>,
     },
+}
+
+/// How a [`CallStatus`] is encoded (docs/format.md, section 3): variants 0 to 2 as the first
+/// format had them, the keyed PENDING slot added as variant 3, so that every record written
+/// before it reads as it did.
+#[derive(Serialize, Deserialize)]
+enum WireCallStatus {
+    Pending,
+    Succeeded { result: Vec<u8> },
+    Failed { error: Vec<u8> },
+    PendingKeyed { key: IdempotencyKey },
+}
+
+impl From<WireCallStatus> for CallStatus {
+    fn from(w: WireCallStatus) -> Self {
+        match w {
+            WireCallStatus::Pending => CallStatus::Pending { key: None },
+            WireCallStatus::PendingKeyed { key } => CallStatus::Pending { key: Some(key) },
+            WireCallStatus::Succeeded { result } => CallStatus::Succeeded { result },
+            WireCallStatus::Failed { error } => CallStatus::Failed { error },
+        }
+    }
+}
+
+impl From<CallStatus> for WireCallStatus {
+    fn from(s: CallStatus) -> Self {
+        match s {
+            CallStatus::Pending { key: None } => WireCallStatus::Pending,
+            CallStatus::Pending { key: Some(key) } => WireCallStatus::PendingKeyed { key },
+            CallStatus::Succeeded { result } => WireCallStatus::Succeeded { result },
+            CallStatus::Failed { error } => WireCallStatus::Failed { error },
+        }
+    }
 }
 
 /// A memory write made by an action, replayed when the action is reused.

@@ -51,6 +51,7 @@ pub(crate) fn evidence(payload: &[u8], labeled: bool) -> Option<Evidence> {
                     1 | 2 => {
                         r.bytes()?; // result or error
                     }
+                    3 => r.skip_str()?, // the PENDING slot's idempotency key
                     _ => return None,
                 }
             }
@@ -290,8 +291,10 @@ mod tests {
             MemoryUpdate { path: "r".into(), op: MemoryOp::Delete },
         ];
         let call = |status| CallResult { function_id: "f".into(), args_digest: [5; 32], status };
+        let key = state(Progress::Pending { calls: Vec::new() }).key;
         let calls = vec![
-            call(CallStatus::Pending),
+            call(CallStatus::Pending { key: None }),
+            call(CallStatus::Pending { key: Some(crate::IdempotencyKey::derive("", &key, 1, 2, "f", &[5; 32])) }),
             call(CallStatus::Succeeded { result: vec![] }),
             call(CallStatus::Failed { error: vec![4] }),
         ];

@@ -63,6 +63,7 @@
 #![warn(missing_docs)]
 
 mod fences;
+mod incarnations;
 mod live;
 mod maps;
 mod recorded;
@@ -76,6 +77,7 @@ use actionstate_core::{
     ActionId, Audit, AuditDetail, EventId, Fingerprint, InvalidationReason, KeyId, LogIdentity, LogRecord, Marker,
     MissReason, Position, StateKey, Trigger,
 };
+use incarnations::Incarnations;
 use live::Live;
 use maps::{RoundMap, TopMap};
 use round::{Entry, Round};
@@ -198,6 +200,9 @@ pub struct Stats {
     pub states: usize,
     /// Estimated memory: encoded record bytes plus an estimate of the index's own overhead.
     pub estimated_bytes: u64,
+    /// States of live rounds that an invalidation removed, whose removal counts the index
+    /// keeps (their incarnations) until their rounds complete.
+    pub invalidated: usize,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -230,8 +235,11 @@ enum Plan {
 #[derive(Clone, Debug, Default)]
 pub struct Index {
     keys: TopMap<KeyId, KeyIndex>,
-    /// Per partition, the offsets of the records the indexed states live at.
+    /// Per partition, the offsets of the records the indexed states live at, and the pins of
+    /// `incarnations`.
     live: Live,
+    /// How many times an invalidation removed each state of a live round.
+    incarnations: Incarnations,
     rounds: usize,
     states: usize,
     record_bytes: u64,
@@ -455,7 +463,7 @@ impl Index {
         // other evidence.
         let producer_replaced =
             round.get(&sk.local()).is_some_and(|old| old.state.is_completed() && !same_evidence(&old.state, &state));
-        let mut gone = Vec::new();
+        let (mut gone, mut invalidated) = (Vec::new(), Vec::new());
         if let Some(old) = round.insert(Entry { state, position, bytes }) {
             if producer_replaced {
                 // Lookup rule 4: the producer re-ran or re-initialized; children computed from
@@ -464,7 +472,7 @@ impl Index {
                 for d in round.descendants(&old.state) {
                     if let Some(e) = round.take(&d) {
                         inv.removed.push(Removed { key: d.within(sk.key, sk.seq), reason: reason.clone() });
-                        gone.push(e);
+                        invalidated.push(e);
                     }
                 }
                 inv.divergence = Some((reason, AuditDetail::ProducerReplaced { producer: sk }));
@@ -473,6 +481,9 @@ impl Index {
         }
         for e in &gone {
             self.forget(e);
+        }
+        for e in &invalidated {
+            self.forget_invalidated(e);
         }
         self.states += 1;
         self.record_bytes += u64::from(bytes);
@@ -488,7 +499,7 @@ impl Index {
             {
                 round.orphaned_children();
             }
-            self.forget(&e);
+            self.forget_invalidated(&e);
             self.drop_if_empty(&key.key, key.seq);
         }
     }
@@ -503,13 +514,23 @@ impl Index {
     /// restore from a marker past it replays none of them.
     pub fn prune_reporting(&mut self, key: &KeyId, upto: u64) -> Pruned {
         let mut last: Option<Position> = None;
-        let states = self.remove_rounds_with(key, (Bound::Unbounded, Bound::Included(upto)), |e| {
+        let range = (Bound::Unbounded, Bound::Included(upto));
+        let states = self.remove_rounds_with(key, range, Removal::Pruned, |e| {
             if last.is_none_or(|l| e.position.offset > l.offset || (e.position.offset == l.offset && !e.position.exact))
             {
                 last = Some(e.position);
             }
         });
+        for pin in self.incarnations.prune(key, upto) {
+            self.live.remove(pin.partition, pin.offset);
+        }
         Pruned { states: states.len(), last }
+    }
+
+    /// How many times an invalidation removed the state `sk` since its round began: the
+    /// incarnation its next record belongs to (0 for a state never invalidated).
+    pub fn incarnation(&self, sk: &StateKey) -> u32 {
+        self.incarnations.of(sk)
     }
 
     /// The recorded state with this key, if indexed.
@@ -573,6 +594,7 @@ impl Index {
             self.keys.entry(key).or_insert(ki);
         }
         self.live.absorb(std::mem::take(&mut other.live));
+        self.incarnations.absorb(std::mem::take(&mut other.incarnations));
         self.rounds += other.rounds;
         self.states += other.states;
         self.record_bytes += other.record_bytes;
@@ -586,6 +608,7 @@ impl Index {
             rounds: self.rounds,
             states: self.states,
             estimated_bytes: self.record_bytes + self.states as u64 * OVERHEAD_PER_STATE,
+            invalidated: self.incarnations.len(),
         }
     }
 
@@ -650,6 +673,9 @@ impl Index {
                 }
             }
         }
+        for pin in self.incarnations.pins() {
+            *live.entry((pin.partition, pin.offset)).or_default() += 1;
+        }
         let mut have_live: BTreeMap<(u32, u64), u32> = BTreeMap::new();
         for (p, o, n) in self.live.scan() {
             have_live.insert((p, o), n);
@@ -673,7 +699,7 @@ impl Index {
     /// Removes one state (not its descendants) and reports it.
     fn remove_state(&mut self, sk: &StateKey, reason: &InvalidationReason, out: &mut Vec<Removed>) {
         if let Some(e) = self.take(sk) {
-            self.forget(&e);
+            self.forget_invalidated(&e);
             out.push(Removed { key: *sk, reason: reason.clone() });
         }
         self.drop_if_empty(&sk.key, sk.seq);
@@ -683,16 +709,18 @@ impl Index {
         self.keys.get_mut(&sk.key)?.rounds.get_mut(sk.seq)?.take(&sk.local())
     }
 
-    /// Removes whole rounds of one key in `range`, reporting every removed state.
+    /// Removes whole rounds of one key in `range` for an invalidation, reporting every
+    /// removed state.
     fn remove_rounds(&mut self, key: &KeyId, range: (Bound<u64>, Bound<u64>)) -> Vec<StateKey> {
-        self.remove_rounds_with(key, range, |_| {})
+        self.remove_rounds_with(key, range, Removal::Invalidated, |_| {})
     }
 
-    /// [`remove_rounds`](Index::remove_rounds), showing `seen` every removed entry.
+    /// Removes whole rounds of one key in `range`, showing `seen` every removed entry.
     fn remove_rounds_with(
         &mut self,
         key: &KeyId,
         range: (Bound<u64>, Bound<u64>),
+        why: Removal,
         mut seen: impl FnMut(&Entry),
     ) -> Vec<StateKey> {
         let mut out = Vec::new();
@@ -714,9 +742,21 @@ impl Index {
             self.keys.remove(key);
         }
         for e in &gone {
-            self.forget(e);
+            match why {
+                Removal::Pruned => self.forget(e),
+                Removal::Invalidated => self.forget_invalidated(e),
+            }
         }
         out
+    }
+
+    /// [`forget`](Index::forget) an entry an invalidation removed, counting the removal (its
+    /// state's next incarnation) and pinning the position of its state's first removal.
+    fn forget_invalidated(&mut self, e: &Entry) {
+        self.forget(e);
+        if let Some(pin) = self.incarnations.removed(*e.state.key(), e.position) {
+            self.live.add(pin.partition, pin.offset);
+        }
     }
 
     /// Drops the counters and live position of a removed entry.
@@ -738,6 +778,15 @@ impl Index {
             self.keys.remove(key);
         }
     }
+}
+
+/// Why whole rounds leave the index.
+#[derive(Clone, Copy)]
+enum Removal {
+    /// They completed, and a checkpoint covers them: not an invalidation.
+    Pruned,
+    /// An invalidation removed them.
+    Invalidated,
 }
 
 /// Whether two records of one state carry the same producer evidence (completion and output

@@ -94,7 +94,7 @@ fn every_variant_round_trips() {
         }
     }
     let statuses = [
-        CallStatus::Pending,
+        CallStatus::Pending { key: None },
         CallStatus::Succeeded { result: vec![] },
         CallStatus::Succeeded { result: vec![0, 1, 2] },
         CallStatus::Failed { error: vec![] },
@@ -191,7 +191,7 @@ fn empty_results_stay_distinct() {
     };
     let succeeded = assert_round_trip(&with(CallStatus::Succeeded { result: vec![] }));
     let failed = assert_round_trip(&with(CallStatus::Failed { error: vec![] }));
-    let pending = assert_round_trip(&with(CallStatus::Pending));
+    let pending = assert_round_trip(&with(CallStatus::Pending { key: None }));
     assert_ne!(succeeded, failed);
     assert_ne!(succeeded, pending);
     assert_ne!(failed, pending);

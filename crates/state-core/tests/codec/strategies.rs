@@ -2,7 +2,7 @@
 
 use actionstate_core::{
     ActionDigest, ActionId, ActionState, Attributes, Audit, AuditDetail, CallResult, CallStatus, Event, EventId,
-    Fingerprint, InvalidationReason, KeyId, KeyLabel, LogRecord, MemoryOp, MemoryUpdate, MissReason, OccurrenceId,
+    Fingerprint, IdempotencyKey, InvalidationReason, KeyId, KeyLabel, LogRecord, MemoryOp, MemoryUpdate, MissReason, OccurrenceId,
     Progress, StateKey, TaggedBytes, Trigger, Value,
 };
 use proptest::prelude::*;
@@ -81,7 +81,10 @@ pub(crate) fn arb_event() -> impl Strategy<Value = Event> {
 
 pub(crate) fn arb_call_status() -> impl Strategy<Value = CallStatus> {
     prop_oneof![
-        Just(CallStatus::Pending),
+        Just(CallStatus::Pending { key: None }),
+        (arb_state_key(), any::<u32>(), 0usize..64, "[a-z.]{0,8}").prop_map(|(sk, incarnation, position, f)| {
+            CallStatus::Pending { key: Some(IdempotencyKey::derive("", &sk, incarnation, position, &f, &[7; 32])) }
+        }),
         // An empty result is a valid result and must survive as such.
         Just(CallStatus::Succeeded { result: Vec::new() }),
         proptest::collection::vec(any::<u8>(), 0..32).prop_map(|result| CallStatus::Succeeded { result }),
