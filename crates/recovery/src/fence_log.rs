@@ -8,19 +8,31 @@ use actionstate_core::{
 };
 use std::sync::Arc;
 
+/// The partition a restore fences first, before every other: where stores look for newer
+/// owners. The checkpoint partition, which every owner reads anyway.
+pub(crate) const FIRST_FENCED: u32 = actionstate_core::checkpoint::CHECKPOINT_PARTITION;
+
 impl<L: StateLog> ActionStateStore<L> {
-    /// Appends a fence of `groups` with `epoch` to every partition, all at once, and returns
-    /// where each landed.
+    /// Appends a fence of `groups` with `epoch` to every partition and returns where each
+    /// landed: to [`FIRST_FENCED`] first, and once that one is acknowledged to the others, all
+    /// at once. So a fence anywhere implies one in [`FIRST_FENCED`] before it, and a store
+    /// looks for newer owners there alone ([`look_for_fences`](Self::look_for_fences)).
     pub(crate) async fn append_fences(&self, groups: &Ownership, epoch: u64) -> Result<Vec<Position>> {
         let partitions = self.log.identity().partitions;
-        let mut tasks = tokio::task::JoinSet::new();
-        for p in 0..partitions {
+        let fence = |p| {
             let fence = LogRecord::Fence(Fence { key: fence_key_id(p, partitions), groups: groups.clone(), epoch });
-            let wire = codec::encode_by(&fence, epoch)?;
+            codec::encode_by(&fence, epoch)
+        };
+        let mut positions = vec![Position { partition: 0, offset: 0, exact: false }; partitions as usize];
+        if let Some(first) = positions.get_mut(FIRST_FENCED as usize) {
+            *first = self.log.append(fence(FIRST_FENCED)?).await?;
+        }
+        let mut tasks = tokio::task::JoinSet::new();
+        for p in (0..partitions).filter(|p| *p != FIRST_FENCED) {
+            let wire = fence(p)?;
             let log = Arc::clone(&self.log);
             tasks.spawn(async move { (p, log.append(wire).await) });
         }
-        let mut positions = vec![Position { partition: 0, offset: 0, exact: false }; partitions as usize];
         let mut failed = None;
         while let Some(joined) = tasks.join_next().await {
             let (p, appended) = joined.map_err(|e| StoreError::Task(e.to_string()))?;
@@ -35,15 +47,17 @@ impl<L: StateLog> ActionStateStore<L> {
         }
     }
 
-    /// Whether a newer owner has fenced this store: reads each partition from where the store
-    /// last looked to its end now, for fence records over the store's keys with a newer epoch.
+    /// Whether a newer owner has fenced this store: reads [`FIRST_FENCED`] from where the
+    /// store last looked to its end now, for fence records over the store's keys with a newer
+    /// epoch (a restore fences that partition before any other, see
+    /// [`append_fences`](Self::append_fences)).
     /// Once one is found this fails with [`StoreError::Fenced`], and so does every later
     /// write, snapshot and check. A store that was never rebuilt has no epoch to be fenced
     /// out of and does not look.
     ///
     /// [`snapshot`](Self::snapshot) runs the same check; a runtime may call it before a side
     /// effect it wants to keep from a zombie. Its cost is a read of what every writer
-    /// appended since the last look.
+    /// appended to one partition since the last look.
     ///
     /// A store whose unread history was reclaimed counts as fenced too (`fenced_by` is then
     /// `None`): only an owner of every key reclaims, and this store's own reclaims never pass
@@ -77,7 +91,8 @@ impl<L: StateLog> ActionStateStore<L> {
             return self.fence_out(&ownership, None);
         }
         let mut newer: Option<Fence> = None;
-        for (p, (&from, &to)) in (0u32..).zip(seen.iter().zip(end)) {
+        let first = (0u32..).zip(seen.iter().zip(end)).filter(|(p, _)| *p == FIRST_FENCED);
+        for (p, (&from, &to)) in first {
             let mut range = RangeRead::new(p, from, to, self.config.read_batch.max(1));
             while let Some(records) = range.next_batch(&*self.log).await? {
                 for r in records {

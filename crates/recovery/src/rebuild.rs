@@ -81,18 +81,21 @@ impl<L: StateLog> ActionStateStore<L> {
     /// in flight returns; [`StoreConfig::rebuild_stall`](crate::StoreConfig) bounds the wait
     /// for one that does not), so the caller may drop the store and open the log again at
     /// once.
-    #[tracing::instrument(level = "info", skip_all, fields(markers = markers.len()))]
-    pub async fn rebuild(
-        &self,
-        markers: &[Marker],
-        ownership: &Ownership,
-        completed: &HashMap<KeyId, u64>,
-    ) -> Result<RebuildReport> {
-        self.rebuild_from(markers, ownership, completed, Floors::default()).await
+    //
+    // Not an `async fn`: it hands out `rebuild_from`'s future as it is, so that the futures of
+    // callers that restore stay within the compiler's default layout depth.
+    pub fn rebuild<'a>(
+        &'a self,
+        markers: &'a [Marker],
+        ownership: &'a Ownership,
+        completed: &'a HashMap<KeyId, u64>,
+    ) -> impl std::future::Future<Output = Result<RebuildReport>> + 'a {
+        self.rebuild_from(markers, ownership, completed, Floors::default())
     }
 
     /// [`rebuild`](Self::rebuild), with each key's records replayed from its group's floor
     /// (the marker of the checkpoint a restore chose for it) rather than from the merged one.
+    #[tracing::instrument(level = "info", skip_all, fields(markers = markers.len()))]
     pub(crate) async fn rebuild_from(
         &self,
         markers: &[Marker],

@@ -45,12 +45,15 @@ pub async fn soak_owners<L: StateLog>(
         Some(after) => vec![(fleet.owners, half), (after, config.inputs)],
         None => vec![(fleet.owners, config.inputs)],
     };
-    let mut sampler = Sampler::new(config.inputs, bytes_held);
     let lanes = Lanes::default();
     // Records reclaimed by the owners of earlier phases.
     let mut reclaimed_before = 0;
+    let mut sampler = None;
     for (phase, (owners, limit)) in phases.into_iter().enumerate() {
         let stores = restore(&log, store_config, owners).await?;
+        // The clock starts once the first owners have restored (a service's start-up is not
+        // its throughput); a rescale's restores count.
+        let sampler = sampler.get_or_insert_with(|| Sampler::new(config.inputs, bytes_held));
         let mut workers = Workers::new();
         let owner_done: Vec<Arc<AtomicU64>> = stores.iter().map(|_| Arc::new(AtomicU64::new(0))).collect();
         for slot in 0..config.in_flight.max(1) {
@@ -75,6 +78,7 @@ pub async fn soak_owners<L: StateLog>(
             reclaimed_before += store.wait_for_reclaim().await.records_reclaimed;
         }
     }
+    let sampler = sampler.unwrap_or_else(|| Sampler::new(config.inputs, bytes_held));
     Ok(sampler.report(&lanes.progress))
 }
 
