@@ -7,8 +7,8 @@
 //! `file:` the writer must be stopped first; the error says so.)
 
 use actionstate_core::{
-    ActionState, Audit, AuditDetail, CallStatus, CheckpointEntry, CheckpointRecord, EventId, InvalidationReason, KeyId,
-    LogRecord, Ownership, Position, Progress, RangeRead, StateLog, Trigger, codec,
+    ActionState, Audit, AuditDetail, CallStatus, CheckpointEntry, CheckpointRecord, EventId, IdempotencyKey,
+    InvalidationReason, KeyId, LogRecord, Ownership, Position, Progress, RangeRead, StateLog, Trigger, codec,
 };
 use actionstate_index::{Decision, Fences, Index, Probe, allow_scans};
 use actionstate_recovery::{AnyLog, LogConfig};
@@ -205,13 +205,19 @@ pub(crate) fn hex_key(k: &actionstate_core::StateKey) -> String {
 fn state_view(s: &ActionState, position: Option<Position>, index: &Index) -> StateView {
     let (status, outputs, memory, journal) = match &s.progress {
         Progress::Pending { calls } => {
-            let journal = calls
-                .iter()
-                .map(|c| match &c.status {
-                    CallStatus::Pending { key: None } => format!("{} pending", c.function_id),
-                    CallStatus::Pending { key: Some(key) } => format!("{} pending key {key}", c.function_id),
-                    CallStatus::Succeeded { result } => format!("{} ok ({} bytes)", c.function_id, result.len()),
-                    CallStatus::Failed { error } => format!("{} failed ({} bytes)", c.function_id, error.len()),
+            // Each call's idempotency key: the one its PENDING slot recorded, else derived as
+            // the store derives it (the default, empty scope).
+            let incarnation = index.incarnation(&s.key);
+            let journal = (0..)
+                .zip(calls)
+                .map(|(i, c)| {
+                    let derived = || IdempotencyKey::derive("", &s.key, incarnation, i, &c.function_id, &c.args_digest);
+                    let (what, key) = match &c.status {
+                        CallStatus::Pending { key } => ("pending".to_owned(), key.clone().unwrap_or_else(derived)),
+                        CallStatus::Succeeded { result } => (format!("ok ({} bytes)", result.len()), derived()),
+                        CallStatus::Failed { error } => (format!("failed ({} bytes)", error.len()), derived()),
+                    };
+                    format!("{} {what} key {key}", c.function_id)
                 })
                 .collect();
             ("pending", Vec::new(), Vec::new(), journal)
@@ -470,6 +476,9 @@ pub(crate) async fn explain(url: &str, key: &str, seq: u64, action: &str, json: 
             l["state"]["trigger"].as_str().unwrap_or_default()
         );
         outln!("    → {}", l["decision"].as_str().unwrap_or_default());
+        for call in l["state"]["journal"].as_array().into_iter().flatten() {
+            outln!("    call {}", call.as_str().unwrap_or_default());
+        }
         outln!("    because {}", l["why"].as_str().unwrap_or_default());
     }
     for a in &audits {

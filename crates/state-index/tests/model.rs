@@ -36,6 +36,10 @@ struct RefEntry {
 #[derive(Clone, Debug, Default)]
 struct Reference {
     states: BTreeMap<StateKey, RefEntry>,
+    /// Per state an invalidation removed while its round is live: how many times, and where
+    /// the record the first removal removed lived (its incarnation, and the pin that keeps
+    /// every covering marker at or before that record).
+    invalidated: BTreeMap<StateKey, (u32, Position)>,
 }
 
 /// What the reference decided.
@@ -50,6 +54,13 @@ fn same_round(a: &StateKey, key: &KeyId, seq: u64) -> bool {
 }
 
 impl Reference {
+    /// Removes `sk` for an invalidation, counting the removal when it was indexed.
+    fn invalidate(&mut self, sk: &StateKey) {
+        if let Some(e) = self.states.remove(sk) {
+            self.invalidated.entry(*sk).or_insert((0, e.position)).0 += 1;
+        }
+    }
+
     /// States of round `seq` of `key`.
     fn round(&self, key: &KeyId, seq: u64) -> Vec<&ActionState> {
         self.states.values().map(|e| &e.state).filter(|s| same_round(&s.key, key, seq)).collect()
@@ -102,7 +113,7 @@ impl Reference {
             .copied()
             .collect();
         for k in &gone {
-            self.states.remove(k);
+            self.invalidate(k);
         }
         gone
     }
@@ -117,7 +128,7 @@ impl Reference {
                 let mut gone = vec![sk];
                 gone.extend(self.descendants(&sk));
                 for k in &gone {
-                    self.states.remove(k);
+                    self.invalidate(k);
                 }
                 gone.extend(self.remove_later(&sk.key, sk.seq, false));
                 return (
@@ -164,7 +175,7 @@ impl Reference {
             if old.state.is_completed() && (!state.is_completed() || old_ids != new_ids) {
                 let reason = InvalidationReason::ProducerReplaced;
                 for d in self.descendants(&sk) {
-                    self.states.remove(&d);
+                    self.invalidate(&d);
                     gone.push((d, reason.clone()));
                 }
                 divergence = Some((reason, AuditDetail::ProducerReplaced { producer: sk }));
@@ -184,7 +195,7 @@ impl Reference {
 
     /// A tombstone removes exactly the named state.
     fn delete(&mut self, sk: &StateKey) {
-        self.states.remove(sk);
+        self.invalidate(sk);
     }
 
     /// Removes rounds `<= upto` of `key`.
@@ -193,6 +204,7 @@ impl Reference {
         for k in &gone {
             self.states.remove(k);
         }
+        self.invalidated.retain(|k, _| !(k.key == *key && k.seq <= upto));
         gone.len()
     }
 
@@ -211,10 +223,13 @@ impl Reference {
         (0u32..)
             .zip(end)
             .map(|(p, e)| {
+                let pins = self.invalidated.values().map(|(_, at)| at);
                 self.states
                     .values()
-                    .filter(|x| x.position.partition == p)
-                    .map(|x| x.position.offset)
+                    .map(|x| &x.position)
+                    .chain(pins)
+                    .filter(|at| at.partition == p)
+                    .map(|at| at.offset)
                     .min()
                     .map_or(*e, |o| o.min(*e))
             })
@@ -455,6 +470,10 @@ fn check_step(
     prop_assert_eq!((stats.keys, stats.rounds, stats.states), (keys, rounds, states), "stats\n  {}", context());
     prop_assert_eq!(stats.estimated_bytes, bytes + states as u64 * log.per_state, "estimated bytes\n  {}", context());
     prop_assert_eq!(index.covering_offsets(end), reference.covering(end), "covering offsets\n  {}", context());
+    prop_assert_eq!(stats.invalidated, reference.invalidated.len(), "invalidated states\n  {}", context());
+    for (sk, (count, _)) in &reference.invalidated {
+        prop_assert_eq!(index.incarnation(sk), *count, "incarnation of {}\n  {}", short_key(sk), context());
+    }
     if let Some((k, _)) = step.round() {
         let got: Vec<(u64, Vec<ActionState>)> = index
             .rounds_of(&k)

@@ -37,7 +37,11 @@ fn golden_upsert_pending() -> LogRecord {
                     args_digest: [0xab; 32],
                     status: CallStatus::Failed { error: b"smtp 451".to_vec() },
                 },
-                CallResult { function_id: "tool.mail".into(), args_digest: [0xcd; 32], status: CallStatus::Pending { key: None } },
+                CallResult {
+                    function_id: "tool.mail".into(),
+                    args_digest: [0xcd; 32],
+                    status: CallStatus::Pending { key: None },
+                },
             ],
         },
     })

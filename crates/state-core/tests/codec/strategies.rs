@@ -2,8 +2,8 @@
 
 use actionstate_core::{
     ActionDigest, ActionId, ActionState, Attributes, Audit, AuditDetail, CallResult, CallStatus, Event, EventId,
-    Fingerprint, IdempotencyKey, InvalidationReason, KeyId, KeyLabel, LogRecord, MemoryOp, MemoryUpdate, MissReason, OccurrenceId,
-    Progress, StateKey, TaggedBytes, Trigger, Value,
+    Fingerprint, IdempotencyKey, InvalidationReason, KeyId, KeyLabel, LogRecord, MemoryOp, MemoryUpdate, MissReason,
+    OccurrenceId, Progress, StateKey, TaggedBytes, Trigger, Value,
 };
 use proptest::prelude::*;
 
