@@ -172,8 +172,10 @@ impl<L: StateLog> ActionStateStore<L> {
     pub fn explain(&self, round: &Round, action: &ActionId, event: &Event, trigger: &Trigger) -> Explanation {
         let key = StateKey::new(round.key, round.seq, action, event, trigger);
         let probe = Probe { key, trigger, event: event.id, input: round.input };
-        let (decision, divergence, would_invalidate) = self.shared.lock().index.explain(&probe);
-        Explanation { key, decision, divergence, would_invalidate }
+        let sh = self.shared.lock();
+        let (decision, divergence, would_invalidate) = sh.index.explain(&probe);
+        let incarnation = sh.index.incarnation(&key);
+        Explanation { key, decision, divergence, would_invalidate, incarnation }
     }
 
     /// Invalidates, as an operator's repair, every state of `key`'s rounds `seq ≥ from_seq`:
@@ -206,6 +208,21 @@ impl<L: StateLog> ActionStateStore<L> {
         let (removed, records) = {
             let mut sh = self.shared.lock();
             let inv = sh.index.invalidate_from(&key, from_seq, reason.to_owned());
+            // The repaired rounds are not done any more: the runtime runs them again, and a
+            // checkpoint taken before it has must not prune what it writes (nor the removal
+            // counts that give its calls new keys).
+            if let Some(c) = sh.last_completed.get(&key).copied()
+                && c.seq >= from_seq
+            {
+                match from_seq.checked_sub(1) {
+                    Some(seq) => {
+                        sh.last_completed.insert(key, Completion { seq, past: c.past, draining: false });
+                    }
+                    None => {
+                        sh.last_completed.remove(&key);
+                    }
+                }
+            }
             let removed: Vec<StateKey> = inv.removed.iter().map(|r| r.key).collect();
             let records = removed.len() + 1;
             sh.enqueue(&probe, None, inv);

@@ -78,6 +78,10 @@ pub struct Explanation {
     pub divergence: Option<(InvalidationReason, AuditDetail)>,
     /// How many states the lookup would invalidate.
     pub would_invalidate: usize,
+    /// How many times an invalidation removed this state in its round before: the
+    /// incarnation its calls' idempotency keys are derived with (as things stand now, before
+    /// the invalidation this lookup would make).
+    pub incarnation: u32,
 }
 
 /// What an operator's invalidation
