@@ -24,7 +24,7 @@ pub(crate) struct Inner {
     /// Deletes records on reclaim.
     pub(crate) admin: AdminClient<LogContext>,
     /// One cached consumer per partition, taken out while a read uses it.
-    pub(crate) readers: Mutex<Vec<Option<Reader>>>,
+    pub(crate) readers: Mutex<Vec<Vec<Reader>>>,
 }
 
 /// A cached reader of one partition and the offset it continues at (see `read.rs`).
@@ -178,7 +178,7 @@ impl KafkaLog {
             topic_config::check(&admin, &config).await?;
         }
         let identity = Self::fetch_identity(&producer, &errors, &topic, timeout).await?;
-        let readers = Mutex::new((0..partitions).map(|_| None).collect());
+        let readers = Mutex::new((0..partitions).map(|_| Vec::new()).collect());
         Ok(KafkaLog { inner: Arc::new(Inner { config, producer, errors, admin, readers }), identity })
     }
 

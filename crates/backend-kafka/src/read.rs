@@ -1,5 +1,6 @@
-//! Reading a partition: one cached consumer per partition, assigned without a group, reading up
-//! to the offset the caller captured.
+//! Reading a partition: consumers assigned without a group, reading up to the offset the caller
+//! captured, kept per partition for the next reads (a few of them: stores that share a log read
+//! partition 0 at once, and a consumer made for each read would cost a connection each time).
 
 use crate::config::KafkaConfig;
 use crate::error::{KafkaError, LogContext, consumer_error_is_transient};
@@ -21,7 +22,7 @@ impl KafkaLog {
         to: u64,
         max: usize,
     ) -> Result<ReadBatch, KafkaError> {
-        let mut reader = take_reader(inner, partition)?;
+        let mut reader = take_reader(inner, partition, from)?;
         reader.seek(&inner.config.topic, partition, from)?;
         let (records, next) = reader.fill(&inner.config, partition, from, to, max)?;
         put_back(inner, partition, reader, next, to);
@@ -29,9 +30,17 @@ impl KafkaLog {
     }
 }
 
-/// The partition's cached reader, taken out of the cache, or a new one.
-fn take_reader(inner: &Inner, partition: u32) -> Result<Reader, KafkaError> {
-    let cached = inner.readers.lock().ok().and_then(|mut g| g.get_mut(partition as usize).and_then(Option::take));
+/// Consumers kept per partition for later reads.
+const READERS_PER_PARTITION: usize = 4;
+
+/// A cached reader of the partition, taken out of the cache (one that continues at `from` if
+/// there is one), or a new one.
+fn take_reader(inner: &Inner, partition: u32, from: u64) -> Result<Reader, KafkaError> {
+    let cached = inner.readers.lock().ok().and_then(|mut g| {
+        let pool = g.get_mut(partition as usize)?;
+        let at = pool.iter().position(|r| r.next == from).or_else(|| pool.len().checked_sub(1))?;
+        Some(pool.swap_remove(at))
+    });
     if let Some(reader) = cached {
         return Ok(reader);
     }
@@ -63,10 +72,10 @@ fn put_back(inner: &Inner, partition: u32, mut reader: Reader, next: u64, to: u6
         reader.next = next;
     }
     if let Ok(mut g) = inner.readers.lock()
-        && let Some(slot) = g.get_mut(partition as usize)
-        && slot.is_none()
+        && let Some(pool) = g.get_mut(partition as usize)
+        && pool.len() < READERS_PER_PARTITION
     {
-        *slot = Some(reader);
+        pool.push(reader);
     }
 }
 

@@ -47,10 +47,9 @@ impl<L: StateLog> ActionStateStore<L> {
         }
     }
 
-    /// Whether a newer owner has fenced this store: reads [`FIRST_FENCED`] from where the
-    /// store last looked to its end now, for fence records over the store's keys with a newer
-    /// epoch (a restore fences that partition before any other, see
-    /// [`append_fences`](Self::append_fences)).
+    /// Whether a newer owner has fenced this store: reads partition 0 from where the store
+    /// last looked to its end now, for fence records over the store's keys with a newer epoch
+    /// (a restore fences partition 0 before any other, so a fence anywhere implies one there).
     /// Once one is found this fails with [`StoreError::Fenced`], and so does every later
     /// write, snapshot and check. A store that was never rebuilt has no epoch to be fenced
     /// out of and does not look.

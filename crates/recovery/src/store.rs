@@ -335,6 +335,19 @@ impl<L: StateLog> ActionStateStore<L> {
 
     /// [`snapshot`](Self::snapshot), and the end offsets it read.
     pub(crate) async fn take_snapshot(&self, checkpoint: u64) -> Result<(Snapshot, Vec<u64>)> {
+        let taken = self.take_snapshot_exclusive(checkpoint).await?;
+        // Outside the exclusive section, so that writers go on while the log is read: what a
+        // newer owner fenced below `end` fails this snapshot all the same.
+        if let Err(e) = self.look_for_fences(&taken.1).await {
+            self.shared.lock().checkpoints.remove(&checkpoint);
+            return Err(e);
+        }
+        Ok(taken)
+    }
+
+    /// The part of a snapshot no write may interleave with: flush the queued invalidations,
+    /// capture the end offsets, take the marker and the completed rounds.
+    async fn take_snapshot_exclusive(&self, checkpoint: u64) -> Result<(Snapshot, Vec<u64>)> {
         let _epoch = self.epoch.write().await;
         self.shared.lock().fencing.check()?;
         let keys: Vec<KeyId> = self.shared.lock().pending.keys().copied().collect();
@@ -342,7 +355,6 @@ impl<L: StateLog> ActionStateStore<L> {
             self.flush_key(&key).await?;
         }
         let end = self.log.end_offsets().await?;
-        self.look_for_fences(&end).await?;
         let mut sh = self.shared.lock();
         let mut marker = sh.index.marker(self.log.identity(), &end);
         marker.fences = sh.fencing.marks_for(&marker.offsets);

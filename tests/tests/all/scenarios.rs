@@ -22,7 +22,7 @@ on_every_backend!("scenarios":
     repeated_restore_from_the_same_checkpoint,
     repeated_restore_from_a_later_checkpoint,
     completed_cascade_survives_a_checkpoint_taken_before_its_replay,
-    divergence_moves_markers_past_invalidated_records,
+    divergence_keeps_invalidated_records_until_their_rounds_complete,
     changed_input_never_touches_another_key,
     regenerated_bootstrap_events_are_reused,
     durable_calls_resume_after_a_crash_between_two_calls,
@@ -373,7 +373,7 @@ async fn answer<L: StateLog>(store: &ActionStateStore<L>, key: KeyId, seq: u64, 
     }
 }
 
-async fn divergence_moves_markers_past_invalidated_records(backend: Backend) {
+async fn divergence_keeps_invalidated_records_until_their_rounds_complete(backend: Backend) {
     let env = Env::new(backend).unwrap();
     let a = KeyId::of(b"markers-a");
     let b = (0u32..)
@@ -408,8 +408,11 @@ async fn divergence_moves_markers_past_invalidated_records(backend: Backend) {
     let tombstones = of_a.iter().filter(|(_, _, r)| matches!(r, LogRecord::Delete { .. })).count();
     assert_eq!(tombstones, 4, "one tombstone per invalidated state");
     assert!(new_root > last_invalidated, "the invalidation is logged before the key's next write");
-    // The marker moved past the invalidated records of a; b's live history keeps its marker.
-    assert_eq!(second.marker.offsets[pa], new_root);
+    // The marker stays at a's first invalidated record while its rounds are live: a restore
+    // replays it and its removal, so the removed states' incarnations (which their calls'
+    // idempotency keys are derived with) come out the same. b's live history keeps its marker.
+    let first_invalidated = of_a.iter().map(|(_, o, _)| *o).min().unwrap();
+    assert_eq!(second.marker.offsets[pa], first_invalidated);
     assert_eq!(second.marker.offsets[pb], first.marker.offsets[pb]);
 
     // A restore of the second checkpoint reads only from there and does not revive a's old
@@ -424,7 +427,23 @@ async fn divergence_moves_markers_past_invalidated_records(backend: Backend) {
     for seq in 0..4u64 {
         assert_eq!(answer(&store, b, seq, seq as i64).await, None, "b's round {seq} is reused");
     }
+    let old = input_event(0);
+    let explained = store.explain(&Round::new(a, 0, &old), &ActionId::new("answer"), &old, &Trigger::Input);
+    assert_eq!(explained.incarnation, 1, "the restore counts the removal of a's old round 0 again");
     assert_eq!(answer(&store, a, 1, 1).await, Some(MissReason::Absent), "a's old round 1 stays invalidated");
+
+    // Once a's new history completes its rounds, a checkpoint prunes them with the removal
+    // counts, and its marker moves past every invalidated record.
+    for seq in 2..4u64 {
+        assert_eq!(answer(&store, a, seq, seq as i64).await, Some(MissReason::Absent));
+    }
+    for k in [a, b] {
+        store.round_completed(k, 3);
+    }
+    let third = store.snapshot(3).await.unwrap();
+    store.checkpoint_complete(3);
+    let fourth = store.snapshot(4).await.unwrap();
+    assert!(fourth.marker.offsets[pa] > last_invalidated, "{:?} (third {:?})", fourth.marker, third.marker);
 }
 
 async fn changed_input_never_touches_another_key(backend: Backend) {
