@@ -5,7 +5,8 @@
 //! different otherwise, on memory and file:
 //!
 //! - keys are equal exactly when (key, round, input, position, incarnation) are;
-//! - the call a crash interrupted gets the key it had, unless its history was invalidated;
+//! - the call a crash interrupted gets the key it had, unless its history was invalidated (by a
+//!   repair, a changed input, or a round found absent, which invalidates the later ones);
 //! - a call whose recorded state a repair or a divergence removed gets a key it never had;
 //! - every restore, from any retained checkpoint, gives each pending state the incarnation the
 //!   live store had for it.
@@ -13,7 +14,7 @@
 
 mod common;
 
-use actionstate_core::{ActionId, Attributes, Event, IdempotencyKey, Trigger, Value};
+use actionstate_core::{ActionId, Attributes, Event, IdempotencyKey, MissReason, Trigger, Value};
 use actionstate_recovery::{ActionStateStore, AnyLog, Begin, CallOutput, RestoreFrom, Round, StoreConfig};
 use common::{Backend, Env};
 use proptest::prelude::*;
@@ -181,10 +182,16 @@ impl World {
             self.invalidated(k, seq, &recorded);
         }
         self.variant.insert((k, seq), variant);
+        // A round found absent invalidates the key's later rounds (lookup rule 2): a replay
+        // that reaches it again after a restore from another line of history.
+        let later: BTreeSet<(u64, u8)> = self.pending_or_completed(k).into_iter().filter(|(s, _)| *s > seq).collect();
         let event = input(k, seq, variant);
         let round = Round::named(&name(k), seq, &event);
         let store = self.store.take().unwrap();
         let begun = store.begin(&round, &ActionId::new("act"), &event, &Trigger::Input).await.unwrap();
+        if matches!(begun, Begin::Fresh(_, MissReason::Absent)) && !later.is_empty() {
+            self.invalidated(k, seq + 1, &later);
+        }
         let mut handle = match begun {
             Begin::Reuse(_) => {
                 store.round_completed(round.key, seq);
