@@ -47,7 +47,8 @@ fn dependencies(manifest: &str) -> Vec<String> {
 #[test]
 fn pure_crates_have_only_allowed_dependencies() {
     let allowed: &[(&str, &[&str])] = &[
-        ("crates/state-core/Cargo.toml", &["blake3", "crc32c", "postcard", "serde", "thiserror", "uuid"]),
+        // `hex`: the printable digest of an idempotency key (a pure encoder).
+        ("crates/state-core/Cargo.toml", &["blake3", "crc32c", "hex", "postcard", "serde", "thiserror", "uuid"]),
         ("crates/state-index/Cargo.toml", &["actionstate-core"]),
         // The test kit: core and std only, so that every backend can dev-depend on it.
         ("crates/testkit/Cargo.toml", &["actionstate-core"]),

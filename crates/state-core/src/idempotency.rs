@@ -1,6 +1,7 @@
 //! The idempotency key of a durable call: one printable string per logical call, which an
 //! external service can deduplicate by (an `Idempotency-Key` header, a message id, a ticket
-//! reference). docs/design.md, section 4.4, and docs/format.md, section 6, define it.
+//! reference). Its derivation is in docs/format.md, section 6.7, and its promises in
+//! docs/design.md, section 5.2.
 //!
 //! The key is a digest of what makes the call this call: the deployment's scope (empty by
 //! default), the action's [`StateKey`] (business

@@ -1,7 +1,7 @@
 //! How many times an invalidation removed each state whose round is still live: a state's
 //! incarnation, which goes into the idempotency keys of its durable calls, so that a history
 //! that was invalidated (a divergence, an operator's repair) makes its calls under new keys
-//! (docs/design.md, section 4.4).
+//! (docs/design.md, section 5.2).
 //!
 //! The count must come out the same from every restore, so every covering marker must replay
 //! the removals that made it: each entry pins the position of the record the first removal
