@@ -4,7 +4,8 @@
 use crate::error::{Result, StoreError};
 use crate::store::ActionStateStore;
 use actionstate_core::{
-    FENCE_KEY_LAYOUT, Fence, LogRecord, Ownership, Position, RangeRead, StateLog, codec, fence_key_id,
+    CheckpointEntry, CheckpointRecord, CheckpointRollback, FENCE_KEY_LAYOUT, Fence, LogRecord, Ownership, Position,
+    RangeRead, StateLog, checkpoint_key_id, codec, fence_key_id,
 };
 use std::sync::Arc;
 
@@ -17,8 +18,27 @@ impl<L: StateLog> ActionStateStore<L> {
     /// landed: to [`FIRST_FENCED`] first, and once that one is acknowledged to the others, all
     /// at once. So a fence anywhere implies one in [`FIRST_FENCED`] before it, and a store
     /// looks for newer owners there alone ([`look_for_fences`](Self::look_for_fences)).
-    pub(crate) async fn append_fences(&self, groups: &Ownership, epoch: u64) -> Result<Vec<Position>> {
+    ///
+    /// A restore's `rollback` goes to the checkpoint partition ([`FIRST_FENCED`]) before the
+    /// fence: a fence of this epoch there implies it, so whatever restore follows a crash
+    /// knows the commits it abandoned.
+    pub(crate) async fn append_fences(
+        &self,
+        groups: &Ownership,
+        epoch: u64,
+        rollback: Option<&CheckpointRollback>,
+    ) -> Result<Vec<Position>> {
         let partitions = self.log.identity().partitions;
+        if let Some(rollback) = rollback {
+            let record = LogRecord::Checkpoint(CheckpointRecord {
+                key: checkpoint_key_id(partitions),
+                owner: groups.clone(),
+                epoch,
+                id: 0,
+                entry: CheckpointEntry::Rollback(rollback.clone()),
+            });
+            self.log.append(codec::encode_by(&record, epoch)?).await?;
+        }
         let fence = |p| {
             let fence = LogRecord::Fence(Fence { key: fence_key_id(p, partitions), groups: groups.clone(), epoch });
             codec::encode_by(&fence, epoch)

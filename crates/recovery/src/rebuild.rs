@@ -6,8 +6,8 @@ use crate::floors::Floors;
 use crate::store::ActionStateStore;
 use actionstate_core::codec::{self, Peeked};
 use actionstate_core::{
-    CHECKPOINT_KEY_LAYOUT, FENCE_KEY_LAYOUT, InvalidationReason, KeyId, LogRecord, Marker, Ownership, Position,
-    RangeRead, ReadRecord, StateKey, StateLog,
+    CHECKPOINT_KEY_LAYOUT, CheckpointRollback, FENCE_KEY_LAYOUT, InvalidationReason, KeyId, LogRecord, Marker,
+    Ownership, Position, RangeRead, ReadRecord, StateKey, StateLog,
 };
 use actionstate_index::{Fences, Index, Invalidation, Recorded};
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -90,11 +90,13 @@ impl<L: StateLog> ActionStateStore<L> {
         ownership: &'a Ownership,
         completed: &'a HashMap<KeyId, u64>,
     ) -> impl std::future::Future<Output = Result<RebuildReport>> + 'a {
-        self.rebuild_from(markers, ownership, completed, Floors::default())
+        self.rebuild_from(markers, ownership, completed, Floors::default(), None)
     }
 
     /// [`rebuild`](Self::rebuild), with each key's records replayed from its group's floor
-    /// (the marker of the checkpoint a restore chose for it) rather than from the merged one.
+    /// (the marker of the checkpoint a restore chose for it) rather than from the merged one,
+    /// and with the restore's `rollback` record appended to partition 0 before its fence there
+    /// (not written when the rebuild does not fence: it has no newer epoch to void by).
     #[tracing::instrument(level = "info", skip_all, fields(markers = markers.len()))]
     pub(crate) async fn rebuild_from(
         &self,
@@ -102,6 +104,7 @@ impl<L: StateLog> ActionStateStore<L> {
         ownership: &Ownership,
         completed: &HashMap<KeyId, u64>,
         floors: Floors,
+        rollback: Option<CheckpointRollback>,
     ) -> Result<RebuildReport> {
         let started = Instant::now();
         // Exclusive: no lookup or write may interleave with replacing the index.
@@ -129,7 +132,8 @@ impl<L: StateLog> ActionStateStore<L> {
         let floors = Arc::new(floors.above(&marker.offsets).then_some(floors));
         let mut joined = self.read_partitions(&marker, &end, ownership, &floors, started, current.partitions).await?;
         let (epoch, reached) = if fence {
-            self.fence_and_catch_up(&marker, &end, ownership, &mut joined, current.partitions).await?
+            self.fence_and_catch_up(&marker, &end, ownership, rollback.as_ref(), &mut joined, current.partitions)
+                .await?
         } else {
             (newest_epoch(&marker, &joined.fences, ownership), end.clone())
         };
@@ -206,13 +210,14 @@ impl<L: StateLog> ActionStateStore<L> {
         marker: &Marker,
         end: &[u64],
         ownership: &Ownership,
+        rollback: Option<&CheckpointRollback>,
         joined: &mut Joined,
         partitions: u32,
     ) -> Result<(u64, Vec<u64>)> {
         let known = marker.fences.iter().map(|m| m.epoch).chain(joined.fences_read.iter().map(|(_, f, _)| f.epoch));
         let previous = self.shared.lock().fencing.epoch;
         let epoch = fencing::next_epoch(known.chain([previous]));
-        let positions = self.append_fences(ownership, epoch).await?;
+        let positions = self.append_fences(ownership, epoch, rollback).await?;
         let after = self.log.end_offsets().await?;
         for (partition, (&from, &to)) in (0u32..).zip(end.iter().zip(&after)) {
             self.catch_up_partition(partition, from, to, ownership, joined).await?;

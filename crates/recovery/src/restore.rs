@@ -9,6 +9,12 @@
 //! replaced by then has read every fence below `from` at its snapshot (a newer one would
 //! have failed it), so no checkpoint of a newer owner of its keys lies before its commit:
 //! the first valid commit met going backwards is the newest owner's newest checkpoint.
+//!
+//! A restore of a checkpoint older than the newest valid one of its keys abandons the commits
+//! after it. It writes a rollback record naming the commits it restored before its fence
+//! ([`CheckpointRollback`]), and a commit of an older epoch that lies between a restored
+//! commit of its keys and a rollback record is void too: without it, a `Latest` restore after
+//! a crash, before the restoring owner checkpointed, would take the abandoned line's newest.
 
 use crate::coverage::{Coverage, Taken};
 use crate::error::{Result, StoreError};
@@ -19,8 +25,8 @@ use crate::store_config::StoreConfig;
 use crate::tail::{Landmark, Tail, landmarks, offset_of};
 use actionstate_core::checkpoint::{CHECKPOINT_PARTITION, is_commit_key};
 use actionstate_core::{
-    CHECKPOINT_KEY_LAYOUT, CheckpointCommit, CheckpointEntry, CheckpointRecord, KeyId, LogRecord, Marker, Ownership,
-    RangeRead, StateLog, codec,
+    CHECKPOINT_KEY_LAYOUT, CheckpointCommit, CheckpointEntry, CheckpointRecord, CheckpointRollback, KeyId, LogRecord,
+    Marker, Ownership, RangeRead, StateLog, codec,
 };
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -93,6 +99,34 @@ struct Found {
     uncovered: bool,
     scanned: u64,
     newest_id: u64,
+    /// Whether a valid commit of owned keys newer than the one chosen was passed over (a
+    /// named checkpoint older than the newest): the restore then abandons it.
+    passed_over: bool,
+}
+
+/// What a backward scan knows that can void a commit met later (at a smaller offset).
+#[derive(Default)]
+struct Voiding {
+    /// Fences of partition 0: their offset there, their keys, their epoch. From the fence
+    /// records read, and from the fence marks of the commits read (a fence record below the
+    /// earliest offset is gone, but the commits of the owner that appended it still name it).
+    fences: Vec<(u64, Ownership, u64)>,
+    /// Rollback records: their offset, their writer's epoch, what they restored.
+    rollbacks: Vec<(u64, u64, CheckpointRollback)>,
+}
+
+impl Voiding {
+    /// Whether `c`'s owner was replaced while it wrote it (a zombie's late checkpoint).
+    fn replaced(&self, c: &Commit) -> bool {
+        self.fences.iter().any(|(at, groups, epoch)| {
+            (c.body.from..c.offset).contains(at) && *epoch > c.epoch && groups.overlaps(&c.owner)
+        })
+    }
+
+    /// Whether a later restore of older checkpoints abandoned `c`.
+    fn abandoned(&self, c: &Commit) -> bool {
+        self.rollbacks.iter().any(|(at, epoch, r)| *at > c.offset && *epoch > c.epoch && r.abandons(c.offset, &c.owner))
+    }
 }
 
 /// The first window of the backward scan, in offsets; each further one is four times larger,
@@ -155,7 +189,10 @@ impl<L: StateLog> ActionStateStore<L> {
             let earliest = self.log.earliest_offsets().await?;
             markers.push(Marker::new(self.log.identity().clone(), earliest));
         }
-        let rebuild = self.rebuild_from(&markers, ownership, &completed, floors).await?;
+        let rollback = found.passed_over.then(|| CheckpointRollback {
+            restored: restored.iter().map(|r| (r.offset, r.owner.within(ownership))).collect(),
+        });
+        let rebuild = self.rebuild_from(&markers, ownership, &completed, floors, rollback).await?;
         *self.log_checkpoint.lock().await = found.newest_id;
         tracing::info!(checkpoints = restored.len(), from_earliest = found.uncovered, scanned, "restored from the log");
         Ok(Restored { from: restored, from_earliest: found.uncovered, scanned, rebuild })
@@ -168,13 +205,9 @@ impl<L: StateLog> ActionStateStore<L> {
         let (earliest, end) = tokio::join!(self.log.earliest_offsets(), self.log.end_offsets());
         let (lo_limit, end) = (offset_of(&earliest?, p), offset_of(&end?, p));
         let mut coverage = Coverage::new(ownership);
-        let mut found = Found { chosen: Vec::new(), uncovered: false, scanned: 0, newest_id: 0 };
+        let mut found = Found { chosen: Vec::new(), uncovered: false, scanned: 0, newest_id: 0, passed_over: false };
         let mut pending: VecDeque<Commit> = VecDeque::new();
-        // Fences of partition 0 known so far: their offset there, their keys, their epoch. From
-        // the fence records read, and from the fence marks of the commits read (a fence record
-        // below the earliest offset is gone, but the commits of the owner that appended it
-        // still name it).
-        let mut fences: Vec<(u64, Ownership, u64)> = Vec::new();
+        let mut voiding = Voiding::default();
         let mut tail = Tail::new(p, lo_limit, end, FIRST_WINDOW, MAX_WINDOW, self.config.read_batch);
         while !coverage.done() {
             let Some((lo, records)) = tail.next(&*self.log).await? else { break };
@@ -182,13 +215,14 @@ impl<L: StateLog> ActionStateStore<L> {
             let mut commits = Vec::new();
             for (offset, landmark) in landmarks(p, records)? {
                 match landmark {
-                    Landmark::Fence(f) => fences.push((offset, f.groups, f.epoch)),
+                    Landmark::Fence(f) => voiding.fences.push((offset, f.groups, f.epoch)),
                     Landmark::Commit { owner, epoch, id, body } => {
                         for mark in &body.marker.fences {
-                            fences.push((offset_of(&mark.offsets, p), mark.groups.clone(), mark.epoch));
+                            voiding.fences.push((offset_of(&mark.offsets, p), mark.groups.clone(), mark.epoch));
                         }
                         commits.push(Commit { offset, owner, epoch, id, body });
                     }
+                    Landmark::Rollback { epoch, body } => voiding.rollbacks.push((offset, epoch, body)),
                 }
             }
             for c in commits.into_iter().rev() {
@@ -200,13 +234,13 @@ impl<L: StateLog> ActionStateStore<L> {
             // (the fences that could void it lie there), newest first.
             while pending.front().is_some_and(|c| c.body.from >= lo) {
                 let Some(c) = pending.pop_front() else { break };
-                self.judge(c, &fences, from, ownership, &mut coverage, &mut found)?;
+                self.judge(c, &voiding, from, ownership, &mut coverage, &mut found)?;
             }
         }
         // At the earliest record: the fences that could void what is left were reclaimed,
         // and with them the records those commits' owners were replaced by.
         while let Some(c) = pending.pop_front() {
-            self.judge(c, &fences, from, ownership, &mut coverage, &mut found)?;
+            self.judge(c, &voiding, from, ownership, &mut coverage, &mut found)?;
         }
         if !coverage.done() {
             match from {
@@ -230,23 +264,25 @@ impl<L: StateLog> ActionStateStore<L> {
     fn judge(
         &self,
         c: Commit,
-        fences: &[(u64, Ownership, u64)],
+        voiding: &Voiding,
         from: RestoreFrom,
         ownership: &Ownership,
         coverage: &mut Coverage,
         found: &mut Found,
     ) -> Result<()> {
-        let void = fences.iter().any(|(at, groups, epoch)| {
-            (c.body.from..c.offset).contains(at) && *epoch > c.epoch && groups.overlaps(&c.owner)
-        });
-        if void {
+        if voiding.replaced(&c) {
             tracing::info!(id = c.id, epoch = c.epoch, offset = c.offset, "checkpoint of a replaced owner skipped");
             return Ok(());
         }
-        // Ids go on from the newest valid checkpoint of these keys (a void one's id says
-        // nothing: its owner was replaced).
+        // Ids go on from the newest checkpoint of these keys, abandoned ones included (their
+        // ids were handed out), but not a replaced owner's (its id says nothing).
         found.newest_id = found.newest_id.max(c.id);
+        if voiding.abandoned(&c) {
+            tracing::info!(id = c.id, epoch = c.epoch, offset = c.offset, "checkpoint of an abandoned line skipped");
+            return Ok(());
+        }
         if matches!(from, RestoreFrom::Checkpoint(id) if id != c.id) {
+            found.passed_over |= !coverage.done();
             return Ok(());
         }
         let taken = coverage.take(&c.owner).map_err(|()| StoreError::MixedKeyGroups {

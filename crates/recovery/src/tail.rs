@@ -5,10 +5,10 @@
 //! earliest offset has passed the window's start is not an error: the scan goes on from the
 //! new earliest offset and stops there, as at the start of the retained log.
 
-use actionstate_core::checkpoint::is_commit_key;
+use actionstate_core::checkpoint::{is_commit_key, is_rollback_key};
 use actionstate_core::{
-    CHECKPOINT_KEY_LAYOUT, CheckpointCommit, CheckpointEntry, CheckpointRecord, Error, FENCE_KEY_LAYOUT, Fence,
-    LogRecord, Ownership, RangeRead, ReadRecord, StateLog, codec,
+    CHECKPOINT_KEY_LAYOUT, CheckpointCommit, CheckpointEntry, CheckpointRecord, CheckpointRollback, Error,
+    FENCE_KEY_LAYOUT, Fence, LogRecord, Ownership, RangeRead, ReadRecord, StateLog, codec,
 };
 
 /// A backward scan of one partition.
@@ -73,12 +73,13 @@ impl Tail {
     }
 }
 
-/// A record of the checkpoint partition that a backward scan decides by: a fence, or the
-/// commit of a checkpoint.
+/// A record of the checkpoint partition that a backward scan decides by: a fence, the commit
+/// of a checkpoint, or a restore's rollback.
 #[derive(Debug)]
 pub(crate) enum Landmark {
     Fence(Fence),
     Commit { owner: Ownership, epoch: u64, id: u64, body: CheckpointCommit },
+    Rollback { epoch: u64, body: CheckpointRollback },
 }
 
 /// The fences and commits among a window's records of `partition`, decoded, in offset order.
@@ -88,7 +89,7 @@ pub(crate) fn landmarks(partition: u32, records: Vec<ReadRecord>) -> Result<Vec<
     for r in records {
         let wanted = match r.key.first() {
             Some(&FENCE_KEY_LAYOUT) => true,
-            Some(&CHECKPOINT_KEY_LAYOUT) => is_commit_key(&r.key),
+            Some(&CHECKPOINT_KEY_LAYOUT) => is_commit_key(&r.key) || is_rollback_key(&r.key),
             _ => false,
         };
         if !wanted {
@@ -100,6 +101,9 @@ pub(crate) fn landmarks(partition: u32, records: Vec<ReadRecord>) -> Result<Vec<
                 owner, epoch, id, entry: CheckpointEntry::Commit(body), ..
             }) => {
                 out.push((r.offset, Landmark::Commit { owner, epoch, id, body }));
+            }
+            LogRecord::Checkpoint(CheckpointRecord { epoch, entry: CheckpointEntry::Rollback(body), .. }) => {
+                out.push((r.offset, Landmark::Rollback { epoch, body }));
             }
             _ => {}
         }

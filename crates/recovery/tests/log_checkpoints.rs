@@ -161,6 +161,49 @@ async fn a_named_checkpoint_is_restored_and_a_missing_one_is_an_error(backend: B
 }
 on_every_backend!(named_checkpoint, a_named_checkpoint_is_restored_and_a_missing_one_is_an_error);
 
+/// A restore of an older checkpoint abandons the newer ones: a `Latest` restore after a crash,
+/// before the restored owner checkpointed, takes the checkpoint restored, not the abandoned
+/// line's newest; and checkpoint ids stay unique.
+async fn a_latest_restore_after_a_rollback_stays_on_the_restored_line(backend: Backend) {
+    let env = Env::new(backend);
+    let keep_all = StoreConfig { retention: actionstate_recovery::Retention::KeepAll, ..StoreConfig::default() };
+    let (env, keep_all) = (&env, &keep_all);
+    let restore = |from| async move {
+        ActionStateStore::restore(env.open().await, keep_all.clone(), &Ownership::All, from).await.unwrap()
+    };
+    let (store, _) = restore(RestoreFrom::Latest).await;
+    for n in 0..3u64 {
+        serve(&store, "k", n * 2..n * 2 + 2).await;
+        store.checkpoint(format!("checkpoint {}", n + 1).as_bytes()).await.unwrap();
+    }
+    drop(store);
+    let (store, restored) = restore(RestoreFrom::Checkpoint(1)).await;
+    assert_eq!(restored.metadata(), Some(&b"checkpoint 1"[..]));
+    drop(store);
+    for _ in 0..2 {
+        let (store, restored) = restore(RestoreFrom::Latest).await;
+        assert_eq!(
+            (restored.from.len(), restored.metadata()),
+            (1, Some(&b"checkpoint 1"[..])),
+            "a crash before the restored owner checkpointed keeps it on the restored line"
+        );
+        assert_eq!(replay(&store, "k", 2..4).await, 2 * STATES_PER_ROUND, "the rounds after checkpoint 1 are reused");
+        drop(store);
+    }
+    let (store, _) = restore(RestoreFrom::Latest).await;
+    let written = store.checkpoint(b"checkpoint 4").await.unwrap();
+    assert_eq!(written.id, 4, "the abandoned checkpoints' ids are not handed out again");
+    drop(store);
+    let (_, restored) = restore(RestoreFrom::Latest).await;
+    assert_eq!(restored.metadata(), Some(&b"checkpoint 4"[..]));
+    let err =
+        ActionStateStore::restore(env.open().await, keep_all.clone(), &Ownership::All, RestoreFrom::Checkpoint(3))
+            .await
+            .unwrap_err();
+    assert!(matches!(err, StoreError::CheckpointNotFound { id: 3, .. }), "an abandoned checkpoint is gone: {err}");
+}
+on_every_backend!(rollback_restore, a_latest_restore_after_a_rollback_stays_on_the_restored_line);
+
 /// After a rescale, an owner of groups two former owners held restores both of their
 /// checkpoints: each for its own groups.
 async fn a_rescaled_owner_restores_the_checkpoints_of_both_former_owners(backend: Backend) {

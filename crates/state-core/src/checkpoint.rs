@@ -8,6 +8,10 @@
 //! [`CHECKPOINT_PARTITION`], after the end offset the checkpoint's snapshot read there
 //! ([`CheckpointCommit::from`]), so a restore finds the newest one by reading that partition
 //! backwards from its end, and its parts in the records just before it.
+//!
+//! A restore of a checkpoint older than the newest of its keys also writes a
+//! [`CheckpointEntry::Rollback`] record there, naming the commits it restored: the newer
+//! commits of the line it abandoned are void from then on.
 
 use crate::error::Error;
 use crate::fence::Ownership;
@@ -32,6 +36,9 @@ pub const CHECKPOINT_KEY_LAYOUT: u8 = 0xC1;
 
 /// The part number a commit's log key carries.
 pub const COMMIT_PART: u32 = u32::MAX;
+
+/// The part number a [`CheckpointEntry::Rollback`] record's log key carries.
+pub const ROLLBACK_PART: u32 = u32::MAX - 1;
 
 /// One record of a checkpoint an owner wrote into its log.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -61,6 +68,29 @@ pub enum CheckpointEntry {
     },
     /// The record that makes the checkpoint count.
     Commit(CheckpointCommit),
+    /// Not part of a checkpoint: the record's owner restored checkpoints older than the newest
+    /// valid one of its keys (to run a window again), so the newer commits of older epochs
+    /// belong to the line of history that restore abandoned.
+    Rollback(CheckpointRollback),
+}
+
+/// What a restore of older checkpoints abandoned: every commit of an epoch older than the
+/// record's, over keys of one of `restored`'s entries, that lies after that entry's commit and
+/// before this record is void for every later restore. Written to [`CHECKPOINT_PARTITION`]
+/// before the restoring owner's fence there, so a crash after the fence leaves it in force.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckpointRollback {
+    /// The commits restored: their offset in [`CHECKPOINT_PARTITION`], and the keys restored
+    /// from each (the commit's owner within the restoring owner's).
+    pub restored: Vec<(u64, Ownership)>,
+}
+
+impl CheckpointRollback {
+    /// Whether a commit at `offset` over `owner`, met before this record (at a smaller offset)
+    /// and of an older epoch, lies on the abandoned line: after a restored commit of its keys.
+    pub fn abandons(&self, offset: u64, owner: &Ownership) -> bool {
+        self.restored.iter().any(|(at, keys)| offset > *at && keys.overlaps(owner))
+    }
 }
 
 /// The commit of a checkpoint: the marker a restore reads from, the user's metadata, and
@@ -101,6 +131,7 @@ impl CheckpointRecord {
         match &self.entry {
             CheckpointEntry::Part { index, .. } => *index,
             CheckpointEntry::Commit(_) => COMMIT_PART,
+            CheckpointEntry::Rollback(_) => ROLLBACK_PART,
         }
     }
 
@@ -132,6 +163,11 @@ pub fn checkpoint_log_key(key: &KeyId, owner: &Ownership, epoch: u64, id: u64, p
 /// parts and every other record without decoding them.
 pub fn is_commit_key(key: &[u8]) -> bool {
     key.len() == CHECKPOINT_KEY_LEN && key[0] == CHECKPOINT_KEY_LAYOUT && key[57..61] == COMMIT_PART.to_be_bytes()
+}
+
+/// Whether a log key is a [`CheckpointEntry::Rollback`] record's, read from the key alone.
+pub fn is_rollback_key(key: &[u8]) -> bool {
+    key.len() == CHECKPOINT_KEY_LEN && key[0] == CHECKPOINT_KEY_LAYOUT && key[57..61] == ROLLBACK_PART.to_be_bytes()
 }
 
 fn owner_digest(owner: &Ownership) -> [u8; 8] {

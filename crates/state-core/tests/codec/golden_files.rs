@@ -5,9 +5,9 @@ use crate::support::{attrs, envelope_by, fixed_event, fixed_input, fixed_state_k
 use actionstate_core::codec;
 use actionstate_core::{
     ActionId, ActionState, Attributes, Audit, AuditDetail, CallResult, CallStatus, CheckpointCommit, CheckpointEntry,
-    CheckpointRecord, Error, Evidence, Fence, FenceMark, Fingerprint, InvalidationReason, KeyId, KeyLabel, LogIdentity,
-    LogRecord, Marker, MemoryOp, MemoryUpdate, MissReason, Ownership, Progress, StateKey, TaggedBytes, Trigger, Value,
-    checkpoint_key_id, fence_key_id,
+    CheckpointRecord, CheckpointRollback, Error, Evidence, Fence, FenceMark, Fingerprint, InvalidationReason, KeyId,
+    KeyLabel, LogIdentity, LogRecord, Marker, MemoryOp, MemoryUpdate, MissReason, Ownership, Progress, StateKey,
+    TaggedBytes, Trigger, Value, checkpoint_key_id, fence_key_id,
 };
 use std::path::{Path, PathBuf};
 
@@ -243,14 +243,28 @@ fn golden_checkpoint_part() -> LogRecord {
     })
 }
 
+/// The rollback of a restore at epoch 9 of key groups 0..4 of 8 that restored the commit at
+/// offset 13 of partition 0.
+fn golden_checkpoint_rollback() -> LogRecord {
+    let owner = Ownership::Groups { max_groups: 8, owned: 0..4 };
+    LogRecord::Checkpoint(CheckpointRecord {
+        key: checkpoint_key_id(4),
+        owner: owner.clone(),
+        epoch: 9,
+        id: 0,
+        entry: CheckpointEntry::Rollback(CheckpointRollback { restored: vec![(13, owner)] }),
+    })
+}
+
 /// Every golden record of the format this build writes, with the writer epoch it is written
 /// with: those of version 3 (without a label, as a key without a name is written), a labeled
-/// state, and checkpoint records (a commit and a part).
+/// state, and checkpoint records (a commit, a part and a rollback).
 fn golden_cases() -> Vec<(&'static str, LogRecord, u64)> {
     let mut cases = v3_cases();
     cases.push(("upsert_labeled", golden_upsert_labeled(), 3));
     cases.push(("checkpoint_commit", golden_checkpoint_commit(), 3));
     cases.push(("checkpoint_part", golden_checkpoint_part(), 5));
+    cases.push(("checkpoint_rollback", golden_checkpoint_rollback(), 9));
     cases
 }
 
