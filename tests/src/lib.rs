@@ -338,6 +338,9 @@ pub struct ChildArgs {
     pub log: String,
     /// What to simulate.
     pub config: SimConfig,
+    /// The external service the agent's durable calls go to, with idempotency keys
+    /// (`actionstate_sim::external`), as its URL; `None`: answered in process.
+    pub external: Option<String>,
 }
 
 impl ChildArgs {
@@ -356,6 +359,9 @@ impl ChildArgs {
             format!("owners={}", c.owners),
             format!("reconcile={}", c.reconcile),
         ]
+        .into_iter()
+        .chain(self.external.as_ref().map(|url| format!("external={url}")))
+        .collect()
     }
 
     /// Parses what [`to_args`](Self::to_args) produced.
@@ -382,6 +388,7 @@ impl ChildArgs {
                 owners: num("owners", take("owners")?)?,
                 reconcile: num("reconcile", take("reconcile")?)?,
             },
+            external: values.remove("external"),
         };
         match values.keys().next() {
             Some(extra) => Err(format!("unknown argument {extra}=...")),

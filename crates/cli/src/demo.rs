@@ -1,9 +1,11 @@
 //! `actionstate demo`: the simulator on the embedded store (or any log a URL names: a Kafka
-//! topic, a Fluss table), crashed partway and restored.
+//! topic, a Fluss table), crashed partway and restored, with its durable calls going to a local
+//! HTTP service that deduplicates by idempotency key (and one it can only ask about a key).
 
 use actionstate_core::StateLog;
 use actionstate_memory::MemoryLog;
 use actionstate_recovery::LogConfig;
+use actionstate_sim::external::{ExternalClient, ExternalReport, ExternalService};
 use actionstate_sim::{CrashPoint, MemorySource, Outcome, RunPlan, Sim, SimConfig};
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -34,6 +36,10 @@ pub(crate) struct DemoArgs {
     /// Print the summary as one JSON object.
     #[arg(long)]
     json: bool,
+    /// Send the external service no idempotency keys: the calls the crashes make run again
+    /// take effect again (`external_duplicates` shows how often).
+    #[arg(long)]
+    no_idempotency: bool,
     #[command(flatten)]
     metrics: crate::metrics::MetricsArgs,
 }
@@ -50,6 +56,7 @@ struct Summary {
     reexecuted: BTreeMap<String, u64>,
     durable_calls_executed: u64,
     durable_calls_replayed: u64,
+    durable_calls_reconciled: u64,
     crashes: u64,
     restores: u64,
     checkpoints: u64,
@@ -61,6 +68,16 @@ struct Summary {
     duplicate_side_effects: u64,
     lost_acknowledged: u64,
     matches_crash_free_run: bool,
+    /// Whether the calls carried idempotency keys (not with `--no-idempotency`).
+    idempotency: bool,
+    /// What the external service saw: requests, effects applied, requests it deduplicated,
+    /// and effects applied twice for one logical call.
+    external_requests: u64,
+    external_effects: u64,
+    external_deduplicated: u64,
+    external_duplicates: u64,
+    /// Questions the reconciler asked the service that cannot deduplicate.
+    external_lookups: u64,
     elapsed_ms: f64,
 }
 
@@ -85,7 +102,9 @@ pub(crate) async fn run(args: DemoArgs) -> Result<ExitCode> {
         checkpoint_every: 10,
         abort_every: 4,
         owners: 1,
-        reconcile: false,
+        // `tool.fetch` goes to the service that cannot deduplicate and is reconciled by
+        // asking it about the call's key.
+        reconcile: true,
     };
     // The log is claimed before anything else runs, so that a second command started during
     // the rehearsals below finds it taken (`claim`). The rehearsals run on as many partitions
@@ -103,21 +122,27 @@ pub(crate) async fn run(args: DemoArgs) -> Result<ExitCode> {
     let plan = RunPlan::crashing(crashes.points.clone());
     // After the rehearsals, so the metrics count the demo's run alone.
     bar.suspend(|| crate::metrics::serve(&args.metrics))?;
+    let service = ExternalService::start().await.context("starting the demo's external service on 127.0.0.1")?;
+    let client = ExternalClient::new(&service.url(), !args.no_idempotency)?;
     let progress = |pos: usize| bar.set_position(pos as u64);
-    let outcome = Sim::new(target.clone(), config.clone()).run(&plan, &progress).await.context("demo run")?;
+    let sim = Sim::new(target.clone(), config.clone()).with_external(client);
+    let outcome = sim.run(&plan, &progress).await.context("demo run")?;
     bar.finish_and_clear();
 
-    let summary = summary_of(&outcome, &reference, &target, started);
+    let summary = summary_of(&outcome, &reference, &target, started, !args.no_idempotency, service.report());
     if args.json {
         outln!("{}", serde_json::to_string(&summary)?);
     } else {
         print_summary(&summary);
     }
-    let ok = summary.duplicate_side_effects == 0 && summary.lost_acknowledged == 0 && summary.matches_crash_free_run;
+    let ok = summary.duplicate_side_effects == 0
+        && summary.lost_acknowledged == 0
+        && summary.matches_crash_free_run
+        && (!summary.idempotency || summary.external_duplicates == 0);
     if !ok {
         return Ok(ExitCode::FAILURE);
     }
-    let missed = missed_plan(&summary, crashes.points.len() as u64, crashes.journal.is_some());
+    let missed = missed_plan(&summary, &crashes);
     if !missed.is_empty() {
         bail!(
             "the demo's plan did not happen on {}: {} (the run's results are above; try more --inputs, or \
@@ -144,41 +169,89 @@ fn progress_bar(json: bool, inputs: usize) -> ProgressBar {
     bar
 }
 
-/// The crashes of the demo's run, and the one placed to resume from a journal if found.
+/// The crashes of the demo's run, and which of the effects they were placed for were found.
 struct Crashes {
     points: Vec<CrashPoint>,
     /// The append after which a crash makes an action resume from its journal.
     journal: Option<u64>,
+    /// The append before which a crash strikes after a call's side effect: the call runs again.
+    rerun: Option<u64>,
+    /// The append before which a crash strikes after a reconciled call's side effect: the
+    /// call is reconciled.
+    reconciled: Option<u64>,
+}
+
+/// The first append `k` of `range` (200 at most are tried) such that a crash at `point(k)`,
+/// with the crashes `before` in place, makes the rehearsal show `found`.
+async fn find(
+    config: &SimConfig,
+    partitions: u32,
+    before: &[CrashPoint],
+    range: std::ops::Range<u64>,
+    point: fn(u64) -> CrashPoint,
+    found: impl Fn(&Outcome) -> bool,
+) -> Result<Option<u64>> {
+    for k in range.take(200) {
+        let points = before.iter().copied().chain([point(k)]).collect();
+        if found(&rehearse(config, partitions, points).await?) {
+            return Ok(Some(k));
+        }
+    }
+    Ok(None)
+}
+
+/// Rehearses a run of `config` crashing at `points` on the in-memory log.
+async fn rehearse(config: &SimConfig, partitions: u32, points: Vec<CrashPoint>) -> Result<Outcome> {
+    let probe = Sim::new(MemorySource { log: MemoryLog::new(partitions) }, config.clone());
+    Ok(probe.run(&RunPlan::crashing(points), &|_| {}).await?)
 }
 
 /// Places the demo's crashes in a run of `config` whose crash-free run makes `appends`
 /// appends, the first at fraction `crash_at` of them.
 async fn plan_crashes(config: &SimConfig, partitions: u32, appends: u64, crash_at: f64) -> Result<Crashes> {
     let crash_append = ((appends as f64) * crash_at.clamp(0.0, 1.0)).max(1.0) as u64;
-    // Three crashes, placed by rehearsing on the in-memory log (the run is deterministic, so
-    // the chosen backend sees the same appends): one loses the acknowledgement of a durable
-    // call's journal entry, so the action resumes from its journal; one loses the
-    // acknowledgement of a completion, which the rebuild recovers; one strikes after a side
-    // effect but before its result is persisted, so that call runs again.
-    let mut journal = None;
-    for k in (crash_append / 2..crash_append).take(200) {
-        let probe = Sim::new(MemorySource { log: MemoryLog::new(partitions) }, config.clone());
-        let o = probe.run(&RunPlan::crashing([CrashPoint::AfterAppend(k)]), &|_| {}).await?;
-        if o.resumed > 0 {
-            journal = Some(k);
-            break;
-        }
-    }
-    let second = crash_append + (appends - crash_append) / 2;
-    let mut points =
-        vec![CrashPoint::AfterAppend(crash_append), CrashPoint::BeforeAppend(second.max(crash_append + 1))];
+    // Four crashes, placed by rehearsing on the in-memory log (the run is deterministic, so
+    // the chosen backend sees the same appends, whatever answers its calls): one loses the
+    // acknowledgement of a durable call's journal entry, so the action resumes from its
+    // journal; one loses the acknowledgement of a completion, which the rebuild recovers; one
+    // strikes after a side effect but before its result is persisted, so that call runs again
+    // (and the service deduplicates it by its key); one strikes there in a reconciled call,
+    // which the reconciler settles by asking the service about its key.
+    // Each is searched for with the ones before it in place: a crash shifts the appends
+    // that follow it (the replay appends again).
+    let mut points = Vec::new();
+    let reconciled =
+        find(config, partitions, &points, crash_append / 4..crash_append / 2, CrashPoint::BeforeAppend, |o| {
+            o.ledger.calls_reconciled > 0
+        })
+        .await?;
+    points.extend(reconciled.map(CrashPoint::BeforeAppend));
+    let journal =
+        find(config, partitions, &points, crash_append / 2..crash_append, CrashPoint::AfterAppend, |o| o.resumed > 0)
+            .await?;
     points.extend(journal.map(CrashPoint::AfterAppend));
-    Ok(Crashes { points, journal })
+    points.push(CrashPoint::AfterAppend(crash_append));
+    let second = (crash_append + (appends - crash_append) / 2).max(crash_append + 1);
+    // Calls executed with the crashes so far: one more, and a call ran again.
+    let executed = rehearse(config, partitions, points.clone()).await?.ledger.calls_executed;
+    let rerun = find(config, partitions, &points, second..appends, CrashPoint::BeforeAppend, |o| {
+        o.ledger.calls_executed > executed
+    })
+    .await?;
+    points.push(CrashPoint::BeforeAppend(rerun.unwrap_or(second)));
+    Ok(Crashes { points, journal, rerun, reconciled })
 }
 
 /// The summary of the demo's run `outcome` on `target`, checked against the crash-free
 /// `reference` run.
-fn summary_of(outcome: &Outcome, reference: &Outcome, target: &LogConfig, started: Instant) -> Summary {
+fn summary_of(
+    outcome: &Outcome,
+    reference: &Outcome,
+    target: &LogConfig,
+    started: Instant,
+    idempotency: bool,
+    external: ExternalReport,
+) -> Summary {
     Summary {
         backend: outcome.backend,
         data: target.to_string(),
@@ -190,6 +263,7 @@ fn summary_of(outcome: &Outcome, reference: &Outcome, target: &LogConfig, starte
         reexecuted: outcome.ledger.reexecuted.clone(),
         durable_calls_executed: outcome.ledger.calls_executed,
         durable_calls_replayed: outcome.ledger.calls_replayed,
+        durable_calls_reconciled: outcome.ledger.calls_reconciled,
         crashes: outcome.crashes,
         restores: outcome.restores,
         checkpoints: outcome.checkpoints,
@@ -199,22 +273,38 @@ fn summary_of(outcome: &Outcome, reference: &Outcome, target: &LogConfig, starte
         duplicate_side_effects: outcome.ledger.duplicates(),
         lost_acknowledged: outcome.lost_acknowledged,
         matches_crash_free_run: outcome.results == reference.results && outcome.memory == reference.memory,
+        idempotency,
+        external_requests: external.requests,
+        external_effects: external.effects,
+        external_deduplicated: external.deduplicated,
+        external_duplicates: external.duplicates,
+        external_lookups: external.lookups,
         elapsed_ms: (started.elapsed().as_secs_f64() * 1e5).round() / 100.0,
     }
 }
 
 /// What the demo set out to show and the run did not: its planned crashes and restores, a
-/// resume from a journal when one was planned, and reuse after a restore. A run that matched
-/// the crash-free one without them proves nothing about recovery.
-fn missed_plan(s: &Summary, planned_crashes: u64, planned_resume: bool) -> Vec<String> {
+/// resume from a journal, a call run again and one reconciled when they were planned, and
+/// reuse after a restore. A run that matched the crash-free one without them proves nothing
+/// about recovery.
+fn missed_plan(s: &Summary, crashes: &Crashes) -> Vec<String> {
+    let planned_crashes = crashes.points.len() as u64;
     let mut missed = Vec::new();
+    // A call that ran again reached the service twice: deduplicated with a key, applied
+    // twice without one.
+    if crashes.rerun.is_some() && s.external_deduplicated + s.external_duplicates == 0 {
+        missed.push("a crash was placed to make a call run again, and none did".to_owned());
+    }
+    if crashes.reconciled.is_some() && (s.durable_calls_reconciled == 0 || s.external_lookups == 0) {
+        missed.push("a crash was placed to reconcile a call, and none was".to_owned());
+    }
     if s.crashes < planned_crashes {
         missed.push(format!("{planned_crashes} crashes were planned, {} took place", s.crashes));
     }
     if s.restores < s.crashes.max(1) {
         missed.push(format!("{} crashes but {} restores", s.crashes, s.restores));
     }
-    if planned_resume && s.resumed == 0 {
+    if crashes.journal.is_some() && s.resumed == 0 {
         missed.push("a crash was placed to resume an action from its journal, and none resumed".to_owned());
     }
     if s.reused == 0 {
@@ -248,6 +338,15 @@ fn print_summary(s: &Summary) {
         s.rebuild_ms,
         s.rebuilds
     );
+    outln!("  reconciled                  {} (asked the service about the call's key)", s.durable_calls_reconciled);
+    outln!(
+        "  external service            {} requests, {} effects, {} deduplicated by key ({})",
+        s.external_requests,
+        s.external_effects,
+        s.external_deduplicated,
+        if s.idempotency { "idempotency keys sent" } else { "no idempotency keys: --no-idempotency" }
+    );
+    outln!("  duplicate external effects  {}", s.external_duplicates);
     outln!("  duplicate side effects      {}", s.duplicate_side_effects);
     outln!("  acknowledged states lost    {}", s.lost_acknowledged);
     outln!("  matches a crash-free run    {}", if s.matches_crash_free_run { "yes" } else { "NO" });

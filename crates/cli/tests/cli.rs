@@ -25,6 +25,37 @@ fn assert_demo_summary(summary: &serde_json::Value, backend: &str, inputs: u64) 
     assert!(summary["restores"].as_u64().unwrap() >= 1, "the demo must restore: {summary}");
     assert!(summary["reused"].as_u64().unwrap() > 0, "a restore must reuse completed actions: {summary}");
     assert!(summary["rebuild_records"].as_u64().unwrap() > 0, "a restore must read the log: {summary}");
+    assert_eq!(summary["idempotency"], true, "{summary}");
+    assert!(summary["external_effects"].as_u64().unwrap() > 0, "the calls reach the external service: {summary}");
+    assert_eq!(summary["external_duplicates"], 0, "the service deduplicates by key: {summary}");
+}
+
+/// The demo's comparison: the same crashes with and without idempotency keys. With them, the
+/// call a crash makes run again is deduplicated by the service and a reconciled call is found
+/// by its key; without them, both take effect again.
+#[test]
+fn the_demo_without_idempotency_keys_shows_the_duplicates_the_keys_prevent() {
+    let run = |extra: &[&str]| {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("file:{}", dir.path().join("data").to_str().unwrap());
+        let out = actionstate(&[&["demo", "--json", "--log", &url][..], extra].concat());
+        assert!(out.status.success(), "demo failed: {}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+        serde_json::from_str::<serde_json::Value>(stdout(&out).trim()).unwrap()
+    };
+    let keyed = run(&[]);
+    assert_demo_summary(&keyed, "file", 200);
+    let deduplicated = keyed["external_deduplicated"].as_u64().unwrap();
+    assert!(deduplicated >= 1, "a call ran again and the service answered it from its ledger: {keyed}");
+    assert!(keyed["durable_calls_reconciled"].as_u64().unwrap() >= 1, "{keyed}");
+    assert!(keyed["external_lookups"].as_u64().unwrap() >= 1, "the reconciler asks the service: {keyed}");
+    let unkeyed = run(&["--no-idempotency"]);
+    assert_eq!(unkeyed["idempotency"], false, "{unkeyed}");
+    assert_eq!(unkeyed["matches_crash_free_run"], true, "{unkeyed}");
+    assert!(
+        unkeyed["external_duplicates"].as_u64().unwrap() > deduplicated,
+        "without keys the call run again and the reconciled one both take effect twice: {unkeyed}"
+    );
+    assert_eq!(unkeyed["crashes"], keyed["crashes"], "the same crashes: {keyed} {unkeyed}");
 }
 
 #[test]

@@ -169,6 +169,8 @@ impl World {
         }
     }
 
+    // Long: one round of the model read top to bottom: its input, its lookup, its calls and the
+    // crash, each with the key bookkeeping it changes.
     async fn round(
         &mut self,
         k: usize,

@@ -2,6 +2,7 @@
 //! stands in the input source; and what every attempt of a run shares.
 
 use crate::crash::{CrashLog, Crashes};
+use crate::external::ExternalClient;
 use crate::ledger::Ledger;
 use crate::outcome::Outcome;
 use crate::plan::mix;
@@ -35,6 +36,8 @@ pub(crate) struct Attempt<S: LogSource> {
     pub(crate) attempt: u64,
     /// The id of the next checkpoint.
     pub(crate) checkpoint_id: u64,
+    /// Where the agent's durable calls go, when not computed in process.
+    pub(crate) external: Option<Arc<ExternalClient>>,
 }
 
 impl<S: LogSource> Attempt<S> {

@@ -23,6 +23,7 @@ mod chaos_zombie;
 mod check;
 mod checkpoint;
 mod crash;
+pub mod external;
 pub mod faults;
 mod ledger;
 mod outcome;

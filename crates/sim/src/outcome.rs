@@ -20,6 +20,9 @@ pub enum SimError {
     /// read or written.
     #[error("run state: {0}")]
     State(#[from] std::io::Error),
+    /// The external service a durable call went to failed (see [`crate::external`]).
+    #[error(transparent)]
+    External(#[from] crate::external::ExternalError),
 }
 
 /// A store error caused by an injected crash (the store wraps the crash log's error in its

@@ -67,6 +67,7 @@ pub(crate) async fn restore<S: LogSource>(
         ids: 0,
         attempt,
         checkpoint_id: outcome.checkpoints,
+        external: None,
     })
 }
 

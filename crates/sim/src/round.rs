@@ -4,11 +4,14 @@
 use crate::agent::{self, BOOTSTRAP, Kind};
 use crate::attempt::Attempt;
 use crate::crash::Crashes;
+use crate::external::{Api, ExternalError};
 use crate::ledger::Ledger;
 use crate::outcome::{Outcome, SimError, crash_or};
 use crate::plan::{SimConfig, key_id, key_name};
 use crate::source::LogSource;
-use actionstate_core::{ActionState, Attributes, Event, MemoryOp, MemoryUpdate, StateKey, TaggedBytes, Trigger, Value};
+use actionstate_core::{
+    ActionState, Attributes, Event, IdempotencyKey, MemoryOp, MemoryUpdate, StateKey, TaggedBytes, Trigger, Value,
+};
 use actionstate_recovery::{ActionHandle, Begin, CallSource, Round};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, VecDeque};
@@ -126,7 +129,8 @@ async fn execute<S: LogSource>(
 }
 
 /// Makes durable call `function` of the action behind `handle` (replayed from its journal,
-/// reconciled, or run: then counted by the ledger).
+/// reconciled, or run: then counted by the ledger). With an external service, a run sends the
+/// call there under its idempotency key, and a reconciler asks the service about that key.
 #[allow(clippy::too_many_arguments, reason = "internal; the pieces are the run's state")]
 async fn durable<S: LogSource>(
     a: &Attempt<S>,
@@ -140,18 +144,46 @@ async fn durable<S: LogSource>(
 ) -> Result<Vec<u8>, SimError> {
     crashes.operation()?;
     let call_key = (*handle.key(), handle.cursor(), function);
-    let run = || async {
+    // The service's name for the logical call: a call made again after an invalidation is
+    // another one.
+    let logical =
+        format!("{}/{}/{function}/{}", hex::encode(handle.key().to_bytes()), handle.cursor(), handle.incarnation());
+    let failed: Mutex<Option<ExternalError>> = Mutex::new(None);
+    let api = if reconcile { Api::Records } else { Api::Deduplicating };
+    let (external, failed_at, logical) = (a.external.as_deref(), &failed, logical.as_str());
+    let run = move |key: IdempotencyKey| async move {
         ledger.lock().call(call_key);
-        Ok(agent::external(function, args))
+        match external {
+            None => Ok(agent::external(function, args)),
+            Some(service) => service.call(api, function, args, key.as_str(), logical).await.map_err(|e| {
+                *failed_at.lock() = Some(e);
+                Vec::new()
+            }),
+        }
     };
     let store = &a.stores[owner];
     let call = if reconcile {
-        let reconciler = || async { Ok(agent::external(function, args)) };
-        store.call_reconciled(handle, function, agent::digest(args), run, reconciler).await
+        let reconciler = move |key: IdempotencyKey| async move {
+            let Some(service) = external else { return Ok(agent::external(function, args)) };
+            match service.lookup(key.as_str()).await {
+                Ok(Some(answer)) => Ok(answer),
+                // Not applied (or no key was sent to look it up by): make the call now.
+                Ok(None) => run(key).await,
+                Err(e) => {
+                    *failed_at.lock() = Some(e);
+                    Err(Vec::new())
+                }
+            }
+        };
+        store.call_reconciled_keyed(handle, function, agent::digest(args), run, reconciler).await
     } else {
-        store.call(handle, function, agent::digest(args), run).await
+        store.call_keyed(handle, function, agent::digest(args), run).await
     }
     .map_err(|e| crash_or(e, crashes))?;
+    if let Some(e) = failed.into_inner() {
+        // The run stops: the journal holds a failed call the service never answered.
+        return Err(SimError::External(e));
+    }
     let mut l = ledger.lock();
     match call.source {
         CallSource::Journal => l.calls_replayed += 1,

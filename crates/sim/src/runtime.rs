@@ -5,6 +5,7 @@ use crate::attempt::{Attempt, Log, Run};
 use crate::check::lost_acknowledged;
 use crate::checkpoint::{self, Checkpoint, KeepCheckpoints, retained_floor};
 use crate::crash::{CrashLog, CrashPoint, Crashes, InjectedCrash};
+use crate::external::ExternalClient;
 use crate::ledger::Ledger;
 use crate::outcome::{Outcome, SimError};
 use crate::plan::{RestoreFrom, RunPlan, SimConfig, inputs};
@@ -25,6 +26,7 @@ pub struct Sim<S: LogSource> {
     source: S,
     config: SimConfig,
     inputs: Option<Vec<(u32, i64)>>,
+    external: Option<Arc<ExternalClient>>,
 }
 
 /// What [`Sim::run`] carries from one attempt to the next.
@@ -80,7 +82,17 @@ impl<S: LogSource> Campaign<S> {
 impl<S: LogSource> Sim<S> {
     /// A simulator.
     pub fn new(source: S, config: SimConfig) -> Self {
-        Sim { source, config, inputs: None }
+        Sim { source, config, inputs: None, external: None }
+    }
+
+    /// Sends the agent's durable calls to an external service through `client` (see
+    /// [`crate::external`]) instead of computing their answers in process: `tool.fetch`, when
+    /// reconciled ([`SimConfig::reconcile`]), goes to its records API and is reconciled by
+    /// asking it about the call's key; the other calls go to its deduplicating API. The answers
+    /// are the same, so the run's results are too.
+    pub fn with_external(mut self, client: ExternalClient) -> Self {
+        self.external = Some(Arc::new(client));
+        self
     }
 
     /// Processes `inputs` (key number, value) instead of the source [`inputs`] derives from
@@ -158,6 +170,7 @@ impl<S: LogSource> Sim<S> {
                 None => return Err(e),
             },
         };
+        attempt.external = self.external.clone();
         if c.checkpoints.is_empty() {
             // Checkpoint 0 before any input: a crash before the first periodic checkpoint
             // restores from it and replays the log from the start. Taken again by every
@@ -168,6 +181,7 @@ impl<S: LogSource> Sim<S> {
                 Ok(()) => {}
                 Err(SimError::Store(e)) => return Err(e),
                 Err(SimError::State(e)) => return Err(StoreError::Task(e.to_string())),
+                Err(SimError::External(e)) => return Err(StoreError::Task(e.to_string())),
                 Err(SimError::Crash(InjectedCrash(point))) => {
                     attempt.settle().await;
                     c.crashed(attempt.pos, point);
@@ -212,6 +226,7 @@ impl<S: LogSource> Sim<S> {
                 None => return Err(e),
             },
             SimError::State(e) => return Err(StoreError::Task(e.to_string())),
+            SimError::External(e) => return Err(StoreError::Task(e.to_string())),
         };
         // A crash reported directly leaves its point to take as well.
         c.crashes.take_crashed();
@@ -278,6 +293,7 @@ impl<S: LogSource> Sim<S> {
         let saved = dir.latest_checkpoint()?;
         let log: Log<S> = Arc::new(CrashLog::new(self.source.open().await?, Arc::clone(&crashes)));
         let mut a = restore(log, self.config.owners, attempt, saved.as_ref(), &mut outcome).await?;
+        a.external = self.external.clone();
         let mut keep = dir;
         match &saved {
             Some(cp) => a.checkpoint_id = cp.id + 1,

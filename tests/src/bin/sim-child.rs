@@ -2,7 +2,8 @@
 //! SIGKILL at a random moment (`tests/tests/all/sigkill.rs`).
 //!
 //! Usage: `sim-child state=DIR attempt=N log=LOG seed=.. keys=.. inputs=.. checkpoint_every=..
-//! abort_every=.. owners=.. reconcile=true|false` (see `actionstate_tests::ChildArgs`), where
+//! abort_every=.. owners=.. reconcile=true|false [external=http://HOST:PORT]` (see
+//! `actionstate_tests::ChildArgs`), where
 //! `LOG` is any log URL (`file:DIR?partitions=N`, `kafka://HOST:PORT/TOPIC?...` or
 //! `fluss://HOST:PORT/DATABASE/TABLE?...`).
 //!
@@ -13,12 +14,17 @@
 //! one summary line and exits with success.
 
 use actionstate_recovery::LogConfig;
+use actionstate_sim::external::ExternalClient;
 use actionstate_sim::{Outcome, RunDir, Sim, SimError};
 use actionstate_tests::ChildArgs;
 use std::process::ExitCode;
 
 async fn attempt(log: LogConfig, args: &ChildArgs, dir: &RunDir) -> Result<Outcome, SimError> {
-    Sim::new(log, args.config.clone()).run_attempt(dir, args.attempt, &|_| {}).await
+    let mut sim = Sim::new(log, args.config.clone());
+    if let Some(url) = &args.external {
+        sim = sim.with_external(ExternalClient::new(url, true)?);
+    }
+    sim.run_attempt(dir, args.attempt, &|_| {}).await
 }
 
 async fn run() -> Result<(), String> {

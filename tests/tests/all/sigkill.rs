@@ -15,7 +15,13 @@
 //! executed again, no acknowledged completion is missing from the log, and the outputs of
 //! every round and the final memory equal those of a crash-free run in memory.
 //!
-//! `ACTIONSTATE_SIM_KILLS` sets the number of kills on the file backend (default 20),
+//! The agent's durable calls go to a local HTTP service (`actionstate_sim::external`), one per
+//! run, started by this process, so it outlives the children: it deduplicates by the calls'
+//! idempotency keys and answers the reconciler's questions about them, and after each run it
+//! must have applied no effect twice for one logical call (the calls a kill made run again
+//! were deduplicated or reconciled).
+//!
+//! `ACTIONSTATE_SIM_KILLS` sets the number of kills on the file backend (default 50),
 //! `ACTIONSTATE_SIM_KILLS_KAFKA` on Kafka (default 20), `ACTIONSTATE_SIM_KILLS_FLUSS` on Fluss
 //! (default 10); `ACTIONSTATE_SIM_KILL_SEED` the seed of
 //! the run configurations and kill delays. The Kafka variant runs on the broker the
@@ -32,6 +38,7 @@
 use actionstate_kafka::{KafkaConfig, KafkaLog};
 use actionstate_recovery::LogConfig;
 use actionstate_sim::chaos::Cluster;
+use actionstate_sim::external::{ExternalReport, ExternalService};
 use actionstate_sim::{Ledger, LogSource, RunDir, Sim, SimConfig};
 use actionstate_tests::kafka3::Kafka3;
 use actionstate_tests::{Backend, ChildArgs, PARTITIONS, Rng, reference};
@@ -139,6 +146,8 @@ struct RunReport {
     children: u64,
     duplicates: u64,
     lost: u64,
+    /// What the run's external service saw.
+    external: ExternalReport,
     executed: u64,
     reexecuted: BTreeMap<String, u64>,
     problems: Vec<String>,
@@ -157,8 +166,16 @@ async fn one_run(target: Target, seed: u64, rng: &mut Rng, log: String, root: &P
     let dir = RunDir::new(&state).unwrap();
     let mut report = RunReport::default();
     let mut killed_attempts = Vec::new();
+    // The outside world of this run, which outlives its children.
+    let service = ExternalService::start().await.unwrap();
     for attempt in 0.. {
-        let args = ChildArgs { state: state.clone(), attempt, log: log.clone(), config: config.clone() };
+        let args = ChildArgs {
+            state: state.clone(),
+            attempt,
+            log: log.clone(),
+            config: config.clone(),
+            external: Some(service.url()),
+        };
         let journal_len = std::fs::metadata(dir.journal_path()).map_or(0, |m| m.len());
         let mut child = spawn(&args, root);
         report.children += 1;
@@ -221,6 +238,7 @@ async fn one_run(target: Target, seed: u64, rng: &mut Rng, log: String, root: &P
     report.executed = ledger.executed;
     report.reexecuted = ledger.reexecuted.clone();
     report.lost = lost(open, &config, ledger, &dir).await;
+    report.external = service.report();
     let clean = reference(Backend::Memory, &config, None).await.unwrap();
     let problems = &mut report.problems;
     if ledger.duplicate_actions != 0 {
@@ -231,6 +249,14 @@ async fn one_run(target: Target, seed: u64, rng: &mut Rng, log: String, root: &P
     }
     if report.lost != 0 {
         problems.push(format!("{} acknowledged completions lost", report.lost));
+    }
+    if report.external.duplicates != 0 {
+        problems.push(format!("the external service applied {} effects twice", report.external.duplicates));
+    }
+    // The agents record a call before they send it (a kill may fall in between), so the service
+    // sees at most the calls they ran, and some.
+    if report.external.requests > ledger.calls_executed || report.external.effects == 0 {
+        problems.push(format!("the agents ran {} calls; the service saw {:?}", ledger.calls_executed, report.external));
     }
     if journal.cut {
         problems.push("the journal ends in a cut line after a child that finished".into());
@@ -359,6 +385,7 @@ async fn sigkill_campaign(target: Target, kills: u64) {
         (0u64, 0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
     let mut reexecuted: BTreeMap<String, u64> = BTreeMap::new();
     let mut transient = 0u64;
+    let mut external = ExternalReport::default();
     let mut failures = Vec::new();
     let mut kept = Vec::new();
     while total_kills < kills || killer.as_ref().is_some_and(|k| k.kills() < target.broker_kills) {
@@ -397,6 +424,11 @@ async fn sigkill_campaign(target: Target, kills: u64) {
         duplicates += report.duplicates;
         lost += report.lost;
         executed += report.executed;
+        external.requests += report.external.requests;
+        external.effects += report.external.effects;
+        external.deduplicated += report.external.deduplicated;
+        external.duplicates += report.external.duplicates;
+        external.lookups += report.external.lookups;
         for (reason, n) in &report.reexecuted {
             *reexecuted.entry(reason.clone()).or_default() += n;
         }
@@ -416,9 +448,14 @@ async fn sigkill_campaign(target: Target, kills: u64) {
     println!(
         "sim-sigkill backend={}{} runs={runs} children={children} kills={total_kills} kills_before_work={before_work} \
          broker_kills={broker_kills} transient_failures={transient} executed={executed} reexecuted={reexecuted:?} \
-         duplicates={duplicates} lost={lost} failures={} seed={seed:#x} time={:.1}s",
+         duplicates={duplicates} lost={lost} external_effects={} external_deduplicated={} external_lookups={} \
+         external_duplicates={} failures={} seed={seed:#x} time={:.1}s",
         target.backend.name(),
         if target.broker_kills > 0 { " (kafka3)" } else { "" },
+        external.effects,
+        external.deduplicated,
+        external.lookups,
+        external.duplicates,
         failures.len(),
         started.elapsed().as_secs_f64()
     );
@@ -440,7 +477,7 @@ async fn sigkill_campaign(target: Target, kills: u64) {
 async fn sim_survives_sigkill_on_file() {
     let target =
         Target { backend: Backend::File, early_ms: (1, 25), working_ms: (0, 400), inputs: 24, broker_kills: 0 };
-    sigkill_campaign(target, env_u64("ACTIONSTATE_SIM_KILLS").unwrap_or(20)).await;
+    sigkill_campaign(target, env_u64("ACTIONSTATE_SIM_KILLS").unwrap_or(50)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
