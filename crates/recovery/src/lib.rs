@@ -73,6 +73,7 @@ mod owners;
 mod rebuild;
 mod restore;
 mod retention;
+mod shared_scan;
 mod store;
 mod store_config;
 mod tail;

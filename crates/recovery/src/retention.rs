@@ -19,9 +19,8 @@
 //! records the other owners' checkpoints need.
 
 use crate::metrics as m;
-use crate::owners::{Outcome, OwnersScan};
-use crate::tail::{Landmark, Tail, landmarks, offset_of};
-use actionstate_core::checkpoint::CHECKPOINT_PARTITION;
+use crate::owners::Outcome;
+use crate::shared_scan::{Landmarks, SharedReclaim, shared_point};
 use actionstate_core::{Marker, Ownership, StateLog};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
@@ -115,6 +114,8 @@ impl Retained {
 pub(crate) struct Reclaimer {
     state: Mutex<State>,
     idle: tokio::sync::Notify,
+    /// What the last shared reclaim read of partition 0, for the next one (`shared_scan.rs`).
+    landmarks: Mutex<Landmarks>,
 }
 
 #[derive(Debug, Default)]
@@ -130,20 +131,6 @@ enum Wanted {
     Point(Vec<u64>),
     /// Find the point in the log's checkpoints first (stores sharing the log).
     Shared(SharedReclaim),
-}
-
-/// A reclaim of a store that shares its log: the point comes from the checkpoints of every
-/// owner, read from the log (see `owners.rs`).
-#[derive(Clone, Debug)]
-pub(crate) struct SharedReclaim {
-    /// The key-group count of the store's ownership.
-    pub(crate) max_groups: u16,
-    /// Checkpoints retained per owner.
-    pub(crate) keep: usize,
-    /// Records per read.
-    pub(crate) read_batch: usize,
-    /// Never past a record this store's index holds.
-    pub(crate) local: Vec<u64>,
 }
 
 /// Why a store that shares its log does not reclaim while it follows the two-phase form.
@@ -228,7 +215,7 @@ impl Reclaimer {
             let outcome = async {
                 let point = match point {
                     Wanted::Point(point) => point,
-                    Wanted::Shared(job) => match shared_point(&*log, &job).await? {
+                    Wanted::Shared(job) => match self.shared_point(&*log, &job).await? {
                         Outcome::Reclaim(point) => {
                             self.state.lock().status.waiting.clear();
                             point.iter().zip(&job.local).map(|(p, l)| (*p).min(*l)).collect()
@@ -277,6 +264,19 @@ impl Reclaimer {
         }
     }
 
+    /// The reclaim point of stores sharing `log`, from the landmarks the last scan kept (one
+    /// reclaim runs at a time, so they are taken out while it reads).
+    async fn shared_point<L: StateLog>(
+        &self,
+        log: &L,
+        job: &SharedReclaim,
+    ) -> Result<Outcome, actionstate_core::Error> {
+        let mut kept = std::mem::take(&mut *self.landmarks.lock());
+        let outcome = shared_point(log, job, &mut kept).await;
+        *self.landmarks.lock() = kept;
+        outcome
+    }
+
     /// Waits until no reclaim runs.
     pub(crate) async fn idle(&self) -> ReclaimStatus {
         loop {
@@ -291,32 +291,3 @@ impl Reclaimer {
         }
     }
 }
-
-/// The reclaim point of stores sharing `log`: reads the checkpoint partition backwards, in
-/// windows of [`SCAN_WINDOW`] offsets, until every key group is decided or the earliest record
-/// is read (see `owners.rs`).
-async fn shared_point<L: StateLog>(log: &L, job: &SharedReclaim) -> Result<Outcome, actionstate_core::Error> {
-    let p = CHECKPOINT_PARTITION;
-    let (earliest, end) = tokio::join!(log.earliest_offsets(), log.end_offsets());
-    let (earliest, end) = (earliest?, end?);
-    let mut tail = Tail::new(p, offset_of(&earliest, p), offset_of(&end, p), SCAN_WINDOW, SCAN_WINDOW, job.read_batch);
-    let mut scan = OwnersScan::new(job.max_groups, job.keep);
-    while !scan.done(tail.position()) {
-        let Some((_, records)) = tail.next(log).await? else { break };
-        for (offset, landmark) in landmarks(p, records)?.into_iter().rev() {
-            match landmark {
-                Landmark::Fence(f) => scan.fence(offset, &f.groups, f.epoch),
-                Landmark::Commit { owner, epoch, body, .. } => {
-                    scan.commit(offset, body.from, &owner, epoch, &body.marker.offsets);
-                }
-                // The abandoned commits it names are of older epochs than the fence that
-                // follows it, which already keeps them from counting.
-                Landmark::Rollback { .. } => {}
-            }
-        }
-    }
-    Ok(scan.finish())
-}
-
-/// Offsets of the checkpoint partition read per step of the scan.
-const SCAN_WINDOW: u64 = 4096;

@@ -7,7 +7,8 @@ use crate::fencing::Fencing;
 use crate::handle::ActionHandle;
 use crate::key_lock::KeyLocks;
 use crate::metrics as m;
-use crate::retention::{ReclaimStatus, Reclaimer, Retained, Retention, SHARED_TWO_PHASE, SharedReclaim};
+use crate::retention::{ReclaimStatus, Reclaimer, Retained, Retention, SHARED_TWO_PHASE};
+use crate::shared_scan::SharedReclaim;
 use crate::store_config::StoreConfig;
 use crate::vocab::{Begin, Explanation, OperatorInvalidation, Round, Snapshot};
 use actionstate_core::{

@@ -1,0 +1,218 @@
+//! The reclaim point of stores that share a log, found incrementally: the fences and commits
+//! of partition 0 that one reclaim read are kept, so that the next reads only what was
+//! appended since (docs/design.md, section 6).
+//!
+//! Why: the scan reads back until every key group has its owner's last `keep` commits, which
+//! is `keep` checkpoint intervals. Read afresh after every checkpoint of every owner, four
+//! owners keeping three checkpoints read partition 0 twelve times for every time it was
+//! written. Kept, each record is read once per owner.
+//!
+//! The landmarks kept cover one contiguous range of partition 0, `[lo, hi)`, and hold every
+//! fence and commit in it (in the compact form the scan needs). A scan feeds them to
+//! [`OwnersScan`] newest first, exactly as the backward read would meet them, and reads
+//! further back only if they run out before the scan is done; what lies below the point where
+//! the scan was done is dropped. Records reclaimed since are dropped with their landmarks.
+
+use crate::owners::{Outcome, OwnersScan};
+use crate::tail::{Landmark, Tail, landmarks, offset_of};
+use actionstate_core::checkpoint::CHECKPOINT_PARTITION;
+use actionstate_core::{Ownership, RangeRead, StateLog};
+
+/// A reclaim of a store that shares its log: the point comes from the checkpoints of every
+/// owner, read from the log (see `owners.rs`).
+#[derive(Clone, Debug)]
+pub(crate) struct SharedReclaim {
+    /// The key-group count of the store's ownership.
+    pub(crate) max_groups: u16,
+    /// Checkpoints retained per owner.
+    pub(crate) keep: usize,
+    /// Records per read.
+    pub(crate) read_batch: usize,
+    /// Never past a record this store's index holds.
+    pub(crate) local: Vec<u64>,
+}
+
+/// Offsets of the checkpoint partition read per step of a backward read.
+const SCAN_WINDOW: u64 = 4096;
+
+/// A fence or a commit, as the owners' scan reads it.
+#[derive(Clone, Debug)]
+enum Mark {
+    Fence { groups: Ownership, epoch: u64 },
+    Commit { from: u64, owner: Ownership, epoch: u64, offsets: Vec<u64> },
+}
+
+impl Mark {
+    /// The scan's form of `landmark` (a rollback tells the scan nothing: the fence after it
+    /// already keeps the commits it abandoned from counting).
+    fn of(landmark: Landmark) -> Option<Mark> {
+        match landmark {
+            Landmark::Fence(f) => Some(Mark::Fence { groups: f.groups, epoch: f.epoch }),
+            Landmark::Commit { owner, epoch, body, .. } => {
+                Some(Mark::Commit { from: body.from, owner, epoch, offsets: body.marker.offsets })
+            }
+            Landmark::Rollback { .. } => None,
+        }
+    }
+
+    fn feed(&self, offset: u64, scan: &mut OwnersScan) {
+        match self {
+            Mark::Fence { groups, epoch } => scan.fence(offset, groups, *epoch),
+            Mark::Commit { from, owner, epoch, offsets } => scan.commit(offset, *from, owner, *epoch, offsets),
+        }
+    }
+}
+
+/// The landmarks of `[lo, hi)` of partition 0, in offset order.
+#[derive(Debug, Default)]
+pub(crate) struct Landmarks {
+    lo: u64,
+    hi: u64,
+    marks: Vec<(u64, Mark)>,
+}
+
+impl Landmarks {
+    /// How many are kept (bounded by the owners' retained checkpoints and fences).
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.marks.len()
+    }
+
+    /// Fits the range to a partition now holding `[earliest, end)`: what was reclaimed goes;
+    /// a range the partition no longer has (another log, or a shorter one) starts over at
+    /// its end.
+    fn fit(&mut self, earliest: u64, end: u64) {
+        if self.hi > end || self.hi < earliest || self.lo == self.hi {
+            *self = Landmarks { lo: end, hi: end, marks: Vec::new() };
+            return;
+        }
+        self.marks.retain(|(o, _)| *o >= earliest);
+        self.lo = self.lo.max(earliest);
+    }
+}
+
+/// The reclaim point of stores sharing `log`, from the landmarks kept in `kept` and what was
+/// appended to partition 0 since (see the module's documentation). On error, `kept` is left
+/// empty: the next scan reads afresh.
+pub(crate) async fn shared_point<L: StateLog>(
+    log: &L,
+    job: &SharedReclaim,
+    kept: &mut Landmarks,
+) -> Result<Outcome, actionstate_core::Error> {
+    let mut cache = std::mem::take(kept);
+    let outcome = scan(log, job, &mut cache).await?;
+    *kept = cache;
+    Ok(outcome)
+}
+
+async fn scan<L: StateLog>(
+    log: &L,
+    job: &SharedReclaim,
+    cache: &mut Landmarks,
+) -> Result<Outcome, actionstate_core::Error> {
+    let p = CHECKPOINT_PARTITION;
+    let (earliest, end) = tokio::join!(log.earliest_offsets(), log.end_offsets());
+    let (earliest, end) = (offset_of(&earliest?, p), offset_of(&end?, p));
+    cache.fit(earliest, end);
+    // What was appended since the last scan, read forwards.
+    let mut range = RangeRead::new(p, cache.hi, end, job.read_batch.max(1));
+    while let Some(records) = range.next_batch(log).await? {
+        cache.marks.extend(landmarks(p, records)?.into_iter().filter_map(|(o, l)| Some((o, Mark::of(l)?))));
+    }
+    cache.hi = end;
+    let mut scan = OwnersScan::new(job.max_groups, job.keep);
+    let mut done_at = None;
+    for (offset, mark) in cache.marks.iter().rev() {
+        mark.feed(*offset, &mut scan);
+        if scan.done(*offset) {
+            done_at = Some(*offset);
+            break;
+        }
+    }
+    let lo = match done_at {
+        Some(at) => at,
+        None if scan.done(cache.lo) => cache.lo,
+        // Not enough kept: read further back, as a scan without them does.
+        None => {
+            let mut tail = Tail::new(p, earliest, cache.lo, SCAN_WINDOW, SCAN_WINDOW, job.read_batch);
+            while !scan.done(tail.position()) {
+                let Some((lo, records)) = tail.next(log).await? else { break };
+                let older: Vec<(u64, Mark)> =
+                    landmarks(p, records)?.into_iter().filter_map(|(o, l)| Some((o, Mark::of(l)?))).collect();
+                for (offset, mark) in older.iter().rev() {
+                    mark.feed(*offset, &mut scan);
+                }
+                cache.marks.splice(0..0, older);
+                cache.lo = lo;
+            }
+            tail.position()
+        }
+    };
+    // The next scan needs nothing older: it meets the same landmarks, and newer ones first.
+    cache.marks.retain(|(o, _)| *o >= lo);
+    cache.lo = lo;
+    Ok(scan.finish())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use super::*;
+    use actionstate_core::{
+        CheckpointCommit, CheckpointEntry, CheckpointRecord, LogRecord, Marker, checkpoint_key_id, codec,
+    };
+    use actionstate_memory::MemoryLog;
+
+    fn groups(owned: std::ops::Range<u16>) -> Ownership {
+        Ownership::Groups { max_groups: 4, owned }
+    }
+
+    async fn commit(log: &MemoryLog, owner: Ownership, epoch: u64, id: u64, offsets: Vec<u64>) {
+        let from = offset_of(&log.end_offsets().await.unwrap(), 0);
+        let marker = Marker::new(log.identity().clone(), offsets);
+        let body = CheckpointCommit { marker, metadata: Vec::new(), completed: Vec::new(), parts: 0, from };
+        let record = LogRecord::Checkpoint(CheckpointRecord {
+            key: checkpoint_key_id(2),
+            owner,
+            epoch,
+            id,
+            entry: CheckpointEntry::Commit(body),
+        });
+        log.append(codec::encode_by(&record, epoch).unwrap()).await.unwrap();
+    }
+
+    /// The point found with the landmarks kept equals the one a scan without them finds, and
+    /// the landmarks kept stay bounded as checkpoints go on.
+    #[tokio::test]
+    async fn kept_landmarks_give_the_point_a_fresh_scan_gives_and_stay_bounded() {
+        let log = MemoryLog::new(2);
+        let job = SharedReclaim { max_groups: 4, keep: 2, read_batch: 7, local: vec![u64::MAX; 2] };
+        let mut kept = Landmarks::default();
+        let mut most = 0;
+        for n in 0..40u64 {
+            let owner = if n % 2 == 0 { groups(0..2) } else { groups(2..4) };
+            commit(&log, owner, 3, n + 1, vec![n, n / 2]).await;
+            let incremental = shared_point(&log, &job, &mut kept).await.unwrap();
+            let fresh = shared_point(&log, &job, &mut Landmarks::default()).await.unwrap();
+            assert_eq!(incremental, fresh, "after commit {n}");
+            most = most.max(kept.len());
+        }
+        assert_eq!(shared_point(&log, &job, &mut kept).await.unwrap(), Outcome::Reclaim(vec![36, 18]));
+        assert!(most <= 6, "{most} landmarks kept for two owners keeping two checkpoints each");
+
+        // A rescale to one owner (its fence, epoch 5), a late commit of a replaced owner, then
+        // the new owner's commits: the same decisions at every step.
+        let fence =
+            LogRecord::Fence(actionstate_core::Fence { key: checkpoint_key_id(2), groups: groups(0..4), epoch: 5 });
+        log.append(codec::encode_by(&fence, 5).unwrap()).await.unwrap();
+        let steps: [(Ownership, u64); 4] = [(groups(0..2), 3), (groups(0..4), 5), (groups(0..4), 5), (groups(0..4), 5)];
+        for (i, (owner, epoch)) in (40u64..).zip(steps) {
+            let before = shared_point(&log, &job, &mut kept).await.unwrap();
+            assert_eq!(before, shared_point(&log, &job, &mut Landmarks::default()).await.unwrap(), "before {i}");
+            commit(&log, owner, epoch, i + 1, vec![i, i / 2]).await;
+        }
+        let last = shared_point(&log, &job, &mut kept).await.unwrap();
+        assert_eq!(last, shared_point(&log, &job, &mut Landmarks::default()).await.unwrap());
+        assert_eq!(last, Outcome::Reclaim(vec![42, 21]), "the new owner's last two checkpoints alone count");
+    }
+}
