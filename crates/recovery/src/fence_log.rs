@@ -3,9 +3,10 @@
 
 use crate::error::{Result, StoreError};
 use crate::store::ActionStateStore;
+use crate::tail::{Landmark, landmarks, offset_of};
 use actionstate_core::{
-    CheckpointEntry, CheckpointRecord, CheckpointRollback, FENCE_KEY_LAYOUT, Fence, LogRecord, Ownership, Position,
-    RangeRead, StateLog, checkpoint_key_id, codec, fence_key_id,
+    CheckpointEntry, CheckpointRecord, CheckpointRollback, Fence, LogRecord, Ownership, Position, RangeRead, StateLog,
+    checkpoint_key_id, codec, fence_key_id,
 };
 use std::sync::Arc;
 
@@ -110,24 +111,24 @@ impl<L: StateLog> ActionStateStore<L> {
             return self.fence_out(&ownership, None);
         }
         let mut newer: Option<Fence> = None;
-        let first = (0u32..).zip(seen.iter().zip(end)).filter(|(p, _)| *p == FIRST_FENCED);
-        for (p, (&from, &to)) in first {
-            let mut range = RangeRead::new(p, from, to, self.config.read_batch.max(1));
-            while let Some(records) = range.next_batch(&*self.log).await? {
-                for r in records {
-                    if r.key.first() != Some(&FENCE_KEY_LAYOUT) {
-                        continue;
-                    }
-                    if let LogRecord::Fence(f) = codec::decode(&r.key, &r.value).map_err(|e| e.at(p, r.offset))?
-                        && f.epoch > epoch
-                        && f.groups.overlaps(&ownership)
-                        && newer.as_ref().is_none_or(|n| n.epoch < f.epoch)
-                    {
-                        newer = Some(f);
-                    }
+        let p = FIRST_FENCED;
+        let (from, to) = (offset_of(&seen, p), offset_of(end, p));
+        let mut range = RangeRead::new(p, from, to, self.config.read_batch.max(1));
+        let mut read = Vec::new();
+        while let Some(records) = range.next_batch(&*self.log).await? {
+            for (offset, landmark) in landmarks(p, records)? {
+                if let Landmark::Fence(f) = &landmark
+                    && f.epoch > epoch
+                    && f.groups.overlaps(&ownership)
+                    && newer.as_ref().is_none_or(|n| n.epoch < f.epoch)
+                {
+                    newer = Some(f.clone());
                 }
+                read.push((offset, landmark));
             }
         }
+        // The fences and commits read are what the next shared reclaim scan reads first.
+        self.reclaimer.learn(from, to, read);
         if let Some(f) = newer {
             return self.fence_out(&f.groups, Some(f.epoch));
         }

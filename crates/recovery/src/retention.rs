@@ -21,6 +21,7 @@
 use crate::metrics as m;
 use crate::owners::Outcome;
 use crate::shared_scan::{Landmarks, SharedReclaim, shared_point};
+use crate::tail::Landmark;
 use actionstate_core::{Marker, Ownership, StateLog};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
@@ -275,6 +276,12 @@ impl Reclaimer {
         let outcome = shared_point(log, job, &mut kept).await;
         *self.landmarks.lock() = kept;
         outcome
+    }
+
+    /// Keeps the landmarks a look at partition 0 read in `[from, to)` for the next shared scan,
+    /// when they continue the range kept (else the scan reads that range itself).
+    pub(crate) fn learn(&self, from: u64, to: u64, read: Vec<(u64, Landmark)>) {
+        self.landmarks.lock().extend(from, to, read);
     }
 
     /// Waits until no reclaim runs.

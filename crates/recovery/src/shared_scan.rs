@@ -78,6 +78,21 @@ impl Landmarks {
         self.marks.len()
     }
 
+    /// Adds what a read of `[from, to)` found (every landmark in it, in offset order), if it
+    /// continues the range kept, or starts the range with it if none is kept.
+    pub(crate) fn extend(&mut self, from: u64, to: u64, read: Vec<(u64, Landmark)>) {
+        if self.lo == self.hi {
+            *self = Landmarks { lo: from, hi: from, marks: Vec::new() };
+        }
+        if from > self.hi || to <= self.hi {
+            return;
+        }
+        let hi = self.hi;
+        let fresh = read.into_iter().filter(|(o, _)| *o >= hi && *o < to);
+        self.marks.extend(fresh.filter_map(|(o, l)| Some((o, Mark::of(l)?))));
+        self.hi = to;
+    }
+
     /// Fits the range to a partition now holding `[earliest, end)`: what was reclaimed goes;
     /// a range the partition no longer has (another log, or a shorter one) starts over at
     /// its end.
@@ -214,5 +229,17 @@ mod tests {
         let last = shared_point(&log, &job, &mut kept).await.unwrap();
         assert_eq!(last, shared_point(&log, &job, &mut Landmarks::default()).await.unwrap());
         assert_eq!(last, Outcome::Reclaim(vec![42, 21]), "the new owner's last two checkpoints alone count");
+
+        // What a look read forwards continues the range; a read past a gap is not taken.
+        let end = offset_of(&log.end_offsets().await.unwrap(), 0);
+        commit(&log, groups(0..4), 5, 45, vec![44, 22]).await;
+        let read = crate::tail::landmarks(0, log.read(0, end, end + 1, 10).await.unwrap().records).unwrap();
+        kept.extend(end + 1, end + 2, Vec::new());
+        assert_eq!(kept.hi, end, "a gap is not bridged");
+        kept.extend(end, end + 1, read);
+        assert_eq!((kept.hi, kept.marks.last().map(|(o, _)| *o)), (end + 1, Some(end)));
+        let after = shared_point(&log, &job, &mut kept).await.unwrap();
+        assert_eq!(after, shared_point(&log, &job, &mut Landmarks::default()).await.unwrap());
+        assert_eq!(after, Outcome::Reclaim(vec![43, 21]));
     }
 }
