@@ -157,8 +157,8 @@ impl CallResult {
 ///
 /// A unit or `None` result is a valid result: an empty payload under `Succeeded` is replayed as
 /// such, never confused with "no result".
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(from = "WireCallStatus", into = "WireCallStatus")]
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(from = "WireCallStatus")]
 pub enum CallStatus {
     /// Written before the call ran (reconcile mode); its outcome is unknown. `key` is the
     /// call's idempotency key, which a reconciler asks the called service about (`None` in
@@ -201,14 +201,26 @@ impl From<WireCallStatus> for CallStatus {
     }
 }
 
-impl From<CallStatus> for WireCallStatus {
-    fn from(s: CallStatus) -> Self {
-        match s {
-            CallStatus::Pending { key: None } => WireCallStatus::Pending,
-            CallStatus::Pending { key: Some(key) } => WireCallStatus::PendingKeyed { key },
-            CallStatus::Succeeded { result } => WireCallStatus::Succeeded { result },
-            CallStatus::Failed { error } => WireCallStatus::Failed { error },
+/// [`WireCallStatus`] borrowing what it encodes: a slot's result is written where it lies, not
+/// copied first (`serde(into)` clones the whole status on every encode, results included).
+#[derive(Serialize)]
+#[serde(rename = "WireCallStatus")]
+enum WireCallStatusRef<'a> {
+    Pending,
+    Succeeded { result: &'a [u8] },
+    Failed { error: &'a [u8] },
+    PendingKeyed { key: &'a IdempotencyKey },
+}
+
+impl Serialize for CallStatus {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            CallStatus::Pending { key: None } => WireCallStatusRef::Pending,
+            CallStatus::Pending { key: Some(key) } => WireCallStatusRef::PendingKeyed { key },
+            CallStatus::Succeeded { result } => WireCallStatusRef::Succeeded { result },
+            CallStatus::Failed { error } => WireCallStatusRef::Failed { error },
         }
+        .serialize(serializer)
     }
 }
 
