@@ -69,6 +69,14 @@ pub(crate) struct Landmarks {
     lo: u64,
     hi: u64,
     marks: Vec<(u64, Mark)>,
+    /// Whether a shared scan ran: only then are reads kept, since only a scan prunes them (a
+    /// store that never scans, one owning every key, would keep every fence and commit).
+    scanned: bool,
+}
+
+/// The scan's form of the landmarks `found`.
+fn marks(found: Vec<(u64, Landmark)>) -> impl Iterator<Item = (u64, Mark)> {
+    found.into_iter().filter_map(|(o, l)| Some((o, Mark::of(l)?)))
 }
 
 impl Landmarks {
@@ -81,15 +89,17 @@ impl Landmarks {
     /// Adds what a read of `[from, to)` found (every landmark in it, in offset order), if it
     /// continues the range kept, or starts the range with it if none is kept.
     pub(crate) fn extend(&mut self, from: u64, to: u64, read: Vec<(u64, Landmark)>) {
+        if !self.scanned {
+            return;
+        }
         if self.lo == self.hi {
-            *self = Landmarks { lo: from, hi: from, marks: Vec::new() };
+            *self = Landmarks { lo: from, hi: from, marks: Vec::new(), scanned: true };
         }
         if from > self.hi || to <= self.hi {
             return;
         }
         let hi = self.hi;
-        let fresh = read.into_iter().filter(|(o, _)| *o >= hi && *o < to);
-        self.marks.extend(fresh.filter_map(|(o, l)| Some((o, Mark::of(l)?))));
+        self.marks.extend(marks(read).filter(|(o, _)| *o >= hi && *o < to));
         self.hi = to;
     }
 
@@ -98,11 +108,12 @@ impl Landmarks {
     /// its end.
     fn fit(&mut self, earliest: u64, end: u64) {
         if self.hi > end || self.hi < earliest || self.lo == self.hi {
-            *self = Landmarks { lo: end, hi: end, marks: Vec::new() };
+            *self = Landmarks { lo: end, hi: end, marks: Vec::new(), scanned: true };
             return;
         }
         self.marks.retain(|(o, _)| *o >= earliest);
         self.lo = self.lo.max(earliest);
+        self.scanned = true;
     }
 }
 
@@ -114,10 +125,11 @@ pub(crate) async fn shared_point<L: StateLog>(
     job: &SharedReclaim,
     kept: &mut Landmarks,
 ) -> Result<Outcome, actionstate_core::Error> {
-    let mut cache = std::mem::take(kept);
-    let outcome = scan(log, job, &mut cache).await?;
-    *kept = cache;
-    Ok(outcome)
+    let outcome = scan(log, job, kept).await;
+    if outcome.is_err() {
+        *kept = Landmarks::default();
+    }
+    outcome
 }
 
 async fn scan<L: StateLog>(
@@ -132,7 +144,7 @@ async fn scan<L: StateLog>(
     // What was appended since the last scan, read forwards.
     let mut range = RangeRead::new(p, cache.hi, end, job.read_batch.max(1));
     while let Some(records) = range.next_batch(log).await? {
-        cache.marks.extend(landmarks(p, records)?.into_iter().filter_map(|(o, l)| Some((o, Mark::of(l)?))));
+        cache.marks.extend(marks(landmarks(p, records)?));
     }
     cache.hi = end;
     let mut scan = OwnersScan::new(job.max_groups, job.keep);
@@ -152,8 +164,7 @@ async fn scan<L: StateLog>(
             let mut tail = Tail::new(p, earliest, cache.lo, SCAN_WINDOW, SCAN_WINDOW, job.read_batch);
             while !scan.done(tail.position()) {
                 let Some((lo, records)) = tail.next(log).await? else { break };
-                let older: Vec<(u64, Mark)> =
-                    landmarks(p, records)?.into_iter().filter_map(|(o, l)| Some((o, Mark::of(l)?))).collect();
+                let older: Vec<(u64, Mark)> = marks(landmarks(p, records)?).collect();
                 for (offset, mark) in older.iter().rev() {
                     mark.feed(*offset, &mut scan);
                 }
@@ -203,6 +214,15 @@ mod tests {
         let log = MemoryLog::new(2);
         let job = SharedReclaim { max_groups: 4, keep: 2, read_batch: 7, local: vec![u64::MAX; 2] };
         let mut kept = Landmarks::default();
+        kept.extend(
+            0,
+            1,
+            vec![(
+                0,
+                Landmark::Fence(actionstate_core::Fence { key: checkpoint_key_id(2), groups: groups(0..4), epoch: 1 }),
+            )],
+        );
+        assert_eq!((kept.len(), kept.hi), (0, 0), "a store that never scanned keeps nothing");
         let mut most = 0;
         for n in 0..40u64 {
             let owner = if n % 2 == 0 { groups(0..2) } else { groups(2..4) };
