@@ -5,7 +5,7 @@ use crate::support::{attrs, envelope_by, fixed_event, fixed_input, fixed_state_k
 use actionstate_core::codec;
 use actionstate_core::{
     ActionId, ActionState, Attributes, Audit, AuditDetail, CallResult, CallStatus, CheckpointCommit, CheckpointEntry,
-    CheckpointRecord, CheckpointRollback, Error, Evidence, Fence, FenceMark, Fingerprint, InvalidationReason, KeyId,
+    CheckpointRecord, CheckpointRollback, Error, Evidence, Fence, FenceMark, Fingerprint, IdempotencyKey, InvalidationReason, KeyId,
     KeyLabel, LogIdentity, LogRecord, Marker, MemoryOp, MemoryUpdate, MissReason, Ownership, Progress, StateKey,
     TaggedBytes, Trigger, Value, checkpoint_key_id, fence_key_id,
 };
@@ -256,12 +256,30 @@ fn golden_checkpoint_rollback() -> LogRecord {
     })
 }
 
+/// A journal whose last call was recorded before it ran, in reconcile mode: its PENDING slot
+/// carries the call's idempotency key (`CallStatus` variant 3).
+fn golden_upsert_pending_keyed() -> LogRecord {
+    match golden_upsert_pending() {
+        LogRecord::Upsert(mut s) => {
+            if let Progress::Pending { calls } = &mut s.progress {
+                if let Some(last) = calls.last_mut() {
+                    let key = IdempotencyKey::derive("", &s.key, 0, 3, &last.function_id, &last.args_digest);
+                    last.status = CallStatus::Pending { key: Some(key) };
+                }
+            }
+            LogRecord::Upsert(s)
+        }
+        other => other,
+    }
+}
+
 /// Every golden record of the format this build writes, with the writer epoch it is written
 /// with: those of version 3 (without a label, as a key without a name is written), a labeled
-/// state, and checkpoint records (a commit, a part and a rollback).
+/// state, a keyed PENDING slot, and checkpoint records (a commit, a part and a rollback).
 fn golden_cases() -> Vec<(&'static str, LogRecord, u64)> {
     let mut cases = v3_cases();
     cases.push(("upsert_labeled", golden_upsert_labeled(), 3));
+    cases.push(("upsert_pending_keyed", golden_upsert_pending_keyed(), 3));
     cases.push(("checkpoint_commit", golden_checkpoint_commit(), 3));
     cases.push(("checkpoint_part", golden_checkpoint_part(), 5));
     cases.push(("checkpoint_rollback", golden_checkpoint_rollback(), 9));
