@@ -5,9 +5,9 @@ use crate::support::{attrs, envelope_by, fixed_event, fixed_input, fixed_state_k
 use actionstate_core::codec;
 use actionstate_core::{
     ActionId, ActionState, Attributes, Audit, AuditDetail, CallResult, CallStatus, CheckpointCommit, CheckpointEntry,
-    CheckpointRecord, CheckpointRollback, Error, Evidence, Fence, FenceMark, Fingerprint, IdempotencyKey, InvalidationReason, KeyId,
-    KeyLabel, LogIdentity, LogRecord, Marker, MemoryOp, MemoryUpdate, MissReason, Ownership, Progress, StateKey,
-    TaggedBytes, Trigger, Value, checkpoint_key_id, fence_key_id,
+    CheckpointRecord, CheckpointRollback, Error, Evidence, Fence, FenceMark, Fingerprint, IdempotencyKey,
+    InvalidationReason, KeyId, KeyLabel, LogIdentity, LogRecord, Marker, MemoryOp, MemoryUpdate, MissReason, Ownership,
+    Progress, StateKey, TaggedBytes, Trigger, Value, checkpoint_key_id, fence_key_id,
 };
 use std::path::{Path, PathBuf};
 
@@ -261,11 +261,11 @@ fn golden_checkpoint_rollback() -> LogRecord {
 fn golden_upsert_pending_keyed() -> LogRecord {
     match golden_upsert_pending() {
         LogRecord::Upsert(mut s) => {
-            if let Progress::Pending { calls } = &mut s.progress {
-                if let Some(last) = calls.last_mut() {
-                    let key = IdempotencyKey::derive("", &s.key, 0, 3, &last.function_id, &last.args_digest);
-                    last.status = CallStatus::Pending { key: Some(key) };
-                }
+            if let Progress::Pending { calls } = &mut s.progress
+                && let Some(last) = calls.last_mut()
+            {
+                let key = IdempotencyKey::derive("", &s.key, 0, 3, &last.function_id, &last.args_digest);
+                last.status = CallStatus::Pending { key: Some(key) };
             }
             LogRecord::Upsert(s)
         }
