@@ -6,6 +6,7 @@ use crate::write::Committer;
 use actionstate_core::{BackendError, Capabilities, Error, LogIdentity, Position, ReadBatch, StateLog, WireRecord};
 use std::path::Path;
 use std::sync::Arc;
+use tokio::runtime::RuntimeFlavor;
 use tokio::sync::oneshot;
 
 /// The embedded [`StateLog`]: a partitioned log in one redb database file.
@@ -96,8 +97,19 @@ impl StateLog for FileLog {
             !std::mem::replace(&mut queue.committing, true)
         };
         if start {
-            let committer = Committer { inner: Some(self.inner.clone()) };
+            let mut committer = Committer { inner: Some(self.inner.clone()) };
             match tokio::runtime::Handle::try_current() {
+                // The first append to an idle log commits on its own thread: `block_in_place`
+                // hands this worker's other tasks to another thread, and the put pays no hop to
+                // a blocking thread and back (about 20 µs, 7% of a put; BENCHMARKS.md). What
+                // queued meanwhile goes on in the background, so this caller waits for its own
+                // record only. Appends joined within one task therefore commit one by one;
+                // appends from several tasks share commits.
+                Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => {
+                    if tokio::task::block_in_place(|| committer.commit_next()) {
+                        drop(handle.spawn_blocking(move || committer.run()));
+                    }
+                }
                 // Not awaited: this caller waits for its own record only, which may be committed
                 // by a committer another caller started.
                 Ok(handle) => drop(handle.spawn_blocking(move || committer.run())),

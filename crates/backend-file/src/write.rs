@@ -110,43 +110,48 @@ pub(crate) struct Committer {
 }
 
 impl Committer {
+    /// Commits batches until the queue is empty.
     pub(crate) fn run(mut self) {
-        let Some(mut batch) = self.next_batch() else { return };
-        while let Some(inner) = &self.inner {
-            let result = inner.commit(&batch);
-            let next = self.next_batch();
-            // A caller that gave up waiting dropped its receiver; its record may be written
-            // anyway, which the contract allows.
-            match result {
-                Ok(positions) => {
-                    for (pending, position) in batch.into_iter().zip(positions) {
-                        let _ = pending.reply.send(Ok(position));
-                    }
-                }
-                Err(e) => {
-                    for pending in batch {
-                        let _ = pending.reply.send(Err(e.clone()));
-                    }
-                }
-            }
-            match next {
-                Some(b) => batch = b,
-                None => return,
-            }
-        }
+        while self.commit_next() {}
     }
 
-    /// Takes the queued appends, or, if there are none, stops this committer.
-    fn next_batch(&mut self) -> Option<Vec<Pending>> {
-        let inner = self.inner.as_ref()?;
-        let mut queue = lock(&inner.queue);
-        if queue.pending.is_empty() {
-            queue.committing = false;
-            drop(queue);
-            self.inner = None;
-            return None;
+    /// Commits the queued appends in one transaction and answers them. `false` once the queue
+    /// is empty and this committer has stopped (the next append starts another); `true` while
+    /// more appends wait, which this committer must commit too.
+    pub(crate) fn commit_next(&mut self) -> bool {
+        let Some(inner) = self.inner.clone() else { return false };
+        let batch = std::mem::take(&mut lock(&inner.queue).pending);
+        let result = if batch.is_empty() { Ok(Vec::new()) } else { inner.commit(&batch) };
+        drop(inner);
+        let more = self.more_queued();
+        // A caller that gave up waiting dropped its receiver; its record may be written
+        // anyway, which the contract allows.
+        match result {
+            Ok(positions) => {
+                for (pending, position) in batch.into_iter().zip(positions) {
+                    let _ = pending.reply.send(Ok(position));
+                }
+            }
+            Err(e) => {
+                for pending in batch {
+                    let _ = pending.reply.send(Err(e.clone()));
+                }
+            }
         }
-        Some(std::mem::take(&mut queue.pending))
+        more
+    }
+
+    /// Whether appends wait; if none do, stops this committer.
+    fn more_queued(&mut self) -> bool {
+        let Some(inner) = self.inner.as_ref() else { return false };
+        let mut queue = lock(&inner.queue);
+        if !queue.pending.is_empty() {
+            return true;
+        }
+        queue.committing = false;
+        drop(queue);
+        self.inner = None;
+        false
     }
 }
 

@@ -369,6 +369,37 @@ async fn damaged_pages_are_reported_on_open() {
     }
 }
 
+/// Appends joined within one task: on a multi-threaded runtime the first commits on the
+/// caller's thread, and the ones it finds queued behind it commit in the background; on a
+/// current-thread runtime all go to a blocking thread. Either way each lands once, in order.
+async fn joined_appends_land_once_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path());
+    for round in 0..10u64 {
+        let (a, b, c) = tokio::join!(
+            log.append(rec("joined", round * 3)),
+            log.append(rec("joined", round * 3 + 1)),
+            log.append(rec("joined", round * 3 + 2))
+        );
+        let offsets = [a.unwrap().offset, b.unwrap().offset, c.unwrap().offset];
+        let mut sorted = offsets;
+        sorted.sort_unstable();
+        assert_eq!(sorted, [round * 3, round * 3 + 1, round * 3 + 2], "round {round}: {offsets:?}");
+    }
+    let partition = KeyId::of(b"joined").partition(PARTITIONS);
+    assert_eq!(log.end_offsets().await.unwrap()[partition as usize], 30);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn joined_appends_on_a_multi_threaded_runtime() {
+    joined_appends_land_once_each().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn joined_appends_on_a_current_thread_runtime() {
+    joined_appends_land_once_each().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reopen_right_after_the_last_append_returns() {
     // The committer thread must have let go of the database by the time an append returns, or
