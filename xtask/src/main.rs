@@ -29,12 +29,14 @@
 //! - `chaos kafka [--leader-kills N] [--zombie-episodes N]` — the leader-kill and zombie-writer
 //!   scenarios on a local three-node Kafka cluster started for it and stopped after (10 kills
 //!   and 10 zombie episodes by default), one JSON line of counts.
-//! - `services up|down|status [kafka] [kafka3] [fluss]` — a local Apache Kafka broker, a local
-//!   three-node Kafka cluster (replication factor 3; `services restart-node kafka3 N` restarts a
-//!   node), and a local Apache Fluss cluster (ZooKeeper, a coordinator and a tablet server), for
-//!   integration tests and benchmarks (needs Java 17, and Maven to fetch them once); see
-//!   `services/` (the broker in `services/kafka/`, the three nodes in
-//!   `services/kafka/cluster.rs`, the Fluss cluster in `services/fluss/`).
+//! - `services up|down|status [kafka] [kafka3] [fluss] [fluss3]` — a local Apache Kafka broker, a
+//!   local three-node Kafka cluster (replication factor 3; `services restart-node kafka3 N`
+//!   restarts a node), a local Apache Fluss cluster (ZooKeeper, a coordinator and a tablet
+//!   server), and one with three tablet servers (replication factor 3; `services restart-node
+//!   fluss3 N` restarts a tablet server), for integration tests and benchmarks (needs Java 17,
+//!   and Maven to fetch them once); see `services/` (the broker in `services/kafka/`, the three
+//!   nodes in `services/kafka/cluster.rs`, the Fluss clusters in `services/fluss/`, the three
+//!   tablet servers in `services/fluss/cluster.rs`).
 //! - `shape` — lines per crate, files over 600 lines, import circles between the files of one
 //!   crate (from their `use` statements) and functions over 80 lines: the measures the tidy
 //!   tests hold the code to (`shape.rs`).
@@ -98,6 +100,8 @@ fn print_help() {
          services up kafka3   start a local 3-node Kafka cluster; addresses in target/services/kafka3.env\n  \
          services restart-node kafka3 N   stop node N of it and start it again\n  \
          services up fluss    start a local Fluss cluster; addresses in target/services/fluss.env\n  \
+         services up fluss3   start a local Fluss cluster of 3 tablet servers; addresses in target/services/fluss3.env\n  \
+         services restart-node fluss3 N   stop tablet server N of it and start it again\n  \
          services down [SVC]  stop the services `services up` started (all of them by default)\n  \
          services status      whether they run and answer
            shape                lines per crate, long files and functions, import circles between files"

@@ -97,7 +97,7 @@ pub(crate) fn value(text: &str, key: &str) -> Result<String> {
 
 /// For `status`: the env file at `path` as `parse` reads it, or `None` after printing that it is
 /// missing because `server` (e.g. `the broker`) has not answered yet.
-pub(crate) fn read_for_status<T>(path: &Path, server: &str, parse: fn(&str) -> Result<T>) -> Result<Option<T>> {
+pub(crate) fn read_for_status<T>(path: &Path, server: &str, parse: impl Fn(&str) -> Result<T>) -> Result<Option<T>> {
     match fs::read_to_string(path) {
         Ok(text) => parse(&text).with_context(|| format!("reading {}", path.display())).map(Some),
         Err(_) => {

@@ -1,6 +1,6 @@
 //! Local services for integration tests and benchmarks: `cargo xtask services up|down|status
-//! [kafka] [kafka3] [fluss]`, and `services restart-node kafka3 N`. Without a service named, `up`
-//! starts Kafka, and `down` and `status` cover all three.
+//! [kafka] [kafka3] [fluss] [fluss3]`, and `services restart-node kafka3|fluss3 N`. Without a
+//! service named, `up` starts Kafka, and `down` and `status` cover all four.
 //!
 //! - [`kafka`] — one Apache Kafka broker; its jars and configuration files in `kafka/config.rs`,
 //!   its readiness probe (the Kafka wire protocol) in `kafka/probe.rs`; and `kafka3`, a cluster
@@ -8,7 +8,9 @@
 //!   `kafka/cluster.rs`;
 //! - [`fluss`] — an Apache Fluss cluster of ZooKeeper, a coordinator and a tablet server; its jars
 //!   and configuration files in `fluss/config.rs`, its readiness probes (ZooKeeper's four-letter
-//!   commands and the Fluss RPC protocol) in `fluss/probe.rs`.
+//!   commands and the Fluss RPC protocol) in `fluss/probe.rs`; and `fluss3`, the same with three
+//!   tablet servers and tables replicated three times, for tests that stop a tablet server, in
+//!   `fluss/cluster.rs`.
 //!
 //! Both use the shared modules below, which know neither of them (and neither server module uses
 //! the other):
@@ -39,21 +41,23 @@ pub(crate) use kafka::{down_kafka, kafka_log_dir, up_kafka};
 
 use anyhow::{Context, Result, bail};
 
-const USAGE: &str = "usage: cargo xtask services <up|down|status> [kafka] [kafka3] [fluss]\n       \
-                     cargo xtask services restart-node kafka3 <0|1|2>";
-const SERVICES: [&str; 3] = ["kafka", "kafka3", "fluss"];
+const USAGE: &str = "usage: cargo xtask services <up|down|status> [kafka] [kafka3] [fluss] [fluss3]\n       \
+                     cargo xtask services restart-node <kafka3|fluss3> <0|1|2>";
+const SERVICES: [&str; 4] = ["kafka", "kafka3", "fluss", "fluss3"];
 
 /// `cargo xtask services <action> [service...]`. Without services, `up` starts Kafka only, and
-/// `down` and `status` cover all of them; see [`kafka`], [`kafka::cluster`] and [`fluss`].
+/// `down` and `status` cover all of them; see [`kafka`], [`kafka::cluster`], [`fluss`] and
+/// [`fluss::cluster`].
 pub(crate) fn run(args: &[String]) -> Result<()> {
     let Some(action) = args.first() else { bail!(USAGE) };
     if action == "restart-node" {
         let [_, service, node] = args else { bail!(USAGE) };
-        if service != "kafka3" {
-            bail!("restart-node applies to kafka3 only, not `{service}`\n{USAGE}");
-        }
         let node = node.parse().with_context(|| format!("`{node}` is not a node number\n{USAGE}"))?;
-        print!("{}", kafka::cluster::restart_node(node)?.render());
+        match service.as_str() {
+            "kafka3" => print!("{}", kafka::cluster::restart_node(node)?.render()),
+            "fluss3" => print!("{}", fluss::cluster::restart_node(node)?.render()),
+            _ => bail!("restart-node applies to kafka3 and fluss3 only, not `{service}`\n{USAGE}"),
+        }
         return Ok(());
     }
     let mut named: Vec<&str> = Vec::new();
@@ -71,6 +75,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             for service in all(&["kafka"]) {
                 match service {
                     "fluss" => print!("{}", fluss::up_fluss()?.render()),
+                    "fluss3" => print!("{}", fluss::cluster::up_fluss3()?.render()),
                     "kafka3" => print!("{}", kafka::cluster::up_kafka3()?.render()),
                     _ => print!("{}", kafka::up_kafka()?.render()),
                 }
@@ -79,10 +84,11 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         }
         "down" => {
             // Every service is stopped even when one of them fails to stop.
-            let results: Vec<Result<()>> = all(&["fluss", "kafka3", "kafka"])
+            let results: Vec<Result<()>> = all(&["fluss3", "fluss", "kafka3", "kafka"])
                 .into_iter()
                 .map(|service| match service {
                     "fluss" => fluss::down_fluss(),
+                    "fluss3" => fluss::cluster::down_fluss3(),
                     "kafka3" => kafka::cluster::down_kafka3(),
                     _ => kafka::down_kafka(),
                 })
@@ -90,9 +96,10 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             results.into_iter().collect()
         }
         "status" => {
-            for service in all(&["kafka", "kafka3", "fluss"]) {
+            for service in all(&["kafka", "kafka3", "fluss", "fluss3"]) {
                 match service {
                     "fluss" => fluss::status_fluss()?,
+                    "fluss3" => fluss::cluster::status_fluss3()?,
                     "kafka3" => kafka::cluster::status_kafka3()?,
                     _ => kafka::status_kafka()?,
                 }

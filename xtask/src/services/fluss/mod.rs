@@ -1,5 +1,8 @@
 //! A local Apache Fluss cluster: `cargo xtask services up|down|status fluss`. Its jars and
-//! configuration files are in [`config`], its readiness probes in [`probe`].
+//! configuration files are in [`config`], its readiness probes in [`probe`], what its env file
+//! holds in [`settings`](mod@settings). The same with three tablet servers and tables
+//! replicated three times, `services up fluss3`, is in [`cluster`]; it runs on this module's
+//! code, which takes the number of tablet servers from a [`Layout`].
 //!
 //! `services up fluss` runs three JVM processes, each detached from the terminal in its own
 //! process group:
@@ -63,8 +66,12 @@
 //!    start: a server that cannot reach ZooKeeper for a while gives up and exits);
 //! 2. the coordinator, on its plaintext listener, answers `ApiVersions`, lists tablet server 0
 //!    in a `Metadata` answer (so the tablet server has registered and the coordinator has seen
-//!    it), creates a database `xtask_readiness_probe` and drops it again;
-//! 3. the coordinator, on its SASL listener, accepts the test user and answers `Metadata`.
+//!    it);
+//! 3. the tablet server, on its plaintext listener, answers `Metadata` listing itself (a tablet
+//!    server answers before it registers, with no tablet servers, and learns them from the
+//!    coordinator once the coordinator has seen it);
+//! 4. the coordinator creates a database `xtask_readiness_probe` and drops it again;
+//! 5. the coordinator, on its SASL listener, accepts the test user and answers `Metadata`.
 //!
 //! Those requests are the Fluss RPC protocol spoken directly (a length-prefixed frame with api
 //! key, version and request id, then a protobuf message), so the xtask needs no Fluss client. `up`
@@ -80,7 +87,8 @@
 //! - `fluss/config/` — `zookeeper/zoo.cfg`, `coordinator/server.yaml`, `tablet/server.yaml`,
 //!   `log4j2.properties`;
 //! - `fluss/data/` — `zookeeper/`, `tablet/` (`data.dir`) and `remote/` (`remote.data.dir`);
-//! - `fluss/zookeeper.log`, `fluss/coordinator.log`, `fluss/tablet.log` — what each prints;
+//! - `fluss/zookeeper.log`, `fluss/coordinator.log`, `fluss/tablet.log` — what each prints
+//!   (emptied on a fresh start, appended to by a process started again);
 //! - `fluss/zookeeper.pid`, `fluss/coordinator.pid`, `fluss/tablet.pid`.
 //!
 //! `fluss.env` holds one `KEY=VALUE` per line, no quoting:
@@ -98,200 +106,211 @@
 //! FLUSS_REMOTE_LOG_TASK_INTERVAL_MS=1000
 //! ```
 
+pub(crate) mod cluster;
 mod config;
 mod probe;
+mod settings;
 
 use crate::services::artifacts::check_java;
-use crate::services::config::{Gc, Jvm};
-use crate::services::env::{self, Client};
+use crate::services::env;
 use crate::services::process::{
     POLL, READY_TIMEOUT, child_exited, read_pid, remove_dir_if_exists, remove_file_if_exists, resident, spawn_detached,
     stop_process, write_atomic,
 };
 use anyhow::{Context, Result, anyhow, bail};
 use config::{
-    FLUSS_VERSION, Paths, Ports, REMOTE_LOG_TASK_INTERVAL_SECS, Role, TABLET_SEGMENT_MIB, TABLET_SERVER_ID,
-    ZOOKEEPER_VERSION, configs_are_current, ensure_jars, write_configs,
+    FLUSS_VERSION, Layout, Paths, Ports, Role, SINGLE, ZOOKEEPER_JVM, ZOOKEEPER_VERSION, configs_are_current,
+    ensure_jars, write_configs,
 };
-use probe::{FlussConn, zookeeper_command};
-use std::fs::{self, File};
+use probe::{FlussConn, Metadata, zookeeper_command};
+use std::fs::{self, File, OpenOptions};
 use std::process::Child;
 use std::time::Instant;
+
+pub(crate) use settings::FlussEnv;
 
 /// The database the readiness probe creates and drops.
 const PROBE_DATABASE: &str = "xtask_readiness_probe";
 
-const ZOOKEEPER_JVM: Jvm = Jvm { max_heap: "128m", initial_heap: "32m", gc: Gc::Serial };
-const FLUSS_JVM: Jvm = Jvm { max_heap: "512m", initial_heap: "128m", gc: Gc::G1 };
-
-/// How tests and benchmarks reach the cluster; the contents of `target/services/fluss.env`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct FlussEnv {
-    /// The coordinator's plaintext and SASL/PLAIN listeners, and the user.
-    pub(crate) client: Client,
-    /// `host:port` of ZooKeeper.
-    pub(crate) zookeeper: String,
-    pub(crate) zookeeper_pid: u32,
-    pub(crate) coordinator_pid: u32,
-    pub(crate) tablet_pid: u32,
-    /// The tablet server's `log.segment.file-size`, in bytes.
-    pub(crate) log_segment_bytes: u64,
-    /// The tablet server's `remote.log.task-interval-duration`, in milliseconds.
-    pub(crate) remote_log_task_interval_ms: u64,
-}
-
-impl FlussEnv {
-    fn new(ports: Ports, [zookeeper_pid, coordinator_pid, tablet_pid]: [u32; 3]) -> Self {
-        Self {
-            client: Client::local(ports.coordinator, ports.coordinator_sasl),
-            zookeeper: format!("127.0.0.1:{}", ports.zookeeper),
-            zookeeper_pid,
-            coordinator_pid,
-            tablet_pid,
-            log_segment_bytes: TABLET_SEGMENT_MIB << 20,
-            remote_log_task_interval_ms: REMOTE_LOG_TASK_INTERVAL_SECS * 1000,
-        }
-    }
-
-    /// The settings as environment variables, in the order of the env file.
-    pub(crate) fn vars(&self) -> Vec<(String, String)> {
-        let mut vars = self.client.vars("FLUSS");
-        vars.extend(
-            [
-                ("FLUSS_ZOOKEEPER", self.zookeeper.clone()),
-                ("FLUSS_ZOOKEEPER_PID", self.zookeeper_pid.to_string()),
-                ("FLUSS_COORDINATOR_PID", self.coordinator_pid.to_string()),
-                ("FLUSS_TABLET_PID", self.tablet_pid.to_string()),
-                ("FLUSS_LOG_SEGMENT_BYTES", self.log_segment_bytes.to_string()),
-                ("FLUSS_REMOTE_LOG_TASK_INTERVAL_MS", self.remote_log_task_interval_ms.to_string()),
-            ]
-            .map(|(key, value)| (key.to_owned(), value)),
-        );
-        vars
-    }
-
-    pub(crate) fn render(&self) -> String {
-        env::render(&self.vars())
-    }
-
-    fn parse(text: &str) -> Result<Self> {
-        let get = |key: &str| env::value(text, key);
-        let pid = |key: &str| -> Result<u32> { get(key)?.parse().with_context(|| format!("{key} is not a pid")) };
-        let number = |key: &str| -> Result<u64> { get(key)?.parse().with_context(|| format!("{key} is not a number")) };
-        Ok(Self {
-            client: Client::parse(text, "FLUSS")?,
-            zookeeper: get("FLUSS_ZOOKEEPER")?,
-            zookeeper_pid: pid("FLUSS_ZOOKEEPER_PID")?,
-            coordinator_pid: pid("FLUSS_COORDINATOR_PID")?,
-            tablet_pid: pid("FLUSS_TABLET_PID")?,
-            log_segment_bytes: number("FLUSS_LOG_SEGMENT_BYTES")?,
-            remote_log_task_interval_ms: number("FLUSS_REMOTE_LOG_TASK_INTERVAL_MS")?,
-        })
-    }
-}
-
 /// Starts ZooKeeper and the two Fluss servers unless the ones started here already run, waits
 /// until the cluster answers, writes `target/services/fluss.env` and returns its contents.
 pub(crate) fn up_fluss() -> Result<FlussEnv> {
-    let started = Instant::now();
-    let paths = Paths::current()?;
-    fs::create_dir_all(&paths.files.config).with_context(|| format!("creating {}", paths.files.config.display()))?;
-
-    let running = running_pids(&paths)?;
-    if let [Some(zookeeper), Some(coordinator), Some(tablet)] = running {
-        let ports = Ports::read(&paths)
-            .with_context(|| format!("the cluster runs, but {} lacks its ports", paths.files.config.display()))?;
-        if configs_are_current(&paths, ports) {
-            let env = FlussEnv::new(ports, [zookeeper, coordinator, tablet]);
-            eprintln!(
-                "==> fluss: already running (pids {zookeeper}, {coordinator}, {tablet}); checking that it answers"
-            );
-            let mut exited = || {
-                Role::ALL
-                    .into_iter()
-                    .zip([zookeeper, coordinator, tablet])
-                    .find(|(role, pid)| !paths.is_ours(*role, *pid))
-                    .map(|(role, pid)| (role, format!("the {} (pid {pid}) exited", role.label())))
-            };
-            wait_until_ready(&env, &paths, &mut exited)
-                .context("the running cluster does not answer; `cargo xtask services down fluss` stops it")?;
-            write_atomic(&paths.files.env, &env.render())?;
-            eprintln!("==> fluss: {} (SASL/PLAIN {})", env.client.bootstrap, env.client.sasl_bootstrap);
-            return Ok(env);
-        }
-        eprintln!("==> fluss: the running cluster was started with other server settings; starting it afresh");
-    } else if running.iter().any(Option::is_some) {
-        eprintln!("==> fluss: only part of the cluster runs; stopping it to start afresh");
-    }
-    stop_all(&paths)?;
-    remove_file_if_exists(&paths.files.env)?;
-
-    check_java()?;
-    ensure_jars(&paths)?;
-
-    let ports = Ports::free()?;
-    write_configs(&paths, ports)?;
-    remove_dir_if_exists(&paths.data)?;
-    for dir in [&paths.zookeeper_data, &paths.tablet_data, &paths.remote_data, &paths.plugins] {
-        fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-
-    let mut cluster = Cluster { children: Vec::new() };
-    let result = start(&paths, ports, &mut cluster);
-    let env = match result {
-        Ok(env) => env,
-        Err(e) => {
-            eprintln!("==> fluss: stopping what did not come up");
-            cluster.stop(&paths);
-            return Err(e);
-        }
-    };
-    write_atomic(&paths.files.env, &env.render())?;
-    eprintln!(
-        "==> fluss: ready in {:.1}s at {} (SASL/PLAIN {}), pids {} {} {}; settings in {}",
-        started.elapsed().as_secs_f64(),
-        env.client.bootstrap,
-        env.client.sasl_bootstrap,
-        env.zookeeper_pid,
-        env.coordinator_pid,
-        env.tablet_pid,
-        paths.files.env.display()
-    );
-    Ok(env)
+    start(SINGLE, Start::Up)
 }
 
 /// Stops the processes `up_fluss` started, those that still run, and removes the pid and env
 /// files.
 pub(crate) fn down_fluss() -> Result<()> {
-    let paths = Paths::current()?;
+    down(SINGLE)
+}
+
+pub(crate) fn status_fluss() -> Result<()> {
+    status(SINGLE)
+}
+
+/// What [`start`] does with a cluster that runs in part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Start {
+    /// `up`: a cluster that runs, with the configuration `up` writes now, is checked and kept;
+    /// a replicated one of which only tablet servers are missing gets those started on their
+    /// data; anything else is stopped and started afresh.
+    Up,
+    /// `restart-node`: the tablet servers that do not run are started on their data, if
+    /// ZooKeeper and the coordinator run; the cluster is never started afresh.
+    Revive,
+}
+
+/// Starts the cluster of `layout` or the part of it that does not run, as `how` says, waits
+/// until it answers, writes its env file and returns its contents.
+fn start(layout: Layout, how: Start) -> Result<FlussEnv> {
+    let started = Instant::now();
+    let paths = Paths::current(layout)?;
+    fs::create_dir_all(&paths.files.config).with_context(|| format!("creating {}", paths.files.config.display()))?;
+
+    let running = running_pids(&paths)?;
+    let ports = Ports::read(&paths).filter(|ports| configs_are_current(&paths, ports));
+    let servers_run = running[..2].iter().all(Option::is_some);
+    let all_run = running.iter().all(Option::is_some);
+    match ports {
+        Some(ports) if servers_run && (all_run || how == Start::Revive || layout.replicated()) => {
+            return keep(&paths, &ports, &running, started);
+        }
+        _ if how == Start::Revive => bail!(
+            "{}: ZooKeeper and the coordinator do not both run, or run with other settings; \
+             `cargo xtask services up {0}` starts the cluster afresh",
+            layout.name
+        ),
+        Some(_) if all_run => {}
+        _ if all_run => {
+            eprintln!(
+                "==> {}: the running cluster was started with other server settings; starting it afresh",
+                layout.name
+            )
+        }
+        _ if running.iter().any(Option::is_some) => {
+            eprintln!("==> {}: only part of the cluster runs; stopping it to start afresh", layout.name)
+        }
+        _ => {}
+    }
+    stop_all(&paths)?;
+    remove_file_if_exists(&paths.files.env)?;
+    check_java()?;
+    ensure_jars(&paths)?;
+    fresh(&paths, started)
+}
+
+/// Keeps the processes that run (`running`, in [`Paths::roles`] order), starts the others (tablet
+/// servers only) on their data, waits until the cluster answers and writes the env file.
+fn keep(paths: &Paths, ports: &Ports, running: &[Option<u32>], started: Instant) -> Result<FlussEnv> {
+    let name = paths.layout.name;
+    let mut cluster = Cluster { processes: Vec::new() };
+    let mut missing = Vec::new();
+    for (role, pid) in paths.roles().into_iter().zip(running) {
+        match pid {
+            Some(pid) => cluster.processes.push((role, Process::Running(*pid))),
+            None => missing.push(role),
+        }
+    }
+    if missing.is_empty() {
+        let pids: Vec<String> = running.iter().flatten().map(u32::to_string).collect();
+        eprintln!("==> {name}: already running (pids {}); checking that it answers", pids.join(", "));
+    } else {
+        check_java()?;
+        ensure_jars(paths)?;
+        for role in missing {
+            spawn(paths, role, &mut cluster)?;
+            let pid = cluster.pid(role).unwrap_or_default();
+            eprintln!("==> {name}: {} started on its data (pid {pid}), port {}", role.label(), ports.of(role).plain);
+        }
+    }
+    let env = FlussEnv::new(paths.layout, ports, &cluster.pids(paths));
+    if let Err(e) = wait_until_ready(&env, paths, ports, &mut || cluster.exited(paths)) {
+        cluster.stop_started(paths);
+        return Err(
+            e.context(format!("the running cluster does not answer; `cargo xtask services down {name}` stops it"))
+        );
+    }
+    write_atomic(&paths.files.env, &env.render())?;
+    eprintln!(
+        "==> {name}: ready in {:.1}s at {} (SASL/PLAIN {})",
+        started.elapsed().as_secs_f64(),
+        env.client.bootstrap,
+        env.client.sasl_bootstrap
+    );
+    Ok(env)
+}
+
+/// Starts the cluster afresh: new ports and configuration files, empty data directories and
+/// logs; then waits until it answers and writes the env file.
+fn fresh(paths: &Paths, started: Instant) -> Result<FlussEnv> {
+    let ports = Ports::free(paths.layout.tablets)?;
+    write_configs(paths, &ports)?;
+    remove_dir_if_exists(&paths.data)?;
+    let tablet_data = paths.tablets.iter().map(|t| &t.data);
+    for dir in [&paths.zookeeper_data, &paths.remote_data, &paths.plugins].into_iter().chain(tablet_data) {
+        fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    for role in paths.roles() {
+        File::create(paths.log(role)).with_context(|| format!("creating {}", paths.log(role).display()))?;
+    }
+
+    let mut cluster = Cluster { processes: Vec::new() };
+    let env = match start_all(paths, &ports, &mut cluster) {
+        Ok(env) => env,
+        Err(e) => {
+            eprintln!("==> {}: stopping what did not come up", paths.layout.name);
+            cluster.stop_started(paths);
+            return Err(e);
+        }
+    };
+    write_atomic(&paths.files.env, &env.render())?;
+    let pids: Vec<String> = env.pids().iter().map(u32::to_string).collect();
+    eprintln!(
+        "==> {}: ready in {:.1}s at {} (SASL/PLAIN {}), pids {}; settings in {}",
+        paths.layout.name,
+        started.elapsed().as_secs_f64(),
+        env.client.bootstrap,
+        env.client.sasl_bootstrap,
+        pids.join(" "),
+        paths.files.env.display()
+    );
+    Ok(env)
+}
+
+/// Stops the processes that `up` started for `layout`, those that still run, and removes the
+/// pid and env files.
+fn down(layout: Layout) -> Result<()> {
+    let paths = Paths::current(layout)?;
     let started = Instant::now();
     let stopped = stop_all(&paths)?;
     if stopped == 0 {
-        eprintln!("==> fluss: not running");
+        eprintln!("==> {}: not running", layout.name);
     } else {
-        eprintln!("==> fluss: stopped in {:.1}s", started.elapsed().as_secs_f64());
+        eprintln!("==> {}: stopped in {:.1}s", layout.name, started.elapsed().as_secs_f64());
     }
     remove_file_if_exists(&paths.files.env)
 }
 
-pub(crate) fn status_fluss() -> Result<()> {
-    let paths = Paths::current()?;
+/// Prints what runs of the cluster of `layout` and whether it answers.
+fn status(layout: Layout) -> Result<()> {
+    let paths = Paths::current(layout)?;
     let running = running_pids(&paths)?;
     if running.iter().all(Option::is_none) {
-        println!("fluss: not running");
+        println!("{}: not running", layout.name);
         return Ok(());
     }
-    println!("fluss: Apache Fluss {FLUSS_VERSION}, ZooKeeper {ZOOKEEPER_VERSION}");
-    for (role, pid) in Role::ALL.iter().zip(running) {
+    println!("{}: Apache Fluss {FLUSS_VERSION}, ZooKeeper {ZOOKEEPER_VERSION}", layout.name);
+    for (role, pid) in paths.roles().into_iter().zip(running) {
         match pid {
             Some(pid) => {
                 let rss = resident(pid).map(|memory| format!(", {memory}"));
-                println!("  {:<11} running, pid {pid}{}", role.name(), rss.unwrap_or_default());
+                println!("  {:<11} running, pid {pid}{}", paths.name(role), rss.unwrap_or_default());
             }
-            None => println!("  {:<11} not running", role.name()),
+            None => println!("  {:<11} not running", paths.name(role)),
         }
     }
-    let Some(env) = env::read_for_status(&paths.files.env, "the cluster", FlussEnv::parse)? else { return Ok(()) };
+    let parse = |text: &str| FlussEnv::parse(layout, text);
+    let Some(env) = env::read_for_status(&paths.files.env, "the cluster", parse)? else { return Ok(()) };
     match zookeeper_command(&env.zookeeper, "srvr") {
         Ok(answer) => {
             let mode = answer.lines().find(|l| l.starts_with("Mode:")).unwrap_or("answers");
@@ -300,82 +319,152 @@ pub(crate) fn status_fluss() -> Result<()> {
         Err(e) => println!("  zookeeper   {}: does not answer: {e:#}", env.zookeeper),
     }
     env.client.print_status(11, &|addr, plain| Ok(FlussConn::open(addr, plain)?.metadata()?.summary()));
+    for (id, listeners) in Ports::read(&paths).map(|ports| ports.tablets).unwrap_or_default().into_iter().enumerate() {
+        let (name, addr) = (paths.name(Role::Tablet(id)), listeners.plain_addr());
+        match FlussConn::open(&addr, None).and_then(|mut conn| conn.metadata()) {
+            Ok(metadata) => println!("  {name:<11} {addr}: answers ({})", metadata.summary()),
+            Err(e) => println!("  {name:<11} {addr}: does not answer: {e:#}"),
+        }
+    }
     println!("  env file    {}", paths.files.env.display());
-    println!("  logs        {}/{{zookeeper,coordinator,tablet}}.log", paths.files.dir.display());
+    println!("  logs        {}/*.log", paths.files.dir.display());
     Ok(())
 }
 
-/// The recorded pid of each role that still runs our process, in [`Role::ALL`] order.
-fn running_pids(paths: &Paths) -> Result<[Option<u32>; 3]> {
-    let mut pids = [None; 3];
-    for (slot, role) in pids.iter_mut().zip(Role::ALL) {
-        *slot = read_pid(&paths.pid(role))?.filter(|pid| paths.is_ours(role, *pid));
+/// Stops tablet server `id` of the cluster of `layout` if it runs (SIGTERM, SIGKILL after
+/// 30 s), then starts it, and any other tablet server that does not run, on its data, and waits
+/// until the cluster answers with every tablet server registered; rewrites the env file.
+fn restart_tablet(layout: Layout, id: usize) -> Result<FlussEnv> {
+    if id >= layout.tablets {
+        bail!("{} has tablet servers 0 to {}, not {id}", layout.name, layout.tablets - 1);
     }
-    Ok(pids)
+    let paths = Paths::current(layout)?;
+    if !running_pids(&paths)?[..2].iter().all(Option::is_some) {
+        bail!("{0}: the cluster does not run; `cargo xtask services up {0}` starts it", layout.name);
+    }
+    let role = Role::Tablet(id);
+    if let Some(pid) = read_pid(&paths.pid(role))?.filter(|pid| paths.is_ours(role, *pid)) {
+        let started = Instant::now();
+        eprintln!("==> {}: stopping {} (pid {pid})", layout.name, role.label());
+        stop_process(pid)?;
+        eprintln!("==> {}: {} stopped in {:.1}s", layout.name, role.label(), started.elapsed().as_secs_f64());
+    }
+    remove_file_if_exists(&paths.pid(role))?;
+    start(layout, Start::Revive)
 }
 
-/// Stops whichever of our processes run, the tablet server first and ZooKeeper last, and removes
-/// the pid files; returns how many were stopped.
+/// The recorded pid of each role that still runs our process, in [`Paths::roles`] order.
+fn running_pids(paths: &Paths) -> Result<Vec<Option<u32>>> {
+    paths
+        .roles()
+        .into_iter()
+        .map(|role| Ok(read_pid(&paths.pid(role))?.filter(|pid| paths.is_ours(role, *pid))))
+        .collect()
+}
+
+/// Stops whichever of our processes run: the tablet servers (side by side), then the
+/// coordinator, then ZooKeeper; removes the pid files and returns how many were stopped. Every
+/// process is stopped even when stopping another one failed; the first error is returned.
 fn stop_all(paths: &Paths) -> Result<usize> {
+    let tablets: Vec<Role> = paths.roles().into_iter().filter(|role| matches!(role, Role::Tablet(_))).collect();
+    let mut results: Vec<Result<bool>> = std::thread::scope(|scope| {
+        let stops: Vec<_> = tablets.iter().map(|role| scope.spawn(move || stop_role(paths, *role))).collect();
+        stops.into_iter().map(|h| h.join().unwrap_or_else(|_| bail!("a stopping thread panicked"))).collect()
+    });
+    for role in [Role::Coordinator, Role::ZooKeeper] {
+        results.push(stop_role(paths, role));
+    }
     let mut stopped = 0;
-    let mut first_error = None;
-    for role in Role::ALL.into_iter().rev() {
-        let pid_file = paths.pid(role);
-        match read_pid(&pid_file)? {
-            Some(pid) if paths.is_ours(role, pid) => {
-                eprintln!("==> fluss: stopping the {} (pid {pid})", role.label());
-                if let Err(e) = stop_process(pid) {
-                    first_error.get_or_insert(e);
-                }
-                stopped += 1;
-            }
-            Some(pid) => eprintln!("==> fluss: pid {pid} no longer runs the {}; nothing to stop", role.label()),
-            None => {}
-        }
-        remove_file_if_exists(&pid_file)?;
+    for result in results {
+        stopped += usize::from(result?);
     }
-    match first_error {
-        Some(e) => Err(e),
-        None => Ok(stopped),
-    }
+    Ok(stopped)
 }
 
-/// The processes this `up` started, so that a failed start can stop them.
+/// Stops the process of `role` if its recorded pid still runs it, and removes its pid file;
+/// whether there was one to stop.
+fn stop_role(paths: &Paths, role: Role) -> Result<bool> {
+    let name = paths.layout.name;
+    let pid_file = paths.pid(role);
+    let stopped = match read_pid(&pid_file)? {
+        Some(pid) if paths.is_ours(role, pid) => {
+            eprintln!("==> {name}: stopping the {} (pid {pid})", role.label());
+            stop_process(pid).map(|()| true)
+        }
+        Some(pid) => {
+            eprintln!("==> {name}: pid {pid} no longer runs the {}; nothing to stop", role.label());
+            Ok(false)
+        }
+        None => Ok(false),
+    };
+    remove_file_if_exists(&pid_file)?;
+    stopped
+}
+
+/// A process of the cluster: one this `up` started, or one that already ran.
+#[derive(Debug)]
+enum Process {
+    Started(Child),
+    Running(u32),
+}
+
+/// The cluster's processes as this `up` found and started them, so that a failed start can
+/// stop the ones it started.
 #[derive(Debug)]
 struct Cluster {
-    children: Vec<(Role, Child)>,
+    processes: Vec<(Role, Process)>,
 }
 
 impl Cluster {
     fn pid(&self, role: Role) -> Option<u32> {
-        self.children.iter().find(|(r, _)| *r == role).map(|(_, child)| child.id())
+        self.processes.iter().find(|(r, _)| *r == role).map(|(_, process)| match process {
+            Process::Started(child) => child.id(),
+            Process::Running(pid) => *pid,
+        })
+    }
+
+    /// Every process's pid, in [`Paths::roles`] order (0 for one not started yet).
+    fn pids(&self, paths: &Paths) -> Vec<u32> {
+        paths.roles().into_iter().map(|role| self.pid(role).unwrap_or_default()).collect()
     }
 
     /// Why the cluster cannot come up any more: one of its processes exited.
-    fn exited(&mut self) -> Option<(Role, String)> {
-        self.children
-            .iter_mut()
-            .find_map(|(role, child)| Some((*role, child_exited(child, &format!("the {}", role.label()))?)))
+    fn exited(&mut self, paths: &Paths) -> Option<(Role, String)> {
+        self.processes.iter_mut().find_map(|(role, process)| {
+            let who = format!("the {}", role.label());
+            let why = match process {
+                Process::Started(child) => child_exited(child, &who),
+                Process::Running(pid) => (!paths.is_ours(*role, *pid)).then(|| format!("{who} (pid {pid}) exited")),
+            };
+            Some((*role, why?))
+        })
     }
 
-    fn stop(mut self, paths: &Paths) {
-        while let Some((role, mut child)) = self.children.pop() {
-            if child.try_wait().ok().flatten().is_none() {
-                let _ = stop_process(child.id());
+    /// Stops the processes this `up` started, the last started first, and removes their pid
+    /// files.
+    fn stop_started(mut self, paths: &Paths) {
+        while let Some((role, process)) = self.processes.pop() {
+            if let Process::Started(mut child) = process {
+                if child.try_wait().ok().flatten().is_none() {
+                    let _ = stop_process(child.id());
+                }
+                let _ = child.wait();
+                let _ = remove_file_if_exists(&paths.pid(role));
             }
-            let _ = child.wait();
-            let _ = remove_file_if_exists(&paths.pid(role));
         }
     }
 }
 
-fn start(paths: &Paths, ports: Ports, cluster: &mut Cluster) -> Result<FlussEnv> {
+/// Starts ZooKeeper, waits until it answers, then starts the coordinator and the tablet
+/// servers and waits until the cluster answers.
+fn start_all(paths: &Paths, ports: &Ports, cluster: &mut Cluster) -> Result<FlussEnv> {
+    let name = paths.layout.name;
     let zookeeper = format!("127.0.0.1:{}", ports.zookeeper);
     spawn(paths, Role::ZooKeeper, cluster)?;
-    eprintln!("==> fluss: ZooKeeper {ZOOKEEPER_VERSION} started, waiting until it answers on {zookeeper}");
+    eprintln!("==> {name}: ZooKeeper {ZOOKEEPER_VERSION} started, waiting until it answers on {zookeeper}");
     let deadline = Instant::now() + READY_TIMEOUT;
     loop {
-        if let Some((role, why)) = cluster.exited() {
+        if let Some((role, why)) = cluster.exited(paths) {
             bail!("{why} before it answered; {}", log_tail(paths, role, 40));
         }
         match zookeeper_command(&zookeeper, "ruok") {
@@ -388,58 +477,91 @@ fn start(paths: &Paths, ports: Ports, cluster: &mut Cluster) -> Result<FlussEnv>
         }
     }
 
-    spawn(paths, Role::Coordinator, cluster)?;
-    spawn(paths, Role::Tablet, cluster)?;
-    let pids = Role::ALL.map(|role| cluster.pid(role).unwrap_or_default());
-    let env = FlussEnv::new(ports, pids);
+    for role in &paths.roles()[1..] {
+        spawn(paths, *role, cluster)?;
+    }
+    let env = FlussEnv::new(paths.layout, ports, &cluster.pids(paths));
+    let tablets: Vec<String> = env.tablet_pids.iter().map(u32::to_string).collect();
     eprintln!(
-        "==> fluss: coordinator and tablet server {FLUSS_VERSION} started (pids {} {}), waiting until they answer on {}",
-        pids[1], pids[2], env.client.bootstrap
+        "==> {name}: coordinator (pid {}) and {} tablet server{} {FLUSS_VERSION} started (pids {}), waiting until \
+         they answer on {}",
+        env.coordinator_pid,
+        tablets.len(),
+        if tablets.len() == 1 { "" } else { "s" },
+        tablets.join(" "),
+        env.client.bootstrap
     );
-    wait_until_ready(&env, paths, &mut || cluster.exited())?;
+    wait_until_ready(&env, paths, ports, &mut || cluster.exited(paths))?;
     Ok(env)
 }
 
+/// Starts the process of `role`, its output appended to its log, and records its pid.
 fn spawn(paths: &Paths, role: Role, cluster: &mut Cluster) -> Result<()> {
     let log_path = paths.log(role);
-    let log = File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
-    let jvm = if role == Role::ZooKeeper { ZOOKEEPER_JVM } else { FLUSS_JVM };
+    let log = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .with_context(|| format!("opening {}", log_path.display()))?;
+    let jvm = if role == Role::ZooKeeper { ZOOKEEPER_JVM } else { paths.layout.server_jvm };
     let mut cmd = jvm.command(&paths.files.log4j, &[], &paths.classpath(), role.main_class());
     match role {
         Role::ZooKeeper => cmd.arg(&paths.zoo_cfg),
-        Role::Coordinator | Role::Tablet => cmd.arg("--configDir").arg(paths.config_arg(role)),
+        Role::Coordinator | Role::Tablet(_) => cmd.arg("--configDir").arg(paths.config_arg(role)),
     };
     // Fluss looks for file system and other plugins there; none are needed, but an absent
-    // directory is logged as a warning.
+    // directory is logged as a warning. Without the variable it looks in `plugins` in its
+    // working directory, the same directory: a test that starts a server again with its
+    // command line alone gets the same.
     cmd.env("FLUSS_PLUGINS_DIR", &paths.plugins).current_dir(&paths.files.dir);
-    let child = spawn_detached(&mut cmd, log, role.label())?;
+    let child = spawn_detached(&mut cmd, log, &role.label())?;
     write_atomic(&paths.pid(role), &format!("{}\n", child.id()))?;
-    cluster.children.push((role, child));
+    cluster.processes.push((role, Process::Started(child)));
     Ok(())
 }
 
-/// Polls the coordinator until the readiness checks of the module documentation pass, a process
+/// Polls the cluster until the readiness checks of the module documentation pass, a process
 /// exits (`exited` says which), or [`READY_TIMEOUT`] passes.
-fn wait_until_ready(env: &FlussEnv, paths: &Paths, exited: &mut dyn FnMut() -> Option<(Role, String)>) -> Result<()> {
+fn wait_until_ready(
+    env: &FlussEnv,
+    paths: &Paths,
+    ports: &Ports,
+    exited: &mut dyn FnMut() -> Option<(Role, String)>,
+) -> Result<()> {
     crate::services::probe::wait_until_ready(
         &mut || exited().map(|(role, why)| anyhow!("{why} before the cluster answered; {}", log_tail(paths, role, 40))),
-        &mut || check_ready(env),
+        &mut || check_ready(env, ports),
         &|last_error| {
+            let logs: Vec<String> = paths.roles()[1..].iter().map(|role| log_tail(paths, *role, 15)).collect();
             anyhow!(
-                "the Fluss cluster did not answer within {}s (last attempt: {last_error:#}); {}\n{}",
+                "the {} cluster did not answer within {}s (last attempt: {last_error:#}); {}",
+                paths.layout.name,
                 READY_TIMEOUT.as_secs(),
-                log_tail(paths, Role::Coordinator, 20),
-                log_tail(paths, Role::Tablet, 20)
+                logs.join("\n")
             )
         },
     )
 }
 
-fn check_ready(env: &FlussEnv) -> Result<()> {
+fn check_ready(env: &FlussEnv, ports: &Ports) -> Result<()> {
     let mut plain = FlussConn::open(&env.client.bootstrap, None)?;
     let metadata = plain.metadata()?;
-    if !metadata.tablet_servers.iter().any(|s| s.id == TABLET_SERVER_ID) {
-        bail!("tablet server {TABLET_SERVER_ID} has not registered yet ({})", metadata.summary());
+    let missing = unlisted(&metadata, ports.tablets.len());
+    if !missing.is_empty() {
+        bail!("tablet servers {missing:?} have not registered yet ({})", metadata.summary());
+    }
+    // A tablet server answers before it has registered, and learns the cluster from the
+    // coordinator once the coordinator has seen it register: a tablet server started again
+    // after a SIGKILL waits, until the session of the one killed expires, with an empty list.
+    for (id, listeners) in ports.tablets.iter().enumerate() {
+        let addr = listeners.plain_addr();
+        let answer = FlussConn::open(&addr, None)
+            .and_then(|mut conn| conn.metadata())
+            .with_context(|| format!("tablet server {id} on {addr}"))?;
+        let unknown = unlisted(&answer, ports.tablets.len());
+        if !unknown.is_empty() {
+            bail!("tablet server {id} does not know tablet servers {unknown:?} yet ({})", answer.summary());
+        }
     }
     plain.create_database(PROBE_DATABASE).context("creating the probe database")?;
     plain.drop_database(PROBE_DATABASE).context("dropping the probe database")?;
@@ -448,30 +570,11 @@ fn check_ready(env: &FlussEnv) -> Result<()> {
     Ok(())
 }
 
-fn log_tail(paths: &Paths, role: Role, lines: usize) -> String {
-    crate::services::process::log_tail(&paths.log(role), lines)
+/// The tablet servers `0..tablets` that a `Metadata` answer does not list.
+fn unlisted(metadata: &Metadata, tablets: usize) -> Vec<usize> {
+    (0..tablets).filter(|id| !metadata.tablet_servers.iter().any(|s| s.id == *id as i32)).collect()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn sample_ports() -> Ports {
-        Ports { zookeeper: 40000, coordinator: 40001, coordinator_sasl: 40002, tablet: 40003, tablet_sasl: 40004 }
-    }
-
-    #[test]
-    fn env_file_round_trips_and_has_the_documented_keys() {
-        let env = FlussEnv::new(sample_ports(), [7, 8, 9]);
-        let text = env.render();
-        assert_eq!(
-            text,
-            "FLUSS_BOOTSTRAP=127.0.0.1:40001\nFLUSS_SASL_BOOTSTRAP=127.0.0.1:40002\n\
-             FLUSS_SASL_USERNAME=actionstate\nFLUSS_SASL_PASSWORD=actionstate-secret\n\
-             FLUSS_ZOOKEEPER=127.0.0.1:40000\nFLUSS_ZOOKEEPER_PID=7\nFLUSS_COORDINATOR_PID=8\nFLUSS_TABLET_PID=9\n\
-             FLUSS_LOG_SEGMENT_BYTES=4194304\nFLUSS_REMOTE_LOG_TASK_INTERVAL_MS=1000\n"
-        );
-        assert_eq!(FlussEnv::parse(&text).expect("parse"), env);
-        assert!(FlussEnv::parse("FLUSS_BOOTSTRAP=127.0.0.1:1\n").is_err());
-    }
+fn log_tail(paths: &Paths, role: Role, lines: usize) -> String {
+    crate::services::process::log_tail(&paths.log(role), lines)
 }

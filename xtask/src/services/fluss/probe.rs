@@ -27,26 +27,27 @@ const API_METADATA: i16 = 1012;
 const API_AUTHENTICATE: i16 = 1038;
 const CLIENT_NAME: &str = "actionstate-xtask";
 
-/// One connection to a Fluss server, after `ApiVersions` (and, on a SASL listener, `Authenticate`).
+/// One connection to a Fluss server (the coordinator or a tablet server), after `ApiVersions`
+/// (and, on a SASL listener, `Authenticate`).
 #[derive(Debug)]
 pub(super) struct FlussConn {
+    addr: String,
     stream: TcpStream,
     next_request_id: i32,
+    /// `(api key, min version, max version)` of every api the server serves.
+    versions: Vec<(i32, i32, i32)>,
 }
 
 impl FlussConn {
     pub(super) fn open(addr: &str, plain: Option<(&str, &str)>) -> Result<Self> {
-        let mut conn = Self { stream: connect(addr, PROBE_TIMEOUT)?, next_request_id: 0 };
+        let stream = connect(addr, PROBE_TIMEOUT)?;
+        let mut conn = Self { addr: addr.to_owned(), stream, next_request_id: 0, versions: Vec::new() };
 
         let mut body = Vec::new();
         put_string_field(&mut body, 1, CLIENT_NAME);
         put_string_field(&mut body, 2, env!("CARGO_PKG_VERSION"));
-        let versions = decode_api_versions(&conn.call(API_VERSIONS, &body)?)?;
-        for key in [API_CREATE_DATABASE, API_DROP_DATABASE, API_METADATA] {
-            if !versions.iter().any(|&(k, min, _)| k == i32::from(key) && min == 0) {
-                bail!("{addr} does not serve version 0 of api {key}");
-            }
-        }
+        conn.versions = decode_api_versions(&conn.call(API_VERSIONS, &body)?)?;
+        conn.require(API_METADATA)?;
         if let Some((username, password)) = plain {
             let mut body = Vec::new();
             put_string_field(&mut body, 1, "PLAIN");
@@ -56,11 +57,21 @@ impl FlussConn {
         Ok(conn)
     }
 
+    /// Fails unless the server serves version 0 of api `key` (only the coordinator serves
+    /// the database apis).
+    fn require(&self, key: i16) -> Result<()> {
+        if !self.versions.iter().any(|&(k, min, _)| k == i32::from(key) && min == 0) {
+            bail!("{} does not serve version 0 of api {key}", self.addr);
+        }
+        Ok(())
+    }
+
     pub(super) fn metadata(&mut self) -> Result<Metadata> {
         decode_metadata(&self.call(API_METADATA, &[])?)
     }
 
     pub(super) fn create_database(&mut self, name: &str) -> Result<()> {
+        self.require(API_CREATE_DATABASE)?;
         let mut body = Vec::new();
         put_string_field(&mut body, 1, name);
         put_varint_field(&mut body, 2, 1); // ignore_if_exists
@@ -68,6 +79,7 @@ impl FlussConn {
     }
 
     pub(super) fn drop_database(&mut self, name: &str) -> Result<()> {
+        self.require(API_DROP_DATABASE)?;
         let mut body = Vec::new();
         put_string_field(&mut body, 1, name);
         put_varint_field(&mut body, 2, 1); // ignore_if_not_exists
