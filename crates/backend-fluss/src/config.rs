@@ -62,6 +62,10 @@ pub struct FlussConfig {
     pub security: Option<Security>,
     /// How long an append may wait for its acknowledgement.
     pub delivery_timeout: Duration,
+    /// How long an append waits for its acknowledgement before it checks whether its bucket's
+    /// leader moved, and if so replaces the writer and appends again (within the delivery
+    /// timeout; see [`FlussLog`](crate::FlussLog)'s failover). Default 2 s.
+    pub stall_timeout: Duration,
     /// How long a read may go without receiving a record before it fails.
     pub read_stall_timeout: Duration,
     /// Timeout of connecting and of every metadata, admin and offset request.
@@ -88,7 +92,8 @@ pub struct FlussConfig {
 }
 
 impl FlussConfig {
-    /// A configuration with default timeouts (30 s delivery, 30 s read stall, 30 s requests),
+    /// A configuration with default timeouts (30 s delivery, 2 s stall, 30 s read stall, 30 s
+    /// requests),
     /// a 1 ms batch timeout, a flush after every append, the cluster's replication factor, no
     /// authentication and no deletion by age (`log_ttl: None`).
     pub fn new(
@@ -105,6 +110,7 @@ impl FlussConfig {
             replication: None,
             security: None,
             delivery_timeout: Duration::from_secs(30),
+            stall_timeout: Duration::from_secs(2),
             read_stall_timeout: Duration::from_secs(30),
             request_timeout: Duration::from_secs(30),
             batch_timeout: Duration::from_millis(1),
@@ -151,6 +157,7 @@ impl fmt::Debug for FlussConfig {
             .field("replication", &self.replication)
             .field("security", &self.security)
             .field("delivery_timeout", &self.delivery_timeout)
+            .field("stall_timeout", &self.stall_timeout)
             .field("read_stall_timeout", &self.read_stall_timeout)
             .field("request_timeout", &self.request_timeout)
             .field("batch_timeout", &self.batch_timeout)
@@ -182,6 +189,7 @@ impl fmt::Display for FlussConfig {
         for (name, value, default) in [
             ("request_timeout", self.request_timeout, defaults.request_timeout),
             ("delivery_timeout", self.delivery_timeout, defaults.delivery_timeout),
+            ("stall_timeout", self.stall_timeout, defaults.stall_timeout),
             ("read_stall_timeout", self.read_stall_timeout, defaults.read_stall_timeout),
         ] {
             if value != default {
@@ -223,6 +231,7 @@ impl FlussConfig {
     /// | `replication=R` | replication factor of a created table (`table.replication.factor`) | the cluster's |
     /// | `request_timeout=30s` | connecting, metadata, admin and offset requests | 30 s |
     /// | `delivery_timeout=30s` | an append's acknowledgement | 30 s |
+    /// | `stall_timeout=2s` | an append unacknowledged this long checks for a moved leader ([`FlussConfig::stall_timeout`]) | 2 s |
     /// | `read_stall_timeout=30s` | a read that receives nothing | 30 s |
     /// | `log_ttl=7d` | the age after which the server may delete records ([`FlussConfig::log_ttl`]) | never |
     /// | `username=U` | SASL/PLAIN user name | none |
@@ -260,6 +269,10 @@ impl FlussConfig {
         };
         config.request_timeout = url.take_duration("request_timeout")?.unwrap_or(config.request_timeout);
         config.delivery_timeout = url.take_duration("delivery_timeout")?.unwrap_or(config.delivery_timeout);
+        config.stall_timeout = match url.take_duration("stall_timeout")? {
+            Some(t) if t.is_zero() => return Err(url.error("`stall_timeout=0`: it must be positive")),
+            t => t.unwrap_or(config.stall_timeout),
+        };
         config.read_stall_timeout = url.take_duration("read_stall_timeout")?.unwrap_or(config.read_stall_timeout);
         match url.take_duration("log_ttl")? {
             Some(t) if t.is_zero() => {
@@ -304,7 +317,7 @@ mod tests {
         let file = dir.join("password");
         std::fs::write(&file, "fluss-pa55\n").unwrap();
         let c = FlussConfig::from_url(&format!(
-            "fluss://a:1,b:2/db/t?buckets=3&replication=3&request_timeout=5s&delivery_timeout=2s&read_stall_timeout=1m\
+            "fluss://a:1,b:2/db/t?buckets=3&replication=3&request_timeout=5s&delivery_timeout=2s&stall_timeout=500ms&read_stall_timeout=1m\
              &log_ttl=7d&username=agent&password_file={}",
             file.display()
         ))
@@ -312,6 +325,7 @@ mod tests {
         assert_eq!((c.bootstrap.as_str(), c.buckets, c.replication), ("a:1,b:2", 3, Some(3)));
         assert_eq!(c.request_timeout, Duration::from_secs(5));
         assert_eq!(c.delivery_timeout, Duration::from_secs(2));
+        assert_eq!(c.stall_timeout, Duration::from_millis(500));
         assert_eq!(c.read_stall_timeout, Duration::from_secs(60));
         assert_eq!(c.log_ttl, Some(Duration::from_secs(7 * 86_400)));
         assert_eq!(

@@ -168,6 +168,14 @@ pub enum FlussError {
         /// Buckets of the table.
         buckets: u32,
     },
+    /// The thread a writer's client tasks run on could not be started.
+    #[error("starting the writer thread for {table}: {source}")]
+    WriterThread {
+        /// `database.table`.
+        table: String,
+        /// Why.
+        source: std::io::Error,
+    },
     /// The configuration cannot work.
     #[error("invalid Fluss configuration: {0}")]
     InvalidConfig(String),
@@ -211,6 +219,7 @@ impl FlussError {
             | FlussError::IncompatibleTable { .. }
             | FlussError::LogRetention { .. }
             | FlussError::NoSuchBucket { .. }
+            | FlussError::WriterThread { .. }
             | FlussError::InvalidConfig(_)
             | FlussError::Unexpected(_) => false,
         }

@@ -128,13 +128,16 @@
 #![warn(missing_docs)]
 
 pub mod bucket;
+mod client;
 mod config;
 mod error;
 mod log;
 mod open;
 mod read;
+mod replicas;
 pub mod retention;
 mod table;
+mod writer;
 
 pub use config::{DEFAULT_BUCKETS, FlussConfig, Security};
 pub use error::{BACKEND, FlussError};

@@ -5,10 +5,12 @@ use crate::bucket;
 use crate::error::{BACKEND, FlussError, with_operation};
 use crate::open::{FlussLog, fetch_identity, listed_offsets};
 use crate::table::COLUMNS;
+use crate::writer::{Generation, Recovery};
 use actionstate_core::{Error as CoreError, LogIdentity, Position, ReadBatch, StateLog, WireRecord};
 use fluss::error::Error as ClientError;
 use fluss::row::GenericRow;
 use fluss::rpc::message::OffsetSpec;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
@@ -39,9 +41,10 @@ impl StateLog for FlussLog {
             .map_err(|e| with_operation(e, "current_identity"))
     }
 
+    // Long: one append read top to bottom: the record, its turns on the current writer, the wait for its acknowledgement with the stall checks, and the one place a failed turn becomes a retry.
     async fn append(&self, record: WireRecord) -> Result<Position, CoreError> {
         let inner = &self.inner;
-        let Some(writer) = inner.writer.as_ref().filter(|_| !inner.config.read_only) else {
+        let Some(appender) = inner.writer.as_ref().filter(|_| !inner.config.read_only) else {
             return Err(CoreError::Unsupported {
                 backend: format!("{BACKEND} (opened read-only)"),
                 operation: "append",
@@ -60,34 +63,80 @@ impl StateLog for FlussLog {
         row.set_field(0, record.key.as_slice());
         row.set_field(1, record.value.as_slice());
         row.set_field(2, &column[..]);
-        let append_error = |source: ClientError| FlussError::Append {
-            table: inner.table_name.clone(),
-            bucket,
-            source: Box::new(source),
-        };
-        let acked = writer.append(&row).map_err(|e| fail(append_error(e)))?;
-        let timeout = inner.config.delivery_timeout;
         let started = Instant::now();
-        let outcome = tokio::time::timeout(timeout, async {
-            if inner.config.flush_on_append {
-                // Sends the batch now. Its result covers other appends too; this record's own
-                // acknowledgement below decides.
-                let _ = writer.flush().await;
-            }
-            acked.await
-        })
-        .await;
-        match outcome {
-            Ok(Ok(())) => {
-                floor.fetch_max(lower + 1, Ordering::AcqRel);
-                Ok(Position { partition: bucket, offset: lower, exact: false })
-            }
-            Ok(Err(e)) => Err(fail(append_error(e))),
-            Err(_) => Err(fail(FlussError::DeliveryTimeout {
+        let deadline = started + inner.config.delivery_timeout;
+        let timed_out =
+            || FlussError::DeliveryTimeout { table: inner.table_name.clone(), bucket, waited: started.elapsed() };
+        // Bounded by the append's deadline: a recovery that does not finish in time waits.
+        let recover = |generation: Arc<Generation>, sent_to: Option<i32>| async move {
+            let recovering = appender.recover(&inner.config, &inner.path, &inner.info, &generation, bucket, sent_to);
+            tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), recovering)
+                .await
+                .unwrap_or(Ok(Recovery::Wait))
+        };
+        // Each turn hands the record to the current writer; a turn ends when that writer is
+        // replaced after its bucket's leader moved (the `writer` module).
+        loop {
+            let generation = appender.current();
+            let sent_to = generation.leader_of(bucket);
+            let append_error = |source: ClientError| FlussError::Append {
                 table: inner.table_name.clone(),
                 bucket,
-                waited: started.elapsed(),
-            })),
+                source: Box::new(source),
+            };
+            let acked = generation.writer.append(&row).map_err(|e| fail(append_error(e)))?;
+            if inner.config.flush_on_append {
+                generation.flush_in_background();
+            }
+            tokio::pin!(acked);
+            let error = loop {
+                let now = Instant::now();
+                if now >= deadline {
+                    return Err(fail(timed_out()));
+                }
+                let wait = (deadline - now).min(inner.config.stall_timeout);
+                let waited = tokio::select! {
+                    biased;
+                    waited = tokio::time::timeout(wait, &mut acked) => waited,
+                    // Replaced and stopped (another append's recovery): it never sends this.
+                    () = generation.stopped() => break None,
+                };
+                match waited {
+                    Ok(Ok(())) => {
+                        floor.fetch_max(lower + 1, Ordering::AcqRel);
+                        return Ok(Position { partition: bucket, offset: lower, exact: false });
+                    }
+                    Ok(Err(e)) => break Some(e),
+                    Err(_) if Instant::now() >= deadline => return Err(fail(timed_out())),
+                    // Stalled: the writer may be stuck on a leader that is gone.
+                    Err(_) => {
+                        match recover(Arc::clone(&generation), sent_to).await {
+                            Ok(Recovery::Retry) => break None,
+                            Ok(Recovery::Wait) => continue,
+                            // No new writer to check with (the cluster does not answer):
+                            // the record may still be acknowledged.
+                            Err(e) => {
+                                tracing::debug!(table = %inner.table_name, bucket, error = %e, "no writer to recover with");
+                                continue;
+                            }
+                        }
+                    }
+                }
+            };
+            if let Some(e) = error {
+                // Failed: append again only on a replaced writer. A writer that was closed
+                // because another bucket's leader moved fails what it held, retriable or not.
+                let replaced = appender.current().number != generation.number;
+                let recovery = if Instant::now() < deadline && (replaced || e.is_retriable()) {
+                    recover(Arc::clone(&generation), sent_to).await.unwrap_or(Recovery::Wait)
+                } else {
+                    Recovery::Wait
+                };
+                if recovery != Recovery::Retry {
+                    return Err(fail(append_error(e)));
+                }
+            }
+            tracing::debug!(table = %inner.table_name, bucket, "appending again on the replaced writer");
         }
     }
 

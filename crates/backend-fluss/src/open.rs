@@ -1,13 +1,14 @@
 //! The log and opening it: [`FlussLog`] and the state its handles share, the database and the
 //! table, their checks, and the log's identity.
 
+use crate::client::{connect, request};
 use crate::config::FlussConfig;
-use crate::error::{BACKEND, FlussError, is_authentication, leader_moving, with_operation};
+use crate::error::{BACKEND, FlussError, leader_moving, with_operation};
 use crate::retention;
 use crate::table::{BUCKET_KEY, REPLICATION_PROPERTY, check_name, check_table, log_schema, warn_read_only};
+use crate::writer::{Appender, Generation};
 use actionstate_core::{BackendConfig, Error as CoreError, LogIdentity, ReadRecord};
-use fluss::client::{AppendWriter, FlussAdmin, FlussConnection, FlussTable, LogScanner};
-use fluss::error::Error as ClientError;
+use fluss::client::{FlussAdmin, FlussConnection, FlussTable, LogScanner};
 use fluss::metadata::{TableDescriptor, TableInfo, TablePath};
 use fluss::rpc::FlussError as ApiError;
 use fluss::rpc::message::OffsetSpec;
@@ -34,7 +35,7 @@ pub(crate) struct Inner {
     pub(crate) admin: Arc<FlussAdmin>,
     pub(crate) info: TableInfo,
     /// `None` when read-only.
-    pub(crate) writer: Option<AppendWriter>,
+    pub(crate) writer: Option<Appender>,
     /// Per bucket, a lower bound of the offset of the next record appended (see the crate
     /// docs).
     pub(crate) floors: Vec<AtomicU64>,
@@ -60,30 +61,6 @@ pub(crate) struct Reader {
     pub(crate) scanner: LogScanner,
     pub(crate) next: u64,
     pub(crate) pending: VecDeque<ReadRecord>,
-}
-
-/// Runs a client request bounded by the request timeout.
-pub(crate) async fn request<T>(
-    config: &FlussConfig,
-    operation: &'static str,
-    f: impl Future<Output = Result<T, ClientError>>,
-) -> Result<T, FlussError> {
-    match tokio::time::timeout(config.request_timeout, f).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) if is_authentication(&e) => Err(FlussError::Authentication {
-            operation,
-            bootstrap: config.bootstrap.clone(),
-            detail: e.to_string(),
-            credentials: config.security.is_some(),
-        }),
-        Ok(Err(e)) => Err(FlussError::Client { operation, table: config.table_name(), source: Box::new(e) }),
-        Err(_) => Err(FlussError::Timeout {
-            operation,
-            table: config.table_name(),
-            bootstrap: config.bootstrap.clone(),
-            waited: config.request_timeout,
-        }),
-    }
 }
 
 impl FlussLog {
@@ -139,8 +116,8 @@ impl FlussLog {
         let origin = if exists { Origin::Found } else { create_table(&config, &admin, &path, &log_ttl).await? };
         let (identity, table, ends) = ready_table(&mut config, &connection, &admin, &path, origin, &log_ttl).await?;
         let info = table.get_table_info().clone();
-        let writer = new_writer(&config, &table, &info)?;
         drop(table);
+        let writer = new_writer(&config, &path, &info).await?;
         let buckets = config.buckets;
         debug_assert_eq!(ends.len(), buckets as usize);
         let inner = Inner {
@@ -168,26 +145,6 @@ fn checked_settings(config: &FlussConfig) -> Result<String, FlussError> {
         return Err(FlussError::InvalidConfig(format!("bucket count {} out of range", config.buckets)));
     }
     retention::log_ttl_value(config.log_ttl).map_err(FlussError::InvalidConfig)
-}
-
-/// Connects to the cluster, within the request timeout.
-async fn connect(config: &FlussConfig) -> Result<FlussConnection, FlussError> {
-    match tokio::time::timeout(config.request_timeout, FlussConnection::new(config.client_config())).await {
-        Ok(Ok(c)) => Ok(c),
-        Ok(Err(e)) if is_authentication(&e) => Err(FlussError::Authentication {
-            operation: "connect",
-            bootstrap: config.bootstrap.clone(),
-            detail: e.to_string(),
-            credentials: config.security.is_some(),
-        }),
-        Ok(Err(source)) => Err(FlussError::Connect { bootstrap: config.bootstrap.clone(), source: Box::new(source) }),
-        Err(_) => Err(FlussError::Timeout {
-            operation: "connect",
-            table: config.table_name(),
-            bootstrap: config.bootstrap.clone(),
-            waited: config.request_timeout,
-        }),
-    }
 }
 
 /// The table once every bucket has a leader: its identity, its handle and its end offsets. A
@@ -246,23 +203,15 @@ async fn ready_table<'c>(
     }
 }
 
-/// The writer of the log. A read-only log starts none: fluss-rs's writer asks the server for a
-/// writer id (an idempotent writer's state) and runs a sender task, for appends it never makes.
-fn new_writer(
-    config: &FlussConfig,
-    table: &FlussTable<'_>,
-    info: &TableInfo,
-) -> Result<Option<AppendWriter>, FlussError> {
+/// The writer of the log, on a connection of its own (see the `writer` module). A read-only
+/// log starts none: fluss-rs's writer asks the server for a writer id (an idempotent writer's
+/// state) and runs a sender task, for appends it never makes.
+async fn new_writer(config: &FlussConfig, path: &TablePath, info: &TableInfo) -> Result<Option<Appender>, FlussError> {
     if config.read_only {
         warn_read_only(config, info);
         return Ok(None);
     }
-    let writer = table.new_append().and_then(|a| a.create_writer()).map_err(|source| FlussError::Client {
-        operation: "creating the writer",
-        table: config.table_name(),
-        source: Box::new(source),
-    })?;
-    Ok(Some(writer))
+    Ok(Some(Appender::new(Generation::open(config, path, info, 0).await?)))
 }
 
 /// How open came by its table.

@@ -1,8 +1,9 @@
 //! Reading a bucket: one cached scanner per bucket, reading up to the offset the caller
 //! captured.
 
+use crate::client::request;
 use crate::error::FlussError;
-use crate::open::{FlussLog, Reader, request};
+use crate::open::{FlussLog, Reader};
 use actionstate_core::{ReadBatch, ReadRecord};
 use fluss::client::{FlussTable, LogScanner};
 use fluss::row::DataGetters;
