@@ -9,10 +9,12 @@
 //! services up kafka` (`fluss`) writes it. Tests on one call [`Backend::available`] first,
 //! which prints the `ACTIONSTATE-SKIP` marker when no server is configured (and panics instead
 //! when `ACTIONSTATE_REQUIRE_SERVICES` is set); [`Backend::bootstrap`] is its address. The fault tests that kill nodes of the three-node Kafka cluster find it
-//! through [`kafka3::Kafka3`].
+//! through [`kafka3::Kafka3`], those that kill tablet servers of the three-server Fluss cluster
+//! through [`fluss3::Fluss3`].
 #![forbid(unsafe_code)]
 #![deny(clippy::unwrap_used)]
 
+pub mod fluss3;
 pub mod kafka3;
 
 use actionstate_core::{ActionDigest, KeyId, LogRecord, RangeRead, StateKey, StateLog, codec};

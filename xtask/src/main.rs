@@ -26,8 +26,9 @@
 //!   and a nightly toolchain, installed on demand when missing; without nightly, the stable
 //!   compiler with `RUSTC_BOOTSTRAP=1`). Its checks also run in `ci`, inside the workspace's
 //!   tests (`crates/state-core/tests/codec/fuzz_target.rs`).
-//! - `chaos kafka [--leader-kills N] [--zombie-episodes N]` — the leader-kill and zombie-writer
-//!   scenarios on a local three-node Kafka cluster started for it and stopped after (10 kills
+//! - `chaos kafka|fluss [--leader-kills N] [--zombie-episodes N]` — the leader-kill and
+//!   zombie-writer scenarios on a local three-node Kafka cluster, or on the leader kills a
+//!   local Fluss cluster of three tablet servers, started for it and stopped after (10 kills
 //!   and 10 zombie episodes by default), one JSON line of counts.
 //! - `services up|down|status [kafka] [kafka3] [fluss] [fluss3]` — a local Apache Kafka broker, a
 //!   local three-node Kafka cluster (replication factor 3; `services restart-node kafka3 N`
@@ -91,11 +92,12 @@ fn print_help() {
          bench restore        restore from the log's checkpoints after 10k, 100k and 1M inputs\n  \
          bench file           store put and rebuild on the embedded backend vs raw redb\n  \
          bench kafka          store put and rebuild vs raw rdkafka: a local broker, then the 3-node cluster\n  \
-         bench fluss          store put and rebuild on a local Fluss cluster vs raw fluss-rs\n  \
+         bench fluss          store put and rebuild vs raw fluss-rs: a local Fluss cluster, then 3 tablet servers\n  \
          bench soak           a million inputs: retention on and off, 4 owners vs 1, 4 rescaled to 3\n  \
          bench soak kafka     the same, 200,000 inputs on a local Kafka broker\n  \
          fuzz [--time SECS]   run the record-decoder fuzz target (default 60 s)\n  \
          chaos kafka [--leader-kills N] [--zombie-episodes N]   kill Kafka partition leaders under puts, run zombie writers (local 3-node cluster)\n  \
+         chaos fluss [--leader-kills N]   kill the busiest Fluss tablet server under puts and rebuilds (local 3-server cluster)\n  \
          services up [kafka]  start a local Kafka broker; addresses in target/services/kafka.env\n  \
          services up kafka3   start a local 3-node Kafka cluster; addresses in target/services/kafka3.env\n  \
          services restart-node kafka3 N   stop node N of it and start it again\n  \
@@ -347,60 +349,77 @@ fn workspace_and_fault_tests(kafka: &services::kafka::KafkaEnv, fluss_env: &flus
     tested
 }
 
-/// The tests that kill nodes of the three-node Kafka cluster, on a cluster started for them and
-/// stopped after, whatever they did: leader kills and a lost quorum under puts, and zombie
-/// writers fenced out (`tests/tests/kafka3.rs`) and the simulator's SIGKILL campaign with a broker kill
-/// (`sim_survives_sigkill_and_a_broker_kill_on_kafka3`). All their names contain `kafka3`; one
-/// at a time, since each kills nodes. Built with the workspace's features and theirs, so only
-/// the tests package is compiled again.
+/// The tests that kill nodes of the three-node clusters, each on a cluster started for them and
+/// stopped after, whatever they did: on kafka3, leader kills and a lost quorum under puts, and
+/// zombie writers fenced out (`tests/tests/kafka3.rs`) and the simulator's SIGKILL campaign
+/// with a broker kill (`sim_survives_sigkill_and_a_broker_kill_on_kafka3`); then the same on
+/// fluss3 with tablet servers (`tests/tests/fluss3.rs`,
+/// `sim_survives_sigkill_and_a_tablet_server_kill_on_fluss3`). The tests of a cluster all have
+/// its name in theirs; one at a time, since each kills nodes, and one cluster at a time, since
+/// two would crowd a small machine. Built with the workspace's features and theirs, so only the
+/// tests package is compiled again.
 fn cluster_fault_tests() -> Result<()> {
-    let started = services::up_kafka3();
-    let tested = started.context("starting the kafka3 cluster for the cluster fault tests").and_then(|_| {
-        let mut test = cargo();
-        test.args([
-            "test",
-            "--workspace",
-            "--locked",
-            "--features",
-            &format!("{CLI_BACKENDS},{CLUSTER_FAULT_FEATURE}"),
-            "--test",
-            "kafka3",
-            "--test",
-            "all",
-            "--",
-            "kafka3",
-            "--test-threads=1",
-            "--nocapture",
-        ])
-        .env("ACTIONSTATE_REQUIRE_SERVICES", "1")
-        .env("RUST_BACKTRACE", "1");
-        run_no_skips("kafka3 cluster fault tests", &mut test)
-    });
-    let stopped = services::down_kafka3();
-    tested?;
-    stopped.context("stopping the kafka3 cluster")
+    cluster_fault_tests_on("kafka3", services::up_kafka3().map(drop), services::down_kafka3)?;
+    cluster_fault_tests_on("fluss3", fluss::cluster::up_fluss3().map(drop), fluss::cluster::down_fluss3)
 }
 
-/// `cargo xtask chaos kafka [--leader-kills N] [--rebuild-kills N] [--zombie-episodes N]`:
-/// starts the three-node cluster, runs the leader-kill and zombie scenarios
+/// Starts or stops a cluster.
+type Step = fn() -> Result<()>;
+
+/// The cluster fault tests of `cluster` (its name, the name of its test file and in the names
+/// of its tests), once `started` it; `down` stops it.
+fn cluster_fault_tests_on(cluster: &str, started: Result<()>, down: Step) -> Result<()> {
+    let tested =
+        started.with_context(|| format!("starting the {cluster} cluster for the cluster fault tests")).and_then(|()| {
+            let mut test = cargo();
+            test.args([
+                "test",
+                "--workspace",
+                "--locked",
+                "--features",
+                &format!("{CLI_BACKENDS},{CLUSTER_FAULT_FEATURE}"),
+                "--test",
+                cluster,
+                "--test",
+                "all",
+                "--",
+                cluster,
+                "--test-threads=1",
+                "--nocapture",
+            ])
+            .env("ACTIONSTATE_REQUIRE_SERVICES", "1")
+            .env("RUST_BACKTRACE", "1");
+            run_no_skips(&format!("{cluster} cluster fault tests"), &mut test)
+        });
+    let stopped = down();
+    tested?;
+    stopped.with_context(|| format!("stopping the {cluster} cluster"))
+}
+
+/// `cargo xtask chaos kafka|fluss [--leader-kills N] [--rebuild-kills N] [--zombie-episodes N]`:
+/// starts the three-node cluster (kafka3, fluss3), runs the leader-kill and zombie scenarios
 /// (`tests/src/bin/chaos.rs`, which prints the JSON line) and stops the cluster, whatever the
 /// scenarios did.
 fn chaos(args: &[String]) -> Result<()> {
-    const USAGE: &str = "usage: cargo xtask chaos kafka [--leader-kills N] [--rebuild-kills N] [--zombie-episodes N]";
+    const USAGE: &str =
+        "usage: cargo xtask chaos kafka|fluss [--leader-kills N] [--rebuild-kills N] [--zombie-episodes N]";
     // The scenario binary checks the options; what it is given is passed on as it is.
-    if args.first().map(String::as_str) != Some("kafka") {
-        bail!(USAGE);
-    }
+    let (up, down): (Step, Step) = match args.first().map(String::as_str) {
+        Some("kafka") => (|| services::up_kafka3().map(drop), services::down_kafka3),
+        Some("fluss") => (|| fluss::cluster::up_fluss3().map(drop), fluss::cluster::down_fluss3),
+        _ => bail!(USAGE),
+    };
+    let (backend, cluster) = (&args[0], format!("{}3", args[0]));
     // Built before the cluster starts, so that the build does not compete with three JVMs.
     run("chaos build", cargo().args(["build", "-p", "actionstate-tests", "--bin", "chaos", "--locked"]))?;
-    services::up_kafka3().context("starting the kafka3 cluster")?;
+    up().with_context(|| format!("starting the {cluster} cluster"))?;
     let ran = run(
-        "chaos kafka",
+        &format!("chaos {backend}"),
         cargo().args(["run", "-q", "-p", "actionstate-tests", "--bin", "chaos", "--locked", "--"]).args(args),
     );
-    let stopped = services::down_kafka3();
+    let stopped = down();
     ran?;
-    stopped.context("stopping the kafka3 cluster")
+    stopped.with_context(|| format!("stopping the {cluster} cluster"))
 }
 
 /// `actionstate-bench --log URL --json`, in release, with its server backends (its default
@@ -477,7 +496,15 @@ fn bench(what: Option<&str>, on: Option<&str>) -> Result<()> {
             let measured = bench_on("fluss", &format!("fluss://{}/actionstate_bench/bench", env.client.bootstrap));
             let stopped = fluss::down_fluss();
             measured?;
-            stopped.context("stopping the Fluss cluster")
+            stopped.context("stopping the Fluss cluster")?;
+            // The same on three tablet servers: tables replicated three times, the raw writer
+            // on a table of the same replication.
+            let env = fluss::cluster::up_fluss3().context("starting the fluss3 cluster for the benchmark")?;
+            let url = format!("fluss://{}/actionstate_bench/bench3?replication=3", env.client.bootstrap);
+            let measured = bench_on("fluss3", &url);
+            let stopped = fluss::cluster::down_fluss3();
+            measured?;
+            stopped.context("stopping the fluss3 cluster")
         }
         Some(other) => bail!("unknown benchmark `{other}` (known: index, restore, file, kafka, fluss, soak)"),
         None => bail!("usage: cargo xtask bench <index|restore|file|kafka|fluss|soak>"),

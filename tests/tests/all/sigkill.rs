@@ -33,13 +33,18 @@
 //! seconds into the campaign, started again once another node leads that partition. Runs go
 //! on until at least one broker was killed and back in sync. `ACTIONSTATE_SIM_KILLS_KAFKA3`
 //! sets the agent kills (default 6), `ACTIONSTATE_SIM_BROKER_KILLS` the broker kills
-//! (default 1).
+//! (default 1). `sim_survives_sigkill_and_a_tablet_server_kill_on_fluss3` does the same on
+//! the three-server Fluss cluster of `cargo xtask services up fluss3`, killing the tablet
+//! server that leads bucket 0: `ACTIONSTATE_SIM_KILLS_FLUSS3` agent kills (default 6),
+//! `ACTIONSTATE_SIM_TABLET_KILLS` tablet server kills (default 1).
 
+use actionstate_fluss::{FlussConfig, FlussLog};
 use actionstate_kafka::{KafkaConfig, KafkaLog};
 use actionstate_recovery::LogConfig;
 use actionstate_sim::chaos::Cluster;
 use actionstate_sim::external::{ExternalReport, ExternalService};
 use actionstate_sim::{Ledger, LogSource, RunDir, Sim, SimConfig};
+use actionstate_tests::fluss3::Fluss3;
 use actionstate_tests::kafka3::Kafka3;
 use actionstate_tests::{Backend, ChildArgs, PARTITIONS, Rng, reference};
 use std::collections::BTreeMap;
@@ -74,8 +79,8 @@ struct Target {
     working_ms: (u64, u64),
     /// Inputs per run.
     inputs: usize,
-    /// Kafka only: run on the three-node cluster and kill brokers as well (see
-    /// [`BrokerKiller`]).
+    /// Kafka and Fluss: run on the three-node cluster (kafka3, fluss3) and kill its servers
+    /// as well (see [`ServerKiller`]).
     broker_kills: u64,
 }
 
@@ -166,6 +171,8 @@ async fn one_run(target: Target, seed: u64, rng: &mut Rng, log: String, root: &P
     let dir = RunDir::new(&state).unwrap();
     let mut report = RunReport::default();
     let mut killed_attempts = Vec::new();
+    // Those of them that failed with a retryable error of the log rather than being killed.
+    let mut transient_attempts = Vec::new();
     // The outside world of this run, which outlives its children.
     let service = ExternalService::start().await.unwrap();
     for attempt in 0.. {
@@ -206,7 +213,15 @@ async fn one_run(target: Target, seed: u64, rng: &mut Rng, log: String, root: &P
             }
         };
         if status.signal() == Some(9) {
-            assert!(kill, "run seed={seed}: child {attempt} hung for {CHILD_TIMEOUT:?} and was killed");
+            if !kill {
+                let err = std::fs::read_to_string(root.join(format!("child-{attempt}.err"))).unwrap_or_default();
+                let journal = std::fs::metadata(dir.journal_path()).map_or(0, |m| m.len());
+                panic!(
+                    "run seed={seed}: child {attempt} hung for {CHILD_TIMEOUT:?} and was killed (journal {journal_len} \
+                     -> {journal} bytes meanwhile); its standard error:\n{}",
+                    err.trim()
+                );
+            }
             report.kills += 1;
             killed_attempts.push(attempt);
             continue;
@@ -218,6 +233,9 @@ async fn one_run(target: Target, seed: u64, rng: &mut Rng, log: String, root: &P
             if target.broker_kills > 0 && err.contains("[retryable]") {
                 report.transient_failures += 1;
                 killed_attempts.push(attempt);
+                transient_attempts.push(attempt);
+                // As a runtime backs off before it restarts a failed task.
+                tokio::time::sleep(Duration::from_millis(200)).await;
                 continue;
             }
             report.problems.push(format!(
@@ -231,8 +249,10 @@ async fn one_run(target: Target, seed: u64, rng: &mut Rng, log: String, root: &P
         break;
     }
     let journal = dir.journal().unwrap();
-    report.kills_before_work =
-        killed_attempts.iter().filter(|a| !journal.lines_per_attempt.contains_key(a)).count() as u64;
+    report.kills_before_work = killed_attempts
+        .iter()
+        .filter(|a| !transient_attempts.contains(a) && !journal.lines_per_attempt.contains_key(a))
+        .count() as u64;
     let ledger = &journal.ledger;
     report.duplicates = ledger.duplicates();
     report.executed = ledger.executed;
@@ -276,26 +296,67 @@ async fn one_run(target: Target, seed: u64, rng: &mut Rng, log: String, root: &P
     report
 }
 
-/// Kills brokers of the three-node cluster while a campaign runs on it: the leader of partition
-/// 0 of the run's topic, once every replica of that topic is in sync; keeps it down until
-/// another node leads the partition (an election happened), starts it again and waits until
-/// it is back in sync before the next kill.
-struct BrokerKiller {
-    bootstrap: String,
-    /// The topic of the run in progress.
+/// Kills servers of a three-node cluster (kafka3's brokers, fluss3's tablet servers) while a
+/// campaign runs on it: the leader of partition 0 of the run's topic or table, once every
+/// replica of it is in sync; keeps it down until another node leads the partition (an election
+/// happened), starts it again and waits until it is back in sync before the next kill.
+struct ServerKiller {
+    /// The URL of a run's topic or table on the cluster, from its name.
+    url: fn(&str) -> String,
+    /// The topic or table of the run in progress.
     topic: Arc<Mutex<Option<String>>>,
     stop: Arc<AtomicBool>,
     kills: Arc<AtomicU64>,
     task: tokio::task::JoinHandle<()>,
 }
 
-impl BrokerKiller {
-    fn start(cluster: Kafka3, wanted: u64) -> BrokerKiller {
+impl ServerKiller {
+    /// On kafka3: its topics, read through a read-only log.
+    fn on_kafka3(wanted: u64) -> ServerKiller {
+        let cluster = Kafka3::find().expect("the three-node Kafka cluster");
         let bootstrap = cluster.bootstrap().to_owned();
+        let open = move |name: String| {
+            let mut config = KafkaConfig::new(&bootstrap, &name, PARTITIONS);
+            config.read_only = true;
+            config.request_timeout = Duration::from_secs(10);
+            async move { KafkaLog::open(config).await.ok() }
+        };
+        ServerKiller::start(cluster, wanted, open, |name| {
+            let bootstrap = Kafka3::find().expect("the three-node Kafka cluster").bootstrap().to_owned();
+            format!(
+                "kafka://{bootstrap}/{name}?partitions={PARTITIONS}&replication={}&delivery_timeout=30s\
+                 &read_stall_timeout=30s&request_timeout=30s",
+                actionstate_tests::kafka3::NODES
+            )
+        })
+    }
+
+    /// On fluss3: its tables, read through a read-only log.
+    fn on_fluss3(wanted: u64) -> ServerKiller {
+        let cluster = Fluss3::find().expect("the three-server Fluss cluster");
+        let bootstrap = cluster.bootstrap().to_owned();
+        let open = move |name: String| {
+            let mut config = FlussConfig::new(&bootstrap, actionstate_tests::FLUSS_DATABASE, &name, PARTITIONS);
+            config.read_only = true;
+            config.request_timeout = Duration::from_secs(10);
+            async move { FlussLog::open(config).await.ok() }
+        };
+        ServerKiller::start(cluster, wanted, open, |name| {
+            Fluss3::find().expect("the three-server Fluss cluster").table_url(name, PARTITIONS)
+        })
+    }
+
+    fn start<L, C, O, F>(cluster: C, wanted: u64, open: O, url: fn(&str) -> String) -> ServerKiller
+    where
+        L: Send + Sync + 'static,
+        C: Cluster<L> + 'static,
+        O: Fn(String) -> F + Send + 'static,
+        F: std::future::Future<Output = Option<L>> + Send,
+    {
         let topic: Arc<Mutex<Option<String>>> = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
         let kills = Arc::new(AtomicU64::new(0));
-        let (t, s, k, b) = (Arc::clone(&topic), Arc::clone(&stop), Arc::clone(&kills), bootstrap.clone());
+        let (t, s, k) = (Arc::clone(&topic), Arc::clone(&stop), Arc::clone(&kills));
         // The task owns the cluster: should it panic, dropping it starts the node it killed.
         let mut cluster = cluster;
         let task = tokio::spawn(async move {
@@ -306,11 +367,8 @@ impl BrokerKiller {
                     tokio::time::sleep(Duration::from_millis(200)).await;
                     continue;
                 };
-                let mut config = KafkaConfig::new(&b, &name, PARTITIONS);
-                config.read_only = true;
-                config.request_timeout = Duration::from_secs(10);
                 // Absent until the run's first child created it.
-                let Ok(log) = KafkaLog::open(config).await else {
+                let Some(log) = open(name.clone()).await else {
                     tokio::time::sleep(Duration::from_millis(200)).await;
                     continue;
                 };
@@ -321,9 +379,13 @@ impl BrokerKiller {
                 };
                 let killed_at = Instant::now();
                 cluster.kill(victim).await.unwrap();
-                eprintln!("sim-sigkill: broker {victim}, leader of partition 0 of {name}, killed");
-                while cluster.leaders(&log).await.ok().and_then(|l| l.first().copied().flatten()) == Some(victim)
-                    && killed_at.elapsed() < Duration::from_secs(60)
+                eprintln!("sim-sigkill: server {victim}, leader of partition 0 of {name}, killed");
+                // Down until another server leads: a partition without a leader (Fluss drops a
+                // killed server from its metadata before it elects) is still down.
+                while !matches!(
+                    cluster.leaders(&log).await.ok().and_then(|l| l.first().copied().flatten()),
+                    Some(leader) if leader != victim
+                ) && killed_at.elapsed() < Duration::from_secs(60)
                 {
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
@@ -333,13 +395,13 @@ impl BrokerKiller {
                 while !cluster.in_sync(&log).await.unwrap_or(false) {
                     assert!(
                         restarted.elapsed() < Duration::from_secs(120),
-                        "broker {victim} not back in sync in 120 s"
+                        "server {victim} not back in sync in 120 s"
                     );
                     tokio::time::sleep(Duration::from_millis(250)).await;
                 }
                 k.fetch_add(1, Ordering::Relaxed);
                 eprintln!(
-                    "sim-sigkill: another broker led partition 0 {:.1}s after the kill; broker {victim} restarted, \
+                    "sim-sigkill: another server led partition 0 {:.1}s after the kill; server {victim} restarted, \
                      back in sync {:.1}s later",
                     elected.as_secs_f64(),
                     restarted.elapsed().as_secs_f64()
@@ -347,29 +409,24 @@ impl BrokerKiller {
                 tokio::time::sleep(Duration::from_secs(5)).await;
             }
         });
-        BrokerKiller { bootstrap, topic, stop, kills, task }
+        ServerKiller { url, topic, stop, kills, task }
     }
 
-    /// The URL of the run's topic `name`, which the next kill targets.
+    /// The URL of the run's topic or table `name`, which the next kill targets.
     fn run_on(&self, name: &str) -> String {
         *self.topic.lock().unwrap() = Some(name.to_owned());
-        format!(
-            "kafka://{}/{name}?partitions={PARTITIONS}&replication={}&delivery_timeout=30s&read_stall_timeout=30s\
-             &request_timeout=30s",
-            self.bootstrap,
-            actionstate_tests::kafka3::NODES
-        )
+        (self.url)(name)
     }
 
     fn kills(&self) -> u64 {
         self.kills.load(Ordering::Relaxed)
     }
 
-    /// Stops killing (a kill in progress finishes: its broker back in sync) and returns how many
-    /// brokers were killed.
+    /// Stops killing (a kill in progress finishes: its server back in sync) and returns how many
+    /// servers were killed.
     async fn finish(self) -> u64 {
         self.stop.store(true, Ordering::Relaxed);
-        self.task.await.expect("the broker killer");
+        self.task.await.expect("the server killer");
         self.kills.load(Ordering::Relaxed)
     }
 }
@@ -377,8 +434,10 @@ impl BrokerKiller {
 // Long: one campaign read top to bottom: its runs, their totals and the checks of the totals.
 async fn sigkill_campaign(target: Target, kills: u64) {
     let started = Instant::now();
-    let killer = (target.broker_kills > 0)
-        .then(|| BrokerKiller::start(Kafka3::find().expect("the three-node cluster"), target.broker_kills));
+    let killer = (target.broker_kills > 0).then(|| match target.backend {
+        Backend::Fluss => ServerKiller::on_fluss3(target.broker_kills),
+        _ => ServerKiller::on_kafka3(target.broker_kills),
+    });
     let seed = env_u64("ACTIONSTATE_SIM_KILL_SEED").unwrap_or(0x51_6b11);
     let mut rng = Rng::new(seed);
     let (mut runs, mut total_kills, mut before_work, mut children, mut duplicates, mut lost, mut executed) =
@@ -404,13 +463,15 @@ async fn sigkill_campaign(target: Target, kills: u64) {
                 }
             }
             Backend::Fluss => {
-                let bootstrap = Backend::Fluss.bootstrap().unwrap();
                 let table = format!(
                     "sim_sigkill_{}_{runs}_{}",
                     std::process::id(),
                     &uuid::Uuid::new_v4().simple().to_string()[..8]
                 );
-                actionstate_tests::fluss_table_url(bootstrap, &table)
+                match &killer {
+                    Some(killer) => killer.run_on(&table),
+                    None => actionstate_tests::fluss_table_url(Backend::Fluss.bootstrap().unwrap(), &table),
+                }
             }
             _ => format!("file:{}?partitions={PARTITIONS}", root.path().join("log").display()),
         };
@@ -451,7 +512,11 @@ async fn sigkill_campaign(target: Target, kills: u64) {
          duplicates={duplicates} lost={lost} external_effects={} external_deduplicated={} external_lookups={} \
          external_duplicates={} failures={} seed={seed:#x} time={:.1}s",
         target.backend.name(),
-        if target.broker_kills > 0 { " (kafka3)" } else { "" },
+        match (target.broker_kills, target.backend) {
+            (0, _) => "",
+            (_, Backend::Fluss) => " (fluss3)",
+            _ => " (kafka3)",
+        },
         external.effects,
         external.deduplicated,
         external.lookups,
@@ -508,4 +573,21 @@ async fn sim_survives_sigkill_and_a_broker_kill_on_kafka3() {
     let target =
         Target { backend: Backend::Kafka, early_ms: (5, 500), working_ms: (0, 600), inputs: 120, broker_kills };
     sigkill_campaign(target, env_u64("ACTIONSTATE_SIM_KILLS_KAFKA3").unwrap_or(6)).await;
+}
+
+#[cfg(feature = "cluster-fault-tests")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sim_survives_sigkill_and_a_tablet_server_kill_on_fluss3() {
+    if Fluss3::require("sim-sigkill").is_none() {
+        return;
+    }
+    let server_kills = env_u64("ACTIONSTATE_SIM_TABLET_KILLS").unwrap_or(1).max(1);
+    let target = Target {
+        backend: Backend::Fluss,
+        early_ms: (5, 500),
+        working_ms: (0, 600),
+        inputs: 120,
+        broker_kills: server_kills,
+    };
+    sigkill_campaign(target, env_u64("ACTIONSTATE_SIM_KILLS_FLUSS3").unwrap_or(6)).await;
 }
