@@ -6,8 +6,8 @@
 //!   the most buckets while writers put into every bucket, three times (starting it again and
 //!   waiting until every replica is back in sync before the next kill), then once more a
 //!   moment after a rebuild began: see [`chaos::leader_kills`]. After each kill every bucket
-//!   acknowledges a put begun after it: the writer the kill left stuck is replaced
-//!   (`actionstate_fluss`, the `writer` module).
+//!   acknowledges a put begun after it within [`RESUME_BOUND`]: the writer the kill left
+//!   stuck is replaced (`actionstate_fluss`, the `writer` module).
 //! - `lost_quorum_fails_puts_retryably_and_loses_nothing_on_fluss3` kills two servers at once:
 //!   every put fails with a retryable error and nothing is indexed, until one server is back
 //!   and puts resume: see [`chaos::lost_quorum`].
@@ -33,6 +33,11 @@ use std::time::Duration;
 /// session, and the stuck writer is replaced only after its stall timeout.
 const DELIVERY_TIMEOUT: Duration = Duration::from_secs(20);
 const BUCKETS: u32 = 4;
+/// How soon after a kill every bucket must acknowledge a put begun after it. Measured: 10-12 s
+/// (`cargo xtask chaos fluss`, ten kills), the killed server's ZooKeeper session timeout of 10 s
+/// on `fluss3`, the election, and the writer's stall timeout of 2 s; the rest is headroom for
+/// a loaded machine.
+const RESUME_BOUND: Duration = Duration::from_secs(30);
 
 /// Held by each test for its whole run: two tests killing servers of one cluster at once would
 /// take it below two replicas in sync.
@@ -49,13 +54,19 @@ async fn leader_kills_lose_no_acknowledged_state_on_fluss3() {
     let kills = std::env::var("ACTIONSTATE_LEADER_KILLS").map_or(3, |v| v.trim().parse().unwrap());
     let config = cluster.config(&table("leader_kill"), BUCKETS, DELIVERY_TIMEOUT);
     let open = move || FlussLog::open(config.clone());
-    let plan = LeaderKillPlan::new(kills, 1, DELIVERY_TIMEOUT);
+    let mut plan = LeaderKillPlan::new(kills, 1, DELIVERY_TIMEOUT);
+    plan.resume_timeout = RESUME_BOUND;
     let report = chaos::leader_kills(&mut cluster, open, &plan).await;
     let line = ChaosReport { backend: "fluss".into(), leader_kill: Some(report.clone()), zombies: None }.json_line();
     println!("leader-kill {line}");
     assert!(report.problems.is_empty(), "{} problems:\n{}", report.problems.len(), report.problems.join("\n"));
     assert_eq!(report.leader_kills, u64::from(kills));
     assert_eq!(report.unavailable_ms.len(), kills as usize, "puts did not resume after every kill");
+    assert!(
+        u128::from(report.max_unavailable_ms) <= RESUME_BOUND.as_millis(),
+        "a bucket took {} ms to acknowledge a put begun after a kill, over the bound of {RESUME_BOUND:?}",
+        report.max_unavailable_ms
+    );
     assert_eq!(report.rebuild_kills, 1);
     assert!(report.acked > 0, "no put was acknowledged");
     assert_eq!((report.acked_lost, report.failed_indexed, report.rebuild_unexpected), (0, 0, 0));
