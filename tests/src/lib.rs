@@ -10,10 +10,11 @@
 //! which prints the `ACTIONSTATE-SKIP` marker when no server is configured (and panics instead
 //! when `ACTIONSTATE_REQUIRE_SERVICES` is set); [`Backend::bootstrap`] is its address. The fault tests that kill nodes of the three-node Kafka cluster find it
 //! through [`kafka3::Kafka3`], those that kill tablet servers of the three-server Fluss cluster
-//! through [`fluss3::Fluss3`].
+//! through [`fluss3::Fluss3`], and check the scenarios' reports with [`cluster_checks`].
 #![forbid(unsafe_code)]
 #![deny(clippy::unwrap_used)]
 
+pub mod cluster_checks;
 pub mod fluss3;
 pub mod kafka3;
 

@@ -30,6 +30,7 @@
 use actionstate_kafka::KafkaLog;
 use actionstate_recovery::LogConfig;
 use actionstate_sim::chaos::{self, ChaosReport, LeaderKillPlan};
+use actionstate_tests::cluster_checks::{check_leader_kills, check_lost_quorum};
 use actionstate_tests::kafka3::Kafka3;
 use std::time::Duration;
 
@@ -53,15 +54,7 @@ async fn leader_kills_lose_no_acknowledged_state_on_kafka3() {
     let open = move || KafkaLog::open(config.clone());
     let plan = LeaderKillPlan::new(kills, 1, DELIVERY_TIMEOUT);
     let report = chaos::leader_kills(&mut cluster, open, &plan).await;
-    let line = ChaosReport { backend: "kafka".into(), leader_kill: Some(report.clone()), zombies: None }.json_line();
-    println!("leader-kill {line}");
-    assert!(report.problems.is_empty(), "{} problems:\n{}", report.problems.len(), report.problems.join("\n"));
-    assert_eq!(report.leader_kills, u64::from(kills));
-    assert_eq!(report.unavailable_ms.len(), kills as usize, "puts did not resume after every kill");
-    assert_eq!(report.rebuild_kills, 1);
-    assert!(report.acked > 0, "no put was acknowledged");
-    assert_eq!((report.acked_lost, report.failed_indexed, report.rebuild_unexpected), (0, 0, 0));
-    assert_eq!((report.failed_late, report.failed_terminal), (0, 0));
+    check_leader_kills("kafka", &report, kills);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -73,26 +66,7 @@ async fn lost_quorum_fails_puts_retryably_and_loses_nothing_on_kafka3() {
     // Down long enough that puts begun after the kills fail by their delivery timeout, twice.
     let down_for = 2 * DELIVERY_TIMEOUT + Duration::from_secs(2);
     let r = chaos::lost_quorum(&mut cluster, open, DELIVERY_TIMEOUT, down_for).await;
-    println!(
-        "lost-quorum puts={} acked={} failed={} puts_without_quorum={} acked_without_quorum={} \
-         failed_terminal={} failed_indexed={} acked_lost={} landed_although_failed={} resumed_after_ms={} \
-         first_error={:?}",
-        r.puts,
-        r.acked,
-        r.failed,
-        r.puts_without_quorum,
-        r.acked_without_quorum,
-        r.failed_terminal,
-        r.failed_indexed,
-        r.acked_lost,
-        r.landed_although_failed,
-        r.resumed_after_ms,
-        r.first_error
-    );
-    assert!(r.problems.is_empty(), "{} problems:\n{}", r.problems.len(), r.problems.join("\n"));
-    assert!(r.puts_without_quorum > 0 && r.acked_without_quorum == 0);
-    assert!(r.acked > 0, "no put was acknowledged");
-    assert_eq!((r.acked_lost, r.failed_indexed, r.failed_terminal, r.failed_late), (0, 0, 0, 0));
+    check_lost_quorum(&r);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
