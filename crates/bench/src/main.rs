@@ -71,7 +71,7 @@ async fn run(mut args: BenchArgs) -> Result<ExitCode> {
 }
 
 fn main() -> ExitCode {
-    actionstate_cli::keep_freed_memory();
+    actionstate_cli::tune_allocator();
     let args = BenchArgs::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,

@@ -120,7 +120,7 @@ fn one_line(e: &anyhow::Error) -> String {
 }
 
 fn main() -> ExitCode {
-    actionstate_cli::keep_freed_memory();
+    actionstate_cli::tune_allocator();
     // Warnings of the library and the backends (a topic that deletes by age read by a
     // read-only tool, a reclaim that failed) reach the operator on standard error.
     tracing_subscriber::fmt().with_writer(std::io::stderr).with_max_level(tracing::Level::WARN).init();
