@@ -38,9 +38,9 @@ const PURGE_DELAY_MS: std::ffi::c_long = 10_000;
 ///   alone comes too late, after its first arena was mapped). mimalloc 3 asks the kernel for
 ///   huge pages on its arenas, and a huge page is resident whole once one of its bytes is
 ///   used: a process with a few dozen threads (librdkafka's among them) that held 18 MB of
-///   live heap was 80–105 MB resident, and restoring three stores added 20–25 MB of it at
+///   live heap was 80–110 MB resident, and restoring three stores added 20–25 MB of it at
 ///   once, memory the stores never used (BENCHMARKS.md, "Bounded history on Kafka"). With
-///   4 KiB pages the resident size follows the live heap (45–52 MB in the same run), and the
+///   4 KiB pages the resident size follows the live heap (45–55 MB in the same run), and the
 ///   rebuild benchmark's ratio did not fall.
 ///
 /// A program MUST call it first thing in `main`, and SHOULD use mimalloc as its global
