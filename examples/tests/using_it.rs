@@ -30,3 +30,17 @@ fn the_readme_quotes_the_example_as_it_is() {
     let code = std::fs::read_to_string(root.join("src/bin/using_it.rs")).expect("the example");
     assert_eq!(block, code, "README `Using it` no longer quotes examples/src/bin/using_it.rs");
 }
+
+#[test]
+fn the_crate_docs_open_with_the_same_example() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let lib = std::fs::read_to_string(root.join("../crates/recovery/src/lib.rs")).expect("the crate's lib.rs");
+    let docs: String = lib
+        .lines()
+        .filter_map(|l| l.strip_prefix("//!"))
+        .map(|l| format!("{}\n", l.strip_prefix(' ').unwrap_or(l)))
+        .collect();
+    let block = docs.split("```rust,no_run\n").nth(1).and_then(|b| b.split("```").next()).expect("it quotes Rust");
+    let code = std::fs::read_to_string(root.join("src/bin/using_it.rs")).expect("the example");
+    assert_eq!(block, code, "the crate docs of actionstate-recovery no longer open with examples/src/bin/using_it.rs");
+}

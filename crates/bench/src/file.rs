@@ -13,11 +13,10 @@ use actionstate_cli::claim;
 use actionstate_cli::measure::{load, log_read, store_put};
 use actionstate_core::{KeyId, LogRecord, StateLog, codec};
 use actionstate_file::{FileConfig, FileLog};
-use actionstate_recovery::{ActionStateStore, Ownership, StoreConfig};
+use actionstate_recovery::{ActionStateStore, Ownership, Snapshot, StoreConfig};
 use anyhow::{Context, Result, bail};
 use redb::{ReadableDatabase, ReadableTable};
 use serde::Serialize;
-use std::collections::HashMap;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -104,15 +103,18 @@ async fn rebuild_throughput(dir: &Path, args: &BenchArgs) -> Result<(u64, u64, V
     let log = Arc::new(FileLog::open(FileConfig::new(&path, args.partitions)).map_err(actionstate_core::Error::from)?);
     let bytes = load(&log, args.records.unwrap_or(1_000_000), 0).await?;
     let end = log.end_offsets().await?;
+    // The whole log from offset 0, with no completed rounds to prune.
     let marker = actionstate_core::Marker::new(log.identity().clone(), vec![0; end.len()]);
+    let from = [Snapshot { checkpoint: 0, marker, completed: Arc::default() }];
     drop(log);
 
     let (mut rounds, mut records) = (Vec::new(), 0u64);
     for _ in 0..ROUNDS {
         let log = FileLog::open(FileConfig { verify_on_open: false, ..FileConfig::new(&path, args.partitions) })
             .map_err(actionstate_core::Error::from)?;
-        let store = ActionStateStore::new(Arc::new(log), StoreConfig::default());
-        let report = store.rebuild(std::slice::from_ref(&marker), &Ownership::All, &HashMap::new()).await?;
+        let (store, restored) =
+            ActionStateStore::restore(Arc::new(log), StoreConfig::default(), &Ownership::All, &from).await?;
+        let report = restored.rebuild;
         records = report.records;
         drop(store);
         let (n, raw) = raw_scan(&path.join(actionstate_file::DB_FILE_NAME))?;

@@ -21,7 +21,7 @@ use crate::report::{PutFigures, ROUNDS, RawRead, RebuildFigures, RebuildRound, f
 use actionstate_cli::measure::{load, log_read, store_put};
 use actionstate_core::{KeyId, LogRecord, Marker, StateLog, WireRecord, codec};
 use actionstate_fluss::{COLUMNS, FlussConfig, FlussLog, bucket};
-use actionstate_recovery::{ActionStateStore, LogConfig, Ownership, StoreConfig};
+use actionstate_recovery::{ActionStateStore, LogConfig, Ownership, Snapshot, StoreConfig};
 use anyhow::{Context, Result, anyhow, bail};
 use fluss::client::{AppendWriter, FlussConnection};
 use fluss::config::Config;
@@ -215,16 +215,18 @@ async fn rebuild_throughput(
     if written != total as u64 {
         bail!("{total} records appended, but the table {} holds {written}", config.table_name());
     }
+    // The whole log from offset 0, with no completed rounds to prune.
     let marker = Marker::new(log.identity().clone(), vec![0; end.len()]);
+    let partitions = u64::from(marker.log.partitions);
+    let from = [Snapshot { checkpoint: 0, marker, completed: Arc::default() }];
     drop(log);
 
     let mut rounds = Vec::new();
-    let partitions = u64::from(marker.log.partitions);
     for round in 0..ROUNDS {
         // A fresh log per round, so the rebuild creates its scanners as a restarted worker does.
         let log = FlussLog::open(config.clone()).await?;
-        let store = ActionStateStore::new(log, StoreConfig::default());
-        let report = store.rebuild(std::slice::from_ref(&marker), &Ownership::All, &HashMap::new()).await?;
+        let (store, restored) = ActionStateStore::restore(log, StoreConfig::default(), &Ownership::All, &from).await?;
+        let report = restored.rebuild;
         // Besides what was written, a rebuild reads the fence records of the rounds' rebuilds
         // before it and its own: one per partition each (a restore fences, as a runtime's does).
         if !fenced_count(report.records, written, round, partitions) {

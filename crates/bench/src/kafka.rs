@@ -27,7 +27,9 @@ use actionstate_cli::measure::{load, log_read, median, percentile, state, store_
 use actionstate_core::{KeyId, LogRecord, Marker, StateLog, codec};
 use actionstate_kafka::{KafkaConfig, KafkaLog};
 use actionstate_memory::MemoryLog;
-use actionstate_recovery::{ActionStateStore, LogConfig, Ownership, StoreConfig};
+use actionstate_recovery::{
+    ActionStateStore, CheckpointForm, LogConfig, Ownership, Round, Snapshot, StoreConfig, TwoPhase,
+};
 use anyhow::{Context, Result, anyhow, bail};
 use rdkafka::admin::{AdminClient, AdminOptions};
 use rdkafka::client::DefaultClientContext;
@@ -38,7 +40,6 @@ use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::util::Timeout;
 use rdkafka::{Offset, TopicPartitionList};
 use serde::Serialize;
-use std::collections::HashMap;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -202,10 +203,10 @@ async fn put_latency(base: &KafkaConfig, args: &BenchArgs, topics: &mut Vec<Stri
     let log = fresh_log(base, topics).await?;
     let config = log.config().clone();
     let partitions = log.identity().partitions;
-    let store = ActionStateStore::new(log, StoreConfig::default());
-    // Fencing on, as a runtime runs it: the store restores first, takes its owner epoch and
-    // fences the partitions; every put then carries the epoch.
-    store.rebuild(&[], &Ownership::All, &HashMap::new()).await?;
+    // Fencing on, as a runtime runs it: the store restores first (from no snapshot), takes its
+    // owner epoch and fences the partitions; every put then carries the epoch.
+    let (store, _) =
+        ActionStateStore::restore(log, StoreConfig::default(), &Ownership::All, Vec::<Snapshot>::new()).await?;
     let raw = raw_producer(&config)?;
     let key = KeyId::of(b"bench-put");
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
@@ -287,8 +288,10 @@ async fn concurrent_throughput(base: &KafkaConfig, topics: &mut Vec<String>, per
     let log = fresh_log(base, topics).await?;
     let config = log.config().clone();
     let partitions = log.identity().partitions;
-    let store = Arc::new(ActionStateStore::new(log, StoreConfig::default()));
-    store.rebuild(&[], &Ownership::All, &HashMap::new()).await?;
+    // Two-phase, as a runtime that keeps its checkpoints: each round ends with a `checkpoint`.
+    let (store, _) =
+        ActionStateStore::restore(log, StoreConfig::default(), &Ownership::All, Vec::<Snapshot>::new()).await?;
+    let store = Arc::new(store);
     let raw = raw_producer(&config)?;
     let keys = concurrent_keys();
     let mut rounds = Vec::new();
@@ -350,9 +353,16 @@ async fn concurrent_throughput(base: &KafkaConfig, topics: &mut Vec<String>, per
 /// from the index (and, with retention, reclaims what no retained checkpoint needs). Without it the store side's index grew with every round (to half a
 /// million states), a cost that depends on how long the benchmark runs and that the raw
 /// producer, which keeps nothing, never pays.
-async fn checkpoint<L: StateLog>(store: &ActionStateStore<L>, keys: &[KeyId], id: u64, last: u64) -> Result<()> {
+async fn checkpoint<L: StateLog>(
+    store: &ActionStateStore<L, TwoPhase>,
+    keys: &[KeyId],
+    id: u64,
+    last: u64,
+) -> Result<()> {
     for &key in keys {
-        store.round_completed(key, last);
+        // Round `last` of the key, with the input `store_put` put it with: every action of
+        // the rounds up to it is done.
+        store.round(Round::new(key, last, &state(key, last, last).1)).finish();
     }
     store.snapshot(id).await?;
     let pruned = store.checkpoint_complete(id);
@@ -400,8 +410,8 @@ where
 
 /// Puts/s of one task per key putting the states `seqs` through `store` (`begin` + `complete`
 /// each), all keys at once.
-async fn store_concurrent<L: StateLog>(
-    store: &Arc<ActionStateStore<L>>,
+async fn store_concurrent<L: StateLog, F: CheckpointForm>(
+    store: &Arc<ActionStateStore<L, F>>,
     keys: &[KeyId],
     seqs: std::ops::Range<u64>,
 ) -> Result<f64> {
@@ -417,7 +427,7 @@ async fn store_concurrent<L: StateLog>(
 /// on the in-memory log, where an append costs next to nothing, with a [`checkpoint`] after
 /// each round. Median of three rounds after a warm-up round.
 async fn memory_concurrent(per_round: u64) -> Result<f64> {
-    let store = Arc::new(ActionStateStore::new(MemoryLog::new(8), StoreConfig::default()));
+    let store = Arc::new(ActionStateStore::new_two_phase(MemoryLog::new(8), StoreConfig::default()));
     let keys = concurrent_keys();
     let mut rates = Vec::new();
     for round in 0..4u64 {
@@ -443,16 +453,18 @@ async fn rebuild_throughput(
     let bytes = load(&log, args.records.unwrap_or(DEFAULT_RECORDS), 0).await?;
     let end = log.end_offsets().await?;
     let written: u64 = end.iter().sum();
+    // The whole log from offset 0, with no completed rounds to prune.
     let marker = Marker::new(log.identity().clone(), vec![0; end.len()]);
+    let partitions = u64::from(marker.log.partitions);
+    let from = [Snapshot { checkpoint: 0, marker, completed: Arc::default() }];
     drop(log);
 
     let mut rounds = Vec::new();
-    let partitions = u64::from(marker.log.partitions);
     for round in 0..ROUNDS {
         // A fresh log per round, so the rebuild creates its consumers as a restarted worker does.
         let log = KafkaLog::open(config.clone()).await?;
-        let store = ActionStateStore::new(log, StoreConfig::default());
-        let report = store.rebuild(std::slice::from_ref(&marker), &Ownership::All, &HashMap::new()).await?;
+        let (store, restored) = ActionStateStore::restore(log, StoreConfig::default(), &Ownership::All, &from).await?;
+        let report = restored.rebuild;
         // Besides what was written, a rebuild reads the fence records of the rounds' rebuilds
         // before it and its own: one per partition each (a restore fences, as a runtime's does).
         if !fenced_count(report.records, written, round, partitions) {

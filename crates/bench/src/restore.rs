@@ -12,10 +12,10 @@
 
 use crate::args::BenchArgs;
 use actionstate_cli::claim;
-use actionstate_cli::measure::store_put;
+use actionstate_cli::measure::{state, store_put};
 use actionstate_core::{KeyId, StateLog};
 use actionstate_file::{FileConfig, FileLog};
-use actionstate_recovery::{ActionStateStore, Ownership, RestoreFrom, Retention, StoreConfig};
+use actionstate_recovery::{ActionStateStore, Ownership, RestoreFrom, Retention, Round, StoreConfig};
 use anyhow::Result;
 use serde::Serialize;
 use std::path::Path;
@@ -97,8 +97,10 @@ async fn once(dir: &Path, inputs: u64, retention: Retention) -> Result<Row> {
             let store = Arc::clone(&store);
             let (key, seq, i) = (KeyId::of(format!("restore-key-{k}").as_bytes()), n / KEYS, n + k);
             tasks.spawn(async move {
+                // The round `store_put` puts, with its input: finished once the put is durable.
+                let round = store.round(Round::new(key, seq, &state(key, seq, i).1));
                 store_put(&store, key, seq, i).await?;
-                store.round_completed(key, seq);
+                round.finish();
                 anyhow::Ok(())
             });
         }

@@ -18,10 +18,9 @@ use actionstate_cli::claim;
 use actionstate_cli::measure::{load, log_read, median, percentile, store_put};
 use actionstate_core::{KeyId, Marker, StateLog};
 use actionstate_file::FileConfig;
-use actionstate_recovery::{ActionStateStore, AnyLog, LogConfig, Ownership, StoreConfig};
+use actionstate_recovery::{ActionStateStore, AnyLog, CheckpointForm, LogConfig, Ownership, Snapshot, StoreConfig};
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
-use std::collections::HashMap;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
@@ -144,11 +143,12 @@ fn default_records(config: &LogConfig) -> usize {
 async fn measure(shown: &LogConfig, target: &LogConfig, args: &BenchArgs) -> Result<Report> {
     let log = claim::claim_empty(target, "bench").await?;
     let partitions = log.identity().partitions;
-    let store = ActionStateStore::new(Arc::clone(&log), StoreConfig::default());
-    // Fencing on, as a runtime runs it: the store restores first, takes its owner epoch and
-    // fences the partitions; every put then carries the epoch, and so do the loaded records,
-    // or a rebuild would skip them as a fenced writer's.
-    store.rebuild(&[], &Ownership::All, &HashMap::new()).await?;
+    // Fencing on, as a runtime runs it: the store restores first (from no snapshot), takes its
+    // owner epoch and fences the partitions; every put then carries the epoch, and so do the
+    // loaded records, or a rebuild would skip them as a fenced writer's.
+    let (store, _) =
+        ActionStateStore::restore(Arc::clone(&log), StoreConfig::default(), &Ownership::All, Vec::<Snapshot>::new())
+            .await?;
     let (latencies, puts_per_s) = put_latency(&store, args.puts).await?;
     let epoch = store.epoch();
     drop(store);
@@ -156,14 +156,21 @@ async fn measure(shown: &LogConfig, target: &LogConfig, args: &BenchArgs) -> Res
     let bytes = load(&log, total, epoch).await?;
     let end = log.end_offsets().await?;
     let written: u64 = end.iter().sum();
-    let marker = Marker::new(log.identity().clone(), vec![0; end.len()]);
+    // The whole log from offset 0, with no completed rounds to prune.
+    let from = [Snapshot {
+        checkpoint: 0,
+        marker: Marker::new(log.identity().clone(), vec![0; end.len()]),
+        completed: Arc::default(),
+    }];
     // Closed before the rounds open it again: a data directory admits one handle at a time.
     drop(log);
     let mut rounds = Vec::new();
     for _ in 0..ROUNDS {
         // A fresh log per round, as a restarted worker opens it.
-        let store = ActionStateStore::new(Arc::new(reopen(target).await?), StoreConfig::default());
-        let report = store.rebuild(std::slice::from_ref(&marker), &Ownership::All, &HashMap::new()).await?;
+        let (store, restored) =
+            ActionStateStore::restore(Arc::new(reopen(target).await?), StoreConfig::default(), &Ownership::All, &from)
+                .await?;
+        let report = restored.rebuild;
         if report.records < written {
             bail!("the rebuild read {} records, the log holds {written}", report.records);
         }
@@ -196,7 +203,10 @@ async fn measure(shown: &LogConfig, target: &LogConfig, args: &BenchArgs) -> Res
 
 /// `puts` sequential store puts of one key after [`WARMUP_PUTS`]: the sorted µs of each
 /// `complete`, and the puts per second of the measured sequence, `begin` included.
-async fn put_latency<L: StateLog>(store: &ActionStateStore<L>, puts: usize) -> Result<(Vec<f64>, f64)> {
+async fn put_latency<L: StateLog, F: CheckpointForm>(
+    store: &ActionStateStore<L, F>,
+    puts: usize,
+) -> Result<(Vec<f64>, f64)> {
     let key = KeyId::of(b"bench-put");
     let mut latencies = Vec::with_capacity(puts);
     let mut started = Instant::now();

@@ -10,9 +10,8 @@
 //! already claimed. A data directory is also held by its lock while it is open.
 
 use actionstate_core::{LogRecord, RangeRead, StateLog, codec};
-use actionstate_recovery::{ActionStateStore, AnyLog, LogConfig, Ownership, Retention, StoreConfig};
+use actionstate_recovery::{ActionStateStore, AnyLog, LogConfig, Ownership, Retention, Snapshot, StoreConfig};
 use anyhow::{Context, Result, bail};
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -32,11 +31,16 @@ pub async fn claim_empty(config: &LogConfig, command: &str) -> Result<Arc<AnyLog
     // Checked again on the handle that writes: the log may have been created or written since.
     refuse_records(&log, config, command).await?;
     let log = Arc::new(log);
-    let store = ActionStateStore::new(
+    // A restore from no snapshot: it replays nothing (the log is empty) and writes only the
+    // fences of the store's new owner epoch.
+    let (store, _) = ActionStateStore::restore(
         Arc::clone(&log),
         StoreConfig { retention: Retention::KeepAll, ..StoreConfig::default() },
-    );
-    store.rebuild(&[], &Ownership::All, &HashMap::new()).await.with_context(|| format!("claiming {config}"))?;
+        &Ownership::All,
+        Vec::<Snapshot>::new(),
+    )
+    .await
+    .with_context(|| format!("claiming {config}"))?;
     let epoch = store.epoch();
     drop(store);
     let foreign = foreign_records(&log, epoch).await?;

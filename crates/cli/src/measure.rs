@@ -7,7 +7,7 @@ use actionstate_core::{
     ActionId, ActionState, Attributes, Event, EventId, KeyId, LogRecord, MemoryOp, MemoryUpdate, Progress, RangeRead,
     StateKey, StateLog, TaggedBytes, Trigger, Value, codec,
 };
-use actionstate_recovery::{ActionStateStore, Begin, Round};
+use actionstate_recovery::{ActionStateStore, Begin, CheckpointForm, Round};
 use anyhow::{Result, bail};
 use std::sync::Arc;
 use std::time::Instant;
@@ -70,8 +70,8 @@ pub fn state(key: KeyId, seq: u64, n: u64) -> (ActionState, Event) {
 /// `begin` (a fresh action), then `complete`, which alone is timed. Returns the state put (the
 /// record [`state`] builds) and the µs `complete` took. The round MUST not hold the action
 /// yet.
-pub async fn store_put<L: StateLog>(
-    store: &ActionStateStore<L>,
+pub async fn store_put<L: StateLog, F: CheckpointForm>(
+    store: &ActionStateStore<L, F>,
     key: KeyId,
     seq: u64,
     n: u64,

@@ -9,11 +9,13 @@
 //! `--dry-run` only prints.
 
 use actionstate_core::{InvalidationReason, KeyId, Marker, Progress, StateLog};
-use actionstate_recovery::{ActionStateStore, AnyLog, OperatorInvalidation, Ownership, Retention, StoreConfig};
+use actionstate_recovery::{
+    ActionStateStore, AnyLog, CheckpointForm, OperatorInvalidation, Ownership, Retention, Snapshot, StoreConfig,
+};
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
-use std::collections::HashMap;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct ResetArgs {
@@ -94,10 +96,12 @@ async fn reset<L: StateLog>(log: L, args: &ResetArgs) -> Result<ExitCode> {
     // never reclaims: it takes no checkpoint.
     // An operator is not an owner: the repair writes with the newest epoch and fences nobody.
     let config = StoreConfig { retention: Retention::KeepAll, fence_on_rebuild: false, ..StoreConfig::default() };
-    let store = ActionStateStore::new(log, config);
-    let earliest = store.log().earliest_offsets().await?;
-    let start = Marker::new(store.log().identity().clone(), earliest);
-    let rebuilt = store.rebuild(&[start], &Ownership::All, &HashMap::new()).await.context("rebuilding the index")?;
+    let earliest = log.earliest_offsets().await?;
+    let start =
+        Snapshot { checkpoint: 0, marker: Marker::new(log.identity().clone(), earliest), completed: Arc::default() };
+    let (store, restored) =
+        ActionStateStore::restore(log, config, &Ownership::All, &[start]).await.context("rebuilding the index")?;
+    let rebuilt = restored.rebuild;
     let key = KeyId::of(args.key.as_bytes());
     let states = plan(&store, &key, args.from_seq)?;
     let rounds = states.iter().map(|p| p.round).collect::<std::collections::BTreeSet<u64>>().len();
@@ -157,7 +161,11 @@ struct Plan {
 
 /// The refusal of a reset that would remove nothing: the rounds the key has, or that it has
 /// none (most often a mistyped key).
-fn nothing_to_remove<L: StateLog>(store: &ActionStateStore<L>, args: &ResetArgs, planned: &Plan) -> anyhow::Error {
+fn nothing_to_remove<L: StateLog, F: CheckpointForm>(
+    store: &ActionStateStore<L, F>,
+    args: &ResetArgs,
+    planned: &Plan,
+) -> anyhow::Error {
     let known = store.with_index(|ix| ix.rounds_of(&planned.key).into_iter().map(|(seq, _)| seq).collect::<Vec<_>>());
     match (known.iter().min(), known.iter().max()) {
         (Some(first), Some(last)) => anyhow::anyhow!(
@@ -211,7 +219,11 @@ fn print_json(args: &ResetArgs, planned: &Plan, written: Option<&OperatorInvalid
 }
 
 /// The states of `key`'s rounds `seq >= from_seq`, by round and then by log position.
-fn plan<L: StateLog>(store: &ActionStateStore<L>, key: &KeyId, from_seq: u64) -> Result<Vec<Planned>> {
+fn plan<L: StateLog, F: CheckpointForm>(
+    store: &ActionStateStore<L, F>,
+    key: &KeyId,
+    from_seq: u64,
+) -> Result<Vec<Planned>> {
     let rounds = store.with_index(|ix| {
         ix.rounds_of(key)
             .into_iter()

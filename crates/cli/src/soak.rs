@@ -11,7 +11,7 @@
 //! given with `--broker-log-dir` (Kafka's own size on disk, segments and indexes, as
 //! `DescribeLogDirs` would report it summed over the partitions); elsewhere not measured (0).
 
-use actionstate_recovery::{ActionStateStore, LogConfig, Retention, StoreConfig};
+use actionstate_recovery::{LogConfig, Retention, StoreConfig};
 use actionstate_sim::soak::{SoakConfig, SoakReport, SoakSample, directory_bytes, soak};
 use actionstate_sim::soak_owners::{Fleet, soak_owners};
 use anyhow::{Context, Result, bail};
@@ -244,10 +244,8 @@ async fn run_once(args: &SoakArgs, config: &SoakConfig, run: Run, second: bool, 
     };
     let report = match run {
         Run::Single(_) => {
-            let store = Arc::new(ActionStateStore::new(log, store_config));
-            let report = soak(Arc::clone(&store), config, &*held, &mut on_sample).await?;
-            store.wait_for_reclaim().await;
-            report
+            // Returns once the store's reclaiming is done.
+            soak(log, store_config, config, &*held, &mut on_sample).await?
         }
         Run::Fleet(fleet, _) => {
             soak_owners(Arc::new(log), &store_config, config, fleet, &*held, &mut on_sample).await?

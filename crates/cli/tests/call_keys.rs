@@ -3,8 +3,9 @@
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 use actionstate_core::{ActionId, Attributes, Event, IdempotencyKey, Ownership, Trigger, Value};
-use actionstate_recovery::{ActionStateStore, Begin, CallOutput, LogConfig, Round, StoreConfig, open};
-use std::collections::HashMap;
+use actionstate_recovery::{
+    ActionStateStore, Begin, CallOutput, DurableCall, LogConfig, Round, Snapshot, StoreConfig, open,
+};
 use std::process::Command;
 use std::sync::Mutex;
 
@@ -14,9 +15,11 @@ async fn inspect_and_explain_show_each_calls_key() {
     let url = format!("file:{}", dir.path().join("data").display());
     let made = Mutex::new(Vec::<IdempotencyKey>::new());
     {
-        let store =
-            ActionStateStore::new(open(&url.parse::<LogConfig>().unwrap()).await.unwrap(), StoreConfig::default());
-        store.rebuild(&[], &Ownership::All, &HashMap::new()).await.unwrap();
+        let log = open(&url.parse::<LogConfig>().unwrap()).await.unwrap();
+        let (store, _) =
+            ActionStateStore::restore(log, StoreConfig::default(), &Ownership::All, Vec::<Snapshot>::new())
+                .await
+                .unwrap();
         let mut attributes = Attributes::new();
         attributes.insert("text".into(), Value::from("refund order 7"));
         let input = Event::new("request", attributes);
@@ -30,18 +33,14 @@ async fn inspect_and_explain_show_each_calls_key() {
             made.lock().unwrap().push(k);
             std::future::ready::<CallOutput>(Ok(b"order 7: 20 EUR".to_vec()))
         };
-        store.call_keyed(&mut h, "orders.lookup", [1; 32], keep).await.unwrap();
+        store.call(&mut h, DurableCall::new("orders.lookup").args_digest([1; 32]), keep).await.unwrap();
         // The refund's PENDING slot is durable; the process stops before its result.
-        let refund = store.call_reconciled_keyed(
-            &mut h,
-            "payments.refund",
-            [2; 32],
-            |k| {
-                made.lock().unwrap().push(k);
-                std::future::pending::<CallOutput>()
-            },
-            |_| std::future::ready(Ok(Vec::new())),
-        );
+        let refund_call =
+            DurableCall::new("payments.refund").args_digest([2; 32]).reconcile(|_| std::future::ready(Ok(Vec::new())));
+        let refund = store.call(&mut h, refund_call, |k| {
+            made.lock().unwrap().push(k);
+            std::future::pending::<CallOutput>()
+        });
         assert!(tokio::time::timeout(std::time::Duration::from_millis(200), refund).await.is_err());
     }
     let made = made.lock().unwrap().clone();

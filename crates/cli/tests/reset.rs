@@ -5,10 +5,12 @@
 
 use actionstate_core::{ActionId, Attributes, Event, KeyId, Marker, StateLog, Trigger, Value};
 use actionstate_file::{FileConfig, FileLog};
-use actionstate_recovery::{ActionStateStore, Begin, Ownership, Retention, Round, StoreConfig};
-use std::collections::HashMap;
+use actionstate_recovery::{
+    ActionStateStore, Begin, CheckpointForm, Ownership, Retention, Round, Snapshot, StoreConfig,
+};
 use std::path::Path;
 use std::process::Command;
+use std::sync::Arc;
 
 const KEY: &str = "customer-7";
 const ROUNDS: u64 = 4;
@@ -31,9 +33,16 @@ fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Runtime::new().unwrap()
 }
 
+fn log(data: &Path) -> FileLog {
+    FileLog::open(FileConfig::new(data, 4)).unwrap()
+}
+
+fn config() -> StoreConfig {
+    StoreConfig { retention: Retention::KeepAll, ..StoreConfig::default() }
+}
+
 fn store(data: &Path) -> ActionStateStore<FileLog> {
-    let log = FileLog::open(FileConfig::new(data, 4)).unwrap();
-    ActionStateStore::new(log, StoreConfig { retention: Retention::KeepAll, ..StoreConfig::default() })
+    ActionStateStore::new(log(data), config())
 }
 
 fn question(seq: u64) -> Event {
@@ -44,7 +53,7 @@ fn question(seq: u64) -> Event {
 
 /// One round of `KEY`: `answer` on the input emits a `reply`, `notify` runs on it. Returns the
 /// names of the actions that ran (the others were reused).
-async fn round<L: StateLog>(store: &ActionStateStore<L>, seq: u64) -> Vec<&'static str> {
+async fn round<L: StateLog, F: CheckpointForm>(store: &ActionStateStore<L, F>, seq: u64) -> Vec<&'static str> {
     let key = KeyId::of(KEY.as_bytes());
     let input = question(seq);
     let r = Round::new(key, seq, &input);
@@ -179,9 +188,14 @@ fn reset_then_inspect_shows_the_operator_audit_and_a_restore_reruns_exactly_thos
     // A restore from the start of the log replays the repair: the runtime re-executes exactly
     // rounds 2 and 3.
     runtime().block_on(async {
-        let store = store(&data);
-        let start = Marker::new(store.log().identity().clone(), vec![0; 4]);
-        store.rebuild(&[start], &Ownership::All, &HashMap::new()).await.unwrap();
+        let log = log(&data);
+        // From offset 0 of every partition, no round completed.
+        let start = Snapshot {
+            checkpoint: 0,
+            marker: Marker::new(log.identity().clone(), vec![0; 4]),
+            completed: Arc::default(),
+        };
+        let (store, _) = ActionStateStore::restore(log, config(), &Ownership::All, &[start]).await.unwrap();
         for seq in 0..ROUNDS {
             let want: &[&str] = if seq >= FROM { &["answer", "notify"] } else { &[] };
             assert_eq!(round(&store, seq).await, want, "round {seq}");

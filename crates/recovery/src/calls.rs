@@ -1,7 +1,8 @@
 //! Durable calls: a call's result journaled in its action's pending state before it is
 //! returned, replayed from the journal after a crash, or handed to a reconciler.
 
-use crate::error::Result;
+use crate::error::{Result, StoreError};
+use crate::form::CheckpointForm;
 use crate::handle::ActionHandle;
 use crate::metrics as m;
 use crate::store::ActionStateStore;
@@ -32,118 +33,133 @@ pub struct Call {
     pub source: CallSource,
 }
 
-impl<L: StateLog> ActionStateStore<L> {
-    /// Runs a durable call, or replays it; [`call_keyed`](Self::call_keyed) without the key.
-    pub async fn call<F, Fut>(
-        &self,
-        handle: &mut ActionHandle,
-        function_id: &str,
-        args_digest: [u8; 32],
-        f: F,
-    ) -> Result<Call>
-    where
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = CallOutput>,
-    {
-        self.call_keyed(handle, function_id, args_digest, |_| f()).await
+/// What the default [`DurableCall`] reconciles with: nothing (a PENDING slot reached without a
+/// reconciler runs the call again, under the same key).
+pub type NoReconcile = fn(IdempotencyKey) -> std::future::Ready<CallOutput>;
+
+/// A durable call to make: the function it calls, the digest of its arguments, and
+/// optionally a reconciler. Built with [`DurableCall::new`], then [`args`](Self::args) (or
+/// [`args_bytes`](Self::args_bytes), [`args_digest`](Self::args_digest)) and
+/// [`reconcile`](Self::reconcile); made with [`ActionStateStore::call`].
+///
+/// ```
+/// # fn main() -> Result<(), actionstate_recovery::StoreError> {
+/// use actionstate_recovery::DurableCall;
+/// let call = DurableCall::new("weather.lookup").args(&("Paris", 3))?;
+/// assert_eq!(call.digest(), DurableCall::new("weather.lookup").args(&("Paris", 3))?.digest());
+/// assert_ne!(call.digest(), DurableCall::new("weather.lookup").args(&("Oslo", 3))?.digest());
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+#[must_use = "a `DurableCall` does nothing until it is passed to `ActionStateStore::call`"]
+pub struct DurableCall<'a, R = NoReconcile> {
+    function: &'a str,
+    digest: [u8; 32],
+    reconcile: Option<R>,
+}
+
+impl<'a> DurableCall<'a> {
+    /// A call of `function` without arguments (its digest is all zeros) and without a
+    /// reconciler.
+    pub fn new(function: &'a str) -> Self {
+        DurableCall { function, digest: [0; 32], reconcile: None }
+    }
+}
+
+impl<'a, R> DurableCall<'a, R> {
+    /// The arguments the call is made with, as any `serde::Serialize` value: their digest is
+    /// the BLAKE3 hash of their canonical JSON (maps sorted by key, no whitespace), so the
+    /// same arguments give the same digest in every process, whatever the order a map
+    /// iterates in. A replay that calls with other arguments does not take the journaled
+    /// result (a different history). Arguments JSON cannot hold (a map whose keys are not
+    /// strings or numbers, a non-finite float) are [`StoreError::Args`].
+    pub fn args<T: serde::Serialize + ?Sized>(self, args: &T) -> Result<Self> {
+        let digest = crate::digest::of_args(args)
+            .map_err(|detail| StoreError::Args { function: self.function.to_owned(), detail })?;
+        Ok(DurableCall { digest, ..self })
     }
 
+    /// Arguments already encoded: their digest is the BLAKE3 hash of `bytes`.
+    pub fn args_bytes(self, bytes: &[u8]) -> Self {
+        DurableCall { digest: *blake3::hash(bytes).as_bytes(), ..self }
+    }
+
+    /// The digest of the arguments, computed by the caller.
+    pub fn args_digest(self, digest: [u8; 32]) -> Self {
+        DurableCall { digest, ..self }
+    }
+
+    /// The digest the call's journal slot records.
+    pub fn digest(&self) -> [u8; 32] {
+        self.digest
+    }
+
+    /// Reconcile mode: a PENDING slot carrying the call's [`IdempotencyKey`] is made durable
+    /// before the call runs, so that after a crash between the side effect and its result,
+    /// recovery hands the key to `reconcile` (which asks the service whether the call with
+    /// that key happened) instead of running the call again. The same holds for a retry on
+    /// the handle after the result failed to persist. `reconcile` gets the key the slot
+    /// recorded.
+    pub fn reconcile<G, GFut>(self, reconcile: G) -> DurableCall<'a, G>
+    where
+        G: FnOnce(IdempotencyKey) -> GFut,
+        GFut: Future<Output = CallOutput>,
+    {
+        DurableCall { function: self.function, digest: self.digest, reconcile: Some(reconcile) }
+    }
+}
+
+impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
     /// Runs a durable call, or replays it, handing `f` the call's [`IdempotencyKey`]: the same
     /// for every attempt of this logical call (retries on the handle, runs after a crash, a
-    /// replay, a rebuild, a new owner), new once its history is invalidated. Send it to a
+    /// replay, a restore, a new owner), new once its history is invalidated. Send it to a
     /// service that deduplicates by it, and a call that ran before its result was durable
     /// makes its effect once.
     ///
     /// If the journal slot at the handle's cursor records a finished call with the same
-    /// `function_id` and `args_digest`, its result is returned and `f` does not run. Otherwise
+    /// function and argument digest, its result is returned and `f` does not run. Otherwise
     /// the journal is truncated at the cursor (a different history), `f` runs, and its result
     /// is made durable before it is returned. If persisting fails, or the returned future is
     /// dropped before it completes, the call fails: its result is not returned, and the handle
     /// keeps the journal the log is known to hold.
     ///
-    /// A PENDING slot (written by [`call_reconciled`](Self::call_reconciled)) reached here has
-    /// an unknown outcome and no reconciler, so the call runs again, under the same key.
-    pub async fn call_keyed<F, Fut>(
+    /// A PENDING slot (written in [reconcile mode](DurableCall::reconcile)) reached by a call
+    /// with a reconciler is settled by it; reached without one, its outcome is unknown and
+    /// the call runs again, under the same key.
+    pub async fn call<R, RFut, Fn, Fut>(
         &self,
         handle: &mut ActionHandle,
-        function_id: &str,
-        args_digest: [u8; 32],
-        f: F,
+        call: DurableCall<'_, R>,
+        f: Fn,
     ) -> Result<Call>
     where
-        F: FnOnce(IdempotencyKey) -> Fut,
-        Fut: Future<Output = CallOutput>,
-    {
-        if let Some(output) = journaled(handle, function_id, &args_digest) {
-            handle.cursor += 1;
-            m::call("journal");
-            return Ok(Call { output, source: CallSource::Journal });
-        }
-        let output = f(handle.next_call_key(function_id, &args_digest)).await;
-        self.persist_slot(handle, slot(function_id, args_digest, finished(&output))).await?;
-        handle.cursor += 1;
-        m::call("executed");
-        Ok(Call { output, source: CallSource::Executed })
-    }
-
-    /// A durable call in reconcile mode; [`call_reconciled_keyed`](Self::call_reconciled_keyed)
-    /// without the key.
-    pub async fn call_reconciled<F, Fut, R, RFut>(
-        &self,
-        handle: &mut ActionHandle,
-        function_id: &str,
-        args_digest: [u8; 32],
-        f: F,
-        reconcile: R,
-    ) -> Result<Call>
-    where
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = CallOutput>,
-        R: FnOnce() -> RFut,
-        RFut: Future<Output = CallOutput>,
-    {
-        self.call_reconciled_keyed(handle, function_id, args_digest, |_| f(), |_| reconcile()).await
-    }
-
-    /// Runs a durable call in reconcile mode: a PENDING slot carrying the call's
-    /// [`IdempotencyKey`] is made durable before `f` runs, so that after a crash between the
-    /// side effect and its result, recovery hands the key to `reconcile` (which asks the
-    /// service whether call K happened) instead of running `f` again. The same holds for a
-    /// retry on this handle after the result failed to persist: the handle keeps the durable
-    /// PENDING slot. `reconcile` gets the key the slot recorded (the one derived now for a
-    /// slot written before keys were recorded).
-    pub async fn call_reconciled_keyed<F, Fut, R, RFut>(
-        &self,
-        handle: &mut ActionHandle,
-        function_id: &str,
-        args_digest: [u8; 32],
-        f: F,
-        reconcile: R,
-    ) -> Result<Call>
-    where
-        F: FnOnce(IdempotencyKey) -> Fut,
+        Fn: FnOnce(IdempotencyKey) -> Fut,
         Fut: Future<Output = CallOutput>,
         R: FnOnce(IdempotencyKey) -> RFut,
         RFut: Future<Output = CallOutput>,
     {
+        self.check_owned(&handle.key.key)?;
+        let DurableCall { function: function_id, digest: args_digest, reconcile } = call;
         let derived = handle.next_call_key(function_id, &args_digest);
-        let recorded = match handle.journal.get(handle.cursor) {
-            Some(s) if s.matches(function_id, &args_digest) => match &s.status {
+        let recorded = match (&reconcile, handle.journal.get(handle.cursor)) {
+            (Some(_), Some(s)) if s.matches(function_id, &args_digest) => match &s.status {
                 CallStatus::Pending { key } => Some(key.clone().unwrap_or_else(|| derived.clone())),
                 _ => None,
             },
             _ => None,
         };
-        let (output, source) = match recorded {
-            Some(key) => (reconcile(key).await, CallSource::Reconciled),
-            None => {
+        let (output, source) = match (recorded, reconcile) {
+            (Some(key), Some(reconcile)) => (reconcile(key).await, CallSource::Reconciled),
+            (_, reconcile) => {
                 if let Some(output) = journaled(handle, function_id, &args_digest) {
                     handle.cursor += 1;
                     m::call("journal");
                     return Ok(Call { output, source: CallSource::Journal });
                 }
-                let pending = CallStatus::Pending { key: Some(derived.clone()) };
-                self.persist_slot(handle, slot(function_id, args_digest, pending)).await?;
+                if reconcile.is_some() {
+                    let pending = CallStatus::Pending { key: Some(derived.clone()) };
+                    self.persist_slot(handle, slot(function_id, args_digest, pending)).await?;
+                }
                 (f(derived).await, CallSource::Executed)
             }
         };

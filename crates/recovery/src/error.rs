@@ -136,6 +136,39 @@ pub enum StoreError {
     /// A rebuild task failed to run to completion.
     #[error("rebuild task failed: {0}")]
     Task(String),
+    /// Work on a key the store does not own: its key group lies outside the store's groups.
+    /// Two owners writing one key is the split brain that fencing exists to prevent, so
+    /// `begin`, durable calls and `complete` refuse it before writing anything.
+    #[error("key {key} is in key group {group} of {max_groups}, which this store does not own (it owns {owned})")]
+    NotOwned {
+        /// The key.
+        key: actionstate_core::KeyId,
+        /// Its key group among `max_groups`.
+        group: u16,
+        /// The number of key groups.
+        max_groups: u16,
+        /// The store's ownership.
+        owned: actionstate_core::Ownership,
+    },
+    /// The arguments of a durable call could not be encoded canonically for their digest.
+    #[error("the arguments of durable call `{function}` could not be encoded for their digest: {detail}")]
+    Args {
+        /// The call's function id.
+        function: String,
+        /// Why encoding failed.
+        detail: String,
+    },
+    /// Typed checkpoint metadata could not be encoded, or the metadata restored does not
+    /// decode as the type asked for.
+    #[error("checkpoint metadata as `{type_name}` ({len} bytes): {detail}")]
+    Metadata {
+        /// The type asked for.
+        type_name: &'static str,
+        /// The bytes restored (0 when encoding failed).
+        len: usize,
+        /// Why it failed.
+        detail: String,
+    },
 }
 
 impl StoreError {

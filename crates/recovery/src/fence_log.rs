@@ -2,6 +2,7 @@
 //! newer owner's (see `fencing.rs` for the rules).
 
 use crate::error::{Result, StoreError};
+use crate::form::CheckpointForm;
 use crate::store::ActionStateStore;
 use crate::tail::{Landmark, landmarks, offset_of};
 use actionstate_core::{
@@ -14,7 +15,7 @@ use std::sync::Arc;
 /// owners. The checkpoint partition, which every owner reads anyway.
 pub(crate) const FIRST_FENCED: u32 = actionstate_core::checkpoint::CHECKPOINT_PARTITION;
 
-impl<L: StateLog> ActionStateStore<L> {
+impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
     /// Appends a fence of `groups` with `epoch` to every partition and returns where each
     /// landed: to [`FIRST_FENCED`] first, and once that one is acknowledged to the others, all
     /// at once. So a fence anywhere implies one in [`FIRST_FENCED`] before it, and a store

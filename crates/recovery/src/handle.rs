@@ -48,7 +48,7 @@ impl ActionHandle {
 
     /// The idempotency key of the next durable call, if it calls `function_id` with
     /// arguments of digest `args_digest` (see [`IdempotencyKey`]): what
-    /// [`call_keyed`](crate::ActionStateStore::call_keyed) hands its closure.
+    /// [`call`](crate::ActionStateStore::call) hands its closure.
     pub fn next_call_key(&self, function_id: &str, args_digest: &[u8; 32]) -> IdempotencyKey {
         IdempotencyKey::derive(&self.scope, &self.key, self.incarnation, self.cursor, function_id, args_digest)
     }

@@ -3,6 +3,8 @@
 //! `actionstate_core::checkpoint` for the records, `restore.rs` for the way back).
 
 use crate::error::Result;
+use crate::error::StoreError;
+use crate::form::InLog;
 use crate::store::ActionStateStore;
 use crate::vocab::Snapshot;
 use actionstate_core::{
@@ -29,7 +31,7 @@ pub struct LogCheckpoint {
     pub completed: usize,
 }
 
-impl<L: StateLog> ActionStateStore<L> {
+impl<L: StateLog> ActionStateStore<L, InLog> {
     /// Takes a checkpoint and keeps it in the log: the covering marker, the last completed
     /// round of every key a restore may replay, and `metadata` (at most
     /// [`MAX_CHECKPOINT_METADATA`] bytes, for example the input positions the service resumes
@@ -46,12 +48,10 @@ impl<L: StateLog> ActionStateStore<L> {
     /// the same consistent moment.
     ///
     /// `metadata` must describe what the checkpoint covers: an input position counts only
-    /// inputs whose rounds were reported with [`round_completed`](Self::round_completed) or
-    /// whose actions' results are durable, because a restore resumes the input there.
-    /// Checkpoints of one store are written one at a time. This is the one-call form of
-    /// [`snapshot`](Self::snapshot) and [`checkpoint_complete`](Self::checkpoint_complete),
-    /// for services that keep no checkpoints of their own; a store follows one form or the
-    /// other.
+    /// inputs whose rounds were [finished](crate::OpenRound::finish) or whose actions'
+    /// results are durable, because a restore resumes the input there. Checkpoints of one
+    /// store are written one at a time. [`checkpoint_with`](Self::checkpoint_with) writes a
+    /// typed value instead of bytes.
     #[tracing::instrument(level = "debug", skip_all, fields(metadata = metadata.len()))]
     pub async fn checkpoint(&self, metadata: &[u8]) -> Result<LogCheckpoint> {
         if metadata.len() > MAX_CHECKPOINT_METADATA {
@@ -76,6 +76,20 @@ impl<L: StateLog> ActionStateStore<L> {
         tracing::debug!(id, parts, offset = commit.offset, pruned, "checkpoint written");
         let completed = snapshot.completed.len();
         Ok(LogCheckpoint { id, commit, parts, marker: snapshot.marker, pruned, completed })
+    }
+
+    /// [`checkpoint`](Self::checkpoint) with `metadata` a typed value, encoded with postcard
+    /// (a compact, non-self-describing encoding: read it back with the same type, through
+    /// [`Restored::metadata_as`](crate::Restored::metadata_as)). A value that does not encode,
+    /// or whose encoding is over [`MAX_CHECKPOINT_METADATA`] bytes, is an error and writes
+    /// nothing.
+    pub async fn checkpoint_with<T: serde::Serialize + ?Sized>(&self, metadata: &T) -> Result<LogCheckpoint> {
+        let bytes = postcard::to_allocvec(metadata).map_err(|e| StoreError::Metadata {
+            type_name: std::any::type_name::<T>(),
+            len: 0,
+            detail: e.to_string(),
+        })?;
+        self.checkpoint(&bytes).await
     }
 
     /// Appends the parts, then the commit, of `snapshot`'s checkpoint; returns where the

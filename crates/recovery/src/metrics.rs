@@ -24,6 +24,7 @@
 //! | `actionstate_reclaim_failures_total` | counter | | reclaims | reclaims that failed (retried at the next completed checkpoint) |
 //! | `actionstate_fenced_records_total` | counter | | records | records a rebuild skipped as a fenced writer's (written with an older epoch after a fence over their key) |
 //! | `actionstate_fenced_total` | counter | | stores | stores that learned a newer owner fenced them (a zombie) |
+//! | `actionstate_rounds_dropped_total` | counter | | rounds | rounds started with `ActionStateStore::round` and dropped unfinished (replayed after a restore) |
 //!
 //! Histograms carry no labels. The command line renders `actionstate_put_seconds` with the
 //! buckets [`PUT_SECONDS_BUCKETS`] and `actionstate_rebuild_seconds` as a summary (quantiles,
@@ -60,6 +61,8 @@ pub const RECLAIM_FAILURES: &str = "actionstate_reclaim_failures_total";
 pub const FENCED_RECORDS: &str = "actionstate_fenced_records_total";
 /// Stores that learned they were fenced.
 pub const FENCED: &str = "actionstate_fenced_total";
+/// Rounds dropped unfinished.
+pub const ROUNDS_DROPPED: &str = "actionstate_rounds_dropped_total";
 
 /// Bucket bounds for [`PUT_SECONDS`], in seconds: 50 µs to 5 s, covering an embedded store's
 /// sub-millisecond appends and a broker's milliseconds to a slow acknowledgement.
@@ -90,6 +93,7 @@ pub fn describe() {
     metrics::describe_counter!(RECLAIM_FAILURES, Unit::Count, "Reclaims that failed");
     metrics::describe_counter!(FENCED_RECORDS, Unit::Count, "Records rebuilds skipped as a fenced writer's");
     metrics::describe_counter!(FENCED, Unit::Count, "Stores that learned a newer owner fenced them");
+    metrics::describe_counter!(ROUNDS_DROPPED, Unit::Count, "Rounds dropped unfinished, replayed after a restore");
 }
 
 pub(crate) fn hit(kind: &'static str) {
@@ -140,6 +144,10 @@ pub(crate) fn fenced() {
     metrics::counter!(FENCED).increment(1);
 }
 
+pub(crate) fn round_dropped() {
+    metrics::counter!(ROUNDS_DROPPED).increment(1);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,6 +169,7 @@ mod tests {
             RECLAIM_FAILURES,
             FENCED_RECORDS,
             FENCED,
+            ROUNDS_DROPPED,
         ];
         let rows: Vec<&str> = include_str!("metrics.rs")
             .lines()

@@ -3,6 +3,7 @@
 use crate::error::{Result, StoreError};
 use crate::fencing::{self, FenceRead, Fencing};
 use crate::floors::Floors;
+use crate::form::CheckpointForm;
 use crate::store::ActionStateStore;
 use actionstate_core::codec::{self, Peeked};
 use actionstate_core::{
@@ -55,36 +56,20 @@ impl RebuildReport {
     }
 }
 
-impl<L: StateLog> ActionStateStore<L> {
-    /// Restores the index of a checkpoint: merges `markers` (minimum per partition), checks
-    /// them against the log (changed log, unknown partition, offset beyond the end, offset
-    /// below the earliest retained one are errors naming partition and offsets), reads every
-    /// partition from its marker to the end offset captured at the start — partitions in
-    /// parallel — keeps the keys this worker owns, and prunes the rounds `completed` says the
-    /// checkpoint already finished.
+impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
+    /// Restores the index of the checkpoints whose covering `markers` are given, for the
+    /// keys of `ownership`, pruning the rounds `completed` says they finished: the rebuild
+    /// behind [`restore`](Self::restore), whose docs give the whole behaviour.
     ///
-    /// An invalidation that a crash cut short (its audit record written, some of its
-    /// tombstones not) is replayed whole, and the missing tombstones are queued to be appended
-    /// before the key's next write (see [`RebuildReport::tombstones_queued`]).
-    ///
-    /// The store then takes a new owner epoch for `ownership` and appends a fence record to
-    /// every partition before it returns (unless [`StoreConfig::fence_on_rebuild`](crate::StoreConfig)
-    /// is off): no record an earlier owner of these keys appends after it is replayed by any
-    /// later rebuild, and that owner's next snapshot fails with [`StoreError::Fenced`]. What
-    /// was appended between the end offsets captured at the start and the fences is read
-    /// too, so the index holds all a later replay applies. Records a fence shuts out are
-    /// skipped and counted ([`RebuildReport::fenced`]).
-    ///
-    /// No markers means no checkpoint: the index starts empty. On error the store is
-    /// unchanged, and the error is returned only once every partition reader this call
+    /// No markers means no checkpoint: the whole retained log is replayed. On error the store
+    /// is unchanged, and the error is returned only once every partition reader this call
     /// started has stopped and dropped its handle on the log (a reader stops after its read
     /// in flight returns; [`StoreConfig::rebuild_stall`](crate::StoreConfig) bounds the wait
-    /// for one that does not), so the caller may drop the store and open the log again at
-    /// once.
+    /// for one that does not).
     //
     // Not an `async fn`: it hands out `rebuild_from`'s future as it is, so that the futures of
     // callers that restore stay within the compiler's default layout depth.
-    pub fn rebuild<'a>(
+    pub(crate) fn rebuild<'a>(
         &'a self,
         markers: &'a [Marker],
         ownership: &'a Ownership,

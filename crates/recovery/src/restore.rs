@@ -19,6 +19,7 @@
 use crate::coverage::{Coverage, Taken};
 use crate::error::{Result, StoreError};
 use crate::floors::Floors;
+use crate::form::{CheckpointForm, RestorePoint};
 use crate::rebuild::RebuildReport;
 use crate::store::ActionStateStore;
 use crate::store_config::StoreConfig;
@@ -82,6 +83,18 @@ impl Restored {
             _ => None,
         }
     }
+
+    /// [`metadata`](Self::metadata) decoded as the value
+    /// [`checkpoint_with`](ActionStateStore::checkpoint_with) wrote: `Ok(None)` where
+    /// `metadata` is `None`, [`StoreError::Metadata`] when the bytes do not decode as a `T`.
+    pub fn metadata_as<T: serde::de::DeserializeOwned>(&self) -> Result<Option<T>> {
+        let Some(bytes) = self.metadata() else { return Ok(None) };
+        postcard::from_bytes(bytes).map(Some).map_err(|e| StoreError::Metadata {
+            type_name: std::any::type_name::<T>(),
+            len: bytes.len(),
+            detail: e.to_string(),
+        })
+    }
 }
 
 /// A commit read from the checkpoint partition, at its offset.
@@ -134,34 +147,50 @@ impl Voiding {
 const FIRST_WINDOW: u64 = 32;
 const MAX_WINDOW: u64 = 65_536;
 
-impl<L: StateLog> ActionStateStore<L> {
-    /// Opens a store on `log` for `ownership` and restores it from the log's checkpoints (see
-    /// [`restore_from_log`](Self::restore_from_log)).
-    pub async fn restore(
+impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
+    /// Opens a store on `log` for the keys of `ownership` and restores it: the one way in
+    /// after a restart. What it restores from chooses the store's [checkpoint form](crate::CheckpointForm):
+    ///
+    /// - [`RestoreFrom::Latest`] or [`RestoreFrom::Checkpoint`]: the checkpoints the store
+    ///   wrote into the log ([`InLog`](crate::InLog)). For every owned key group, the latest
+    ///   complete checkpoint that holds it (or the one named by id); groups without one replay
+    ///   the whole retained log ([`Restored::from_earliest`]); on a log without any, that is a
+    ///   fresh start. Finding reads only the checkpoint partition, backwards from its end
+    ///   ([`Restored::scanned`]). [`Restored::from`] holds each checkpoint's metadata.
+    /// - The [`Snapshot`](crate::Snapshot)s a runtime that keeps its own checkpoints kept
+    ///   ([`TwoPhase`](crate::TwoPhase)): one, several after a rescale (each former owner's),
+    ///   or none for a fresh start.
+    ///
+    /// The rebuild merges the checkpoints' markers (minimum per partition), checks them
+    /// against the log (changed log, unknown partition, offset beyond the end, offset below
+    /// the earliest retained one are errors naming partition and offsets), reads every
+    /// partition from there to its end, partitions in parallel, keeps the keys owned, and
+    /// prunes the rounds the checkpoints completed ([`Restored::rebuild`]). An invalidation
+    /// a crash cut short is replayed whole, its missing tombstones queued for the key's next
+    /// write.
+    ///
+    /// The store then takes a new owner epoch for `ownership` and appends a fence to every
+    /// partition (unless [`StoreConfig::fence_on_rebuild`] is off): nothing an earlier owner
+    /// of these keys appends afterwards is replayed, and that owner's next checkpoint fails
+    /// with [`StoreError::Fenced`]. On error nothing is left running on the log: the caller
+    /// may open it again at once.
+    pub async fn restore<P: RestorePoint<Form = F>>(
         log: L,
         config: StoreConfig,
         ownership: &Ownership,
-        from: RestoreFrom,
+        from: P,
     ) -> Result<(Self, Restored)> {
-        let store = ActionStateStore::new(log, config);
-        let restored = store.restore_from_log(ownership, from).await?;
+        let store = ActionStateStore::empty(log, config);
+        let restored = from.restore_into(&store, ownership).await?;
         Ok((store, restored))
     }
 
-    /// Restores the checkpoints [`checkpoint`](Self::checkpoint) wrote: finds, for every key
-    /// group of `ownership`, the latest complete checkpoint that holds it (or the one named
-    /// by id), and [`rebuild`](Self::rebuild)s from their markers with their completed rounds,
-    /// taking a new owner epoch and fencing the writers before it. Key groups without a
-    /// checkpoint replay the whole retained log ([`Restored::from_earliest`]); on a log
-    /// without any, that is a fresh start. Returns what was found, with each checkpoint's
-    /// metadata.
-    ///
-    /// Finding reads only the checkpoint partition, backwards from its end, to the newest
-    /// valid commit of each owned group and the records its checkpoint appended before it:
-    /// what was appended to that partition since that checkpoint, not the log's history
-    /// ([`Restored::scanned`]).
+    /// The in-log half of [`restore`](Self::restore): finds the checkpoints in the
+    /// checkpoint partition, reading backwards from its end to the newest valid commit of each
+    /// owned group and the records its checkpoint appended before it (what was appended to
+    /// that partition since, not the log's history), and rebuilds from their markers.
     #[tracing::instrument(level = "info", skip(self))]
-    pub async fn restore_from_log(&self, ownership: &Ownership, from: RestoreFrom) -> Result<Restored> {
+    pub(crate) async fn restore_from_log(&self, ownership: &Ownership, from: RestoreFrom) -> Result<Restored> {
         let found = self.find_checkpoints(ownership, from).await?;
         let mut scanned = found.scanned;
         let mut markers = Vec::new();

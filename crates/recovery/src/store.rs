@@ -4,6 +4,7 @@
 
 use crate::error::{Result, StoreError};
 use crate::fencing::Fencing;
+use crate::form::{CheckpointForm, InLog, TwoPhase};
 use crate::handle::ActionHandle;
 use crate::key_lock::KeyLocks;
 use crate::metrics as m;
@@ -18,6 +19,7 @@ use actionstate_core::{
 use actionstate_index::{Decision, Index, Invalidation, Probe, Recorded, Stats};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -57,8 +59,39 @@ struct Taken {
     completed: Arc<HashMap<KeyId, u64>>,
 }
 
-/// Durable action state over a [`StateLog`]. See the crate docs for the contract.
-pub struct ActionStateStore<L: StateLog> {
+/// Durable action state over a [`StateLog`], whose checkpoints take the form `F`: written into
+/// the log ([`InLog`], the default) or kept by the runtime ([`TwoPhase`]). See the crate docs
+/// for the contract.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), actionstate_recovery::StoreError> {
+/// use actionstate_core::{ActionId, Attributes, Event, EventId, KeyId, Trigger};
+/// use actionstate_memory::MemoryLog;
+/// use actionstate_recovery::{ActionStateStore, Begin, CallSource, DurableCall, Round, StoreConfig};
+///
+/// let store = ActionStateStore::new(MemoryLog::new(4), StoreConfig::default());
+/// let input = Event::new("question", Attributes::new());
+/// let round = store.round(Round::new(KeyId::of(b"user-7"), 0, &input));
+/// let action = ActionId::new("answer");
+///
+/// let Begin::Fresh(mut handle, _) = store.begin(&round, &action, &input, &Trigger::Input).await? else {
+///     unreachable!("nothing recorded yet")
+/// };
+/// let call = DurableCall::new("llm.complete").args("What is 6 times 7?")?;
+/// let llm = store.call(&mut handle, call, |_key| async { Ok(b"42".to_vec()) }).await?;
+/// assert_eq!((llm.output, llm.source), (Ok(b"42".to_vec()), CallSource::Executed));
+/// store.complete(handle, vec![Event::new("answer", Attributes::new())], vec![]).await?;
+/// round.finish();
+///
+/// // Replaying the same input (a new event id, the same content) reuses the completion.
+/// let replayed = Event { id: EventId::random(), ..input.clone() };
+/// let round = store.round(Round::new(KeyId::of(b"user-7"), 0, &replayed));
+/// assert!(matches!(store.begin(&round, &action, &replayed, &Trigger::Input).await?, Begin::Reuse(_)));
+/// round.finish();
+/// # Ok(()) }
+/// ```
+pub struct ActionStateStore<L: StateLog, F: CheckpointForm = InLog> {
     pub(crate) log: Arc<L>,
     pub(crate) shared: Mutex<Shared>,
     /// Serializes the writes (and lookups) of one key.
@@ -73,18 +106,39 @@ pub struct ActionStateStore<L: StateLog> {
     pub(crate) log_checkpoint: tokio::sync::Mutex<u64>,
     /// [`StoreConfig::call_key_scope`], shared with every handle.
     call_key_scope: Arc<str>,
+    /// Rounds started with [`round`](Self::round) and dropped unfinished.
+    pub(crate) rounds_dropped: std::sync::atomic::AtomicU64,
+    form: PhantomData<fn() -> F>,
 }
 
-impl<L: StateLog> std::fmt::Debug for ActionStateStore<L> {
+impl<L: StateLog, F: CheckpointForm> std::fmt::Debug for ActionStateStore<L, F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ActionStateStore").field("log", self.log.identity()).field("stats", &self.stats()).finish()
     }
 }
 
-impl<L: StateLog> ActionStateStore<L> {
-    /// A store over `log` with an empty index. Call [`rebuild`](Self::rebuild) to restore a
-    /// checkpoint.
+impl<L: StateLog> ActionStateStore<L, InLog> {
+    /// A store over a new `log`, with an empty index, that writes its checkpoints into the log
+    /// ([`InLog`]). A process that restarts on a log it wrote before opens it with
+    /// [`restore`](Self::restore) instead: that replays what the log holds and fences the
+    /// writer it replaces.
     pub fn new(log: L, config: StoreConfig) -> Self {
+        ActionStateStore::empty(log, config)
+    }
+}
+
+impl<L: StateLog> ActionStateStore<L, TwoPhase> {
+    /// A store over a new `log`, with an empty index, whose runtime keeps its checkpoints
+    /// ([`TwoPhase`]). A process that restarts on a log it wrote before opens it with
+    /// [`restore`](Self::restore) from the snapshots its runtime kept.
+    pub fn new_two_phase(log: L, config: StoreConfig) -> Self {
+        ActionStateStore::empty(log, config)
+    }
+}
+
+impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
+    /// A store over `log` with an empty index, of either form.
+    pub(crate) fn empty(log: L, config: StoreConfig) -> Self {
         let reclaimer = Arc::new(Reclaimer::default());
         reclaimer.disable(not_reclaiming(&config, &log, &Ownership::All));
         let partitions = log.identity().partitions as usize;
@@ -105,6 +159,8 @@ impl<L: StateLog> ActionStateStore<L> {
             config,
             reclaimer,
             log_checkpoint: tokio::sync::Mutex::new(0),
+            rounds_dropped: std::sync::atomic::AtomicU64::new(0),
+            form: PhantomData,
         }
     }
 
@@ -128,6 +184,7 @@ impl<L: StateLog> ActionStateStore<L> {
     /// are appended before this key's next write (or the next snapshot).
     #[tracing::instrument(level = "debug", skip_all, fields(key = %round.key, seq = round.seq, action = %action))]
     pub async fn begin(&self, round: &Round, action: &ActionId, event: &Event, trigger: &Trigger) -> Result<Begin> {
+        self.check_owned(&round.key)?;
         let key = StateKey::new(round.key, round.seq, action, event, trigger);
         let probe = Probe { key, trigger, event: event.id, input: round.input };
         let _epoch = self.epoch.read().await;
@@ -191,7 +248,7 @@ impl<L: StateLog> ActionStateStore<L> {
     /// even when it removes nothing, and it has been appended when this returns `Ok`. Every
     /// later rebuild replays it: from the audit record, so a log cut after any of its
     /// records replays to the whole of it, and the tombstones the cut lost are appended
-    /// before the key's next write (see [`rebuild`](Self::rebuild)).
+    /// before the key's next write (see [`restore`](Self::restore)).
     ///
     /// If an append fails, the states are already removed from the index and the records
     /// not yet appended stay queued: they are appended before the key's next write or the
@@ -253,6 +310,7 @@ impl<L: StateLog> ActionStateStore<L> {
         let key = state.key;
         let _epoch = self.epoch.read().await;
         let _key = self.keys.lock(key.key).await;
+        self.check_owned(&key.key)?;
         self.flush_key(&key.key).await?;
         let epoch = self.writer_epoch()?;
         let record = LogRecord::Upsert(state);
@@ -280,6 +338,22 @@ impl<L: StateLog> ActionStateStore<L> {
             return Err(StoreError::StaleHandle { key, detail: "state vanished after indexing" });
         }
         Ok(state)
+    }
+
+    /// [`StoreError::NotOwned`] unless `key` is among the keys the store owns.
+    pub(crate) fn check_owned(&self, key: &KeyId) -> Result<()> {
+        let sh = self.shared.lock();
+        match &sh.fencing.ownership {
+            Ownership::Groups { max_groups, owned } if !owned.contains(&key.key_group(*max_groups)) => {
+                Err(StoreError::NotOwned {
+                    key: *key,
+                    group: key.key_group(*max_groups),
+                    max_groups: *max_groups,
+                    owned: sh.fencing.ownership.clone(),
+                })
+            }
+            _ => Ok(()),
+        }
     }
 
     /// The epoch the store writes with, unless a newer owner fenced it.
@@ -313,28 +387,16 @@ impl<L: StateLog> ActionStateStore<L> {
         }
     }
 
-    /// Tells the store that every action of `seq` for `key` finished: a checkpoint taken from
-    /// now on need not replay the round.
-    pub fn round_completed(&self, key: KeyId, seq: u64) {
+    /// Every action of `seq` for `key` finished: a checkpoint taken from now on need not
+    /// replay the round (see [`Round::finish`](crate::OpenRound::finish)).
+    pub(crate) fn round_completed(&self, key: KeyId, seq: u64) {
         let mut sh = self.shared.lock();
         let last = sh.last_completed.entry(key).or_insert(Completion { seq, past: 0, draining: false });
         last.seq = last.seq.max(seq);
         last.draining = false;
     }
 
-    /// Takes a checkpoint: appends every pending invalidation, then returns the covering
-    /// marker and the last completed round of every key a restore may replay.
-    ///
-    /// A store a newer owner fenced fails with [`StoreError::Fenced`] instead: it looks for
-    /// newer fences over its keys in what the log gained since it last looked (see
-    /// [`check_fenced`](Self::check_fenced)), so a zombie learns it at its next snapshot at
-    /// the latest.
-    #[tracing::instrument(level = "debug", skip(self))]
-    pub async fn snapshot(&self, checkpoint: u64) -> Result<Snapshot> {
-        Ok(self.take_snapshot(checkpoint).await?.0)
-    }
-
-    /// [`snapshot`](Self::snapshot), and the end offsets it read.
+    /// A snapshot (see [`snapshot`](ActionStateStore::snapshot)), and the end offsets it read.
     pub(crate) async fn take_snapshot(&self, checkpoint: u64) -> Result<(Snapshot, Vec<u64>)> {
         let taken = self.take_snapshot_exclusive(checkpoint).await?;
         // Outside the exclusive section, so that writers go on while the log is read: what a
@@ -370,19 +432,7 @@ impl<L: StateLog> ActionStateStore<L> {
         Ok((Snapshot { checkpoint, marker, completed }, end))
     }
 
-    /// The checkpoint is durable: prune the rounds it completed from memory, and forget it and
-    /// every older checkpoint. Returns the number of states pruned.
-    ///
-    /// With [`Retention::LastCheckpoints`], once enough checkpoints have completed, this also
-    /// asks the backend, in the background, to reclaim the records no retained checkpoint
-    /// needs ([`reclaim_status`](Self::reclaim_status) reports how that went).
-    pub fn checkpoint_complete(&self, checkpoint: u64) -> usize {
-        let Some((pruned, marker)) = self.prune_checkpoint(checkpoint) else { return 0 };
-        self.retain(marker);
-        pruned
-    }
-
-    /// The pruning half of [`checkpoint_complete`](Self::checkpoint_complete): forgets
+    /// The pruning half of completing a checkpoint: forgets
     /// `checkpoint` and every older one, prunes the rounds it completed, and returns the states
     /// pruned and the checkpoint's marker (`None`: not pending).
     pub(crate) fn prune_checkpoint(&self, checkpoint: u64) -> Option<(usize, Marker)> {
@@ -416,7 +466,7 @@ impl<L: StateLog> ActionStateStore<L> {
         Some((pruned, taken.marker))
     }
 
-    /// The retention half of [`checkpoint_complete`](Self::checkpoint_complete): a completed
+    /// The retention half of completing a checkpoint: a completed
     /// checkpoint's marker joins the retained ones, and once enough have, what no retained one
     /// needs is reclaimed in the background.
     pub(crate) fn retain(&self, marker: Marker) {
@@ -462,8 +512,8 @@ impl<L: StateLog> ActionStateStore<L> {
         self.reclaimer.request_shared(&self.log, job);
     }
 
-    /// The checkpoint failed: forget it without pruning.
-    pub fn checkpoint_aborted(&self, checkpoint: u64) {
+    /// Forgets a pending checkpoint without pruning.
+    pub(crate) fn forget_checkpoint(&self, checkpoint: u64) {
         self.shared.lock().checkpoints.remove(&checkpoint);
     }
 

@@ -27,7 +27,7 @@ pub struct StoreConfig {
     /// [`DEFAULT_RETAINED_CHECKPOINTS`](crate::DEFAULT_RETAINED_CHECKPOINTS) completed
     /// checkpoints need (see [`Retention`]).
     pub retention: Retention,
-    /// Whether a [`rebuild`](crate::ActionStateStore::rebuild) takes a new owner epoch and fences
+    /// Whether a [`restore`](crate::ActionStateStore::restore) takes a new owner epoch and fences
     /// the writers before it (the default: a runtime's restore). `false` is for tools that
     /// are not an owner (an operator's repair, an inspection): the store then writes with the
     /// newest epoch it replayed over its keys and appends no fence, so its records replay

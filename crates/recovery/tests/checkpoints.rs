@@ -5,24 +5,24 @@
 mod common;
 
 use actionstate_core::{Event, KeyId, StateLog};
-use actionstate_recovery::{ActionStateStore, StoreConfig};
+use actionstate_recovery::{ActionStateStore, StoreConfig, TwoPhase};
 use common::*;
 
 const SNAPSHOTS: u64 = 10_000;
 
 /// Two rounds of one key, the first reported complete.
-async fn small_history<L: StateLog>(store: &ActionStateStore<L>) -> KeyId {
+async fn small_history<L: StateLog>(store: &ActionStateStore<L, TwoPhase>) -> KeyId {
     let k = key("checkpoints");
     for seq in 0..2 {
         process(store, k, seq, &input(seq as i64)).await.unwrap();
     }
-    store.round_completed(k, 0);
+    finish_round(store, k, 0);
     k
 }
 
 async fn aborted(backend: Backend) {
     let env = Env::new(backend);
-    let store = env.store().await;
+    let store = env.two_phase().await;
     small_history(&store).await;
     let before = dump(&store);
     for id in 0..SNAPSHOTS {
@@ -38,7 +38,7 @@ on_every_backend!(aborted_checkpoints_leave_nothing_pending, aborted);
 
 async fn unfinished(backend: Backend) {
     let env = Env::new(backend);
-    let store = env.store().await;
+    let store = env.two_phase().await;
     small_history(&store).await;
     let bound = StoreConfig::default().max_pending_checkpoints;
     for id in 0..SNAPSHOTS {
@@ -54,13 +54,13 @@ async fn unfinished(backend: Backend) {
 }
 on_every_backend!(unfinished_checkpoints_stay_bounded, unfinished);
 
-fn seqs<L: StateLog>(store: &ActionStateStore<L>, k: &KeyId) -> Vec<u64> {
+fn seqs<L: StateLog>(store: &ActionStateStore<L, TwoPhase>, k: &KeyId) -> Vec<u64> {
     store.with_index(|ix| ix.rounds_of(k).into_iter().map(|(s, _)| s).collect())
 }
 
 async fn prunes_completed(backend: Backend) {
     let env = Env::new(backend);
-    let store = env.store().await;
+    let store = env.two_phase().await;
     let (a, b) = (key("prune-a"), key("prune-b"));
     let inputs: Vec<Event> = (0..5).map(input).collect();
     for seq in 0..5u64 {
@@ -69,13 +69,13 @@ async fn prunes_completed(backend: Backend) {
             process(&store, b, seq, &inputs[seq as usize]).await.unwrap();
         }
     }
-    store.round_completed(a, 2);
-    store.round_completed(a, 1); // never moves back
-    store.round_completed(b, 0);
+    finish_round(&store, a, 2);
+    finish_round(&store, a, 1); // never moves back
+    finish_round(&store, b, 0);
     let first = store.snapshot(1).await.unwrap();
     assert_eq!(first.completed.get(&a), Some(&2));
     // Completed after the snapshot: not the checkpoint's to prune.
-    store.round_completed(a, 4);
+    finish_round(&store, a, 4);
 
     assert_eq!(store.checkpoint_complete(1), 4 * STATES_PER_ROUND, "rounds a:0..=2 and b:0 should be pruned");
     assert_eq!(seqs(&store, &a), vec![3, 4]);

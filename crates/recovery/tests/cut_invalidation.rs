@@ -7,15 +7,14 @@
 mod common;
 
 use actionstate_core::{ActionId, Event, EventId, LogRecord, MissReason, StateLog, Trigger};
-use actionstate_recovery::{ActionStateStore, Begin, Ownership, Round, StoreConfig};
+use actionstate_recovery::{ActionStateStore, Begin, CheckpointForm, Round, StoreConfig};
 use common::{Backend, Env, Faulty, event, input, key};
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Begins `action` and, unless it is reused, completes it with `outputs`. Returns the outputs
 /// it recorded.
-async fn step<L: StateLog>(
-    store: &ActionStateStore<L>,
+async fn step<L: StateLog, F: CheckpointForm>(
+    store: &ActionStateStore<L, F>,
     round: &Round,
     action: &ActionId,
     ev: &Event,
@@ -31,8 +30,8 @@ async fn step<L: StateLog>(
 }
 
 /// The recorded state of `action`, which must be reusable.
-async fn reused<L: StateLog>(
-    store: &ActionStateStore<L>,
+async fn reused<L: StateLog, F: CheckpointForm>(
+    store: &ActionStateStore<L, F>,
     round: &Round,
     action: &ActionId,
     ev: &Event,
@@ -60,8 +59,8 @@ async fn cut_invalidation(backend: Backend) {
         let env = Env::new(backend);
         let log = Faulty::wrap(env.open().await);
         let faults = Arc::clone(log.faults());
-        let store = ActionStateStore::new(log, StoreConfig::default());
-        let marker = store.snapshot(1).await.unwrap().marker;
+        let store = ActionStateStore::new_two_phase(log, StoreConfig::default());
+        let before = store.snapshot(1).await.unwrap();
 
         // Round 0: the root emits one event, the producer two identical ones, a child runs on
         // each.
@@ -89,9 +88,8 @@ async fn cut_invalidation(backend: Backend) {
         assert!(store.complete(handle, twins(), Vec::new()).await.is_err(), "the cut write fails");
         drop(store);
 
-        // A new store rebuilds from the marker taken before, and the runtime replays round 0.
-        let store = ActionStateStore::new(env.open().await, StoreConfig::default());
-        store.rebuild(&[marker], &Ownership::All, &HashMap::new()).await.unwrap();
+        // A new store restores the snapshot taken before, and the runtime replays round 0.
+        let store = env.restored(&[before]).await;
         let r_again = reused(&store, &round, &root, &ev, &Trigger::Input).await;
         assert_eq!(r_again.outputs(), r_out.as_slice());
         let handle = match store.begin(&round, &producer, &r_out[0], &on_r).await.unwrap() {

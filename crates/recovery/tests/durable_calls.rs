@@ -4,17 +4,24 @@
 
 mod common;
 
-use actionstate_core::{CallResult, CallStatus, Event, IdempotencyKey, KeyId, Marker, StateKey, StateLog};
+use actionstate_core::{CallResult, CallStatus, Event, IdempotencyKey, KeyId, StateKey, StateLog};
 use actionstate_memory::MemoryLog;
-use actionstate_recovery::{ActionStateStore, AnyLog, Call, CallSource, Ownership, StoreConfig};
+use actionstate_recovery::{
+    ActionStateStore, AnyLog, Call, CallSource, DurableCall, Ownership, Snapshot, StoreConfig, TwoPhase,
+};
 use actionstate_testkit::Hold;
 use common::*;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 fn digest(n: u8) -> [u8; 32] {
     [n; 32]
+}
+
+/// A call to `function_id` whose argument digest is pinned to `digest(n)`, so that the tests
+/// can spell out the journal slots and idempotency keys it must produce.
+fn durable(function_id: &str, n: u8) -> DurableCall<'_> {
+    DurableCall::new(function_id).args_digest(digest(n))
 }
 
 fn executed(output: actionstate_recovery::CallOutput) -> Call {
@@ -48,39 +55,51 @@ fn runs(counter: &AtomicUsize) -> usize {
     counter.load(Ordering::SeqCst)
 }
 
-/// Restores `marker` into a new store over `env` (the previous store must be dropped).
-async fn restore(env: &Env, marker: &Marker) -> ActionStateStore<AnyLog> {
-    let store = env.store().await;
-    store.rebuild(std::slice::from_ref(marker), &Ownership::All, &HashMap::new()).await.unwrap();
+/// Restores `snapshot` into a new store over `log`, as the process that replaces a crashed one
+/// does.
+async fn restore_over(log: &FaultyMemory, snapshot: &Snapshot) -> ActionStateStore<FaultyMemory, TwoPhase> {
+    let (store, _) = ActionStateStore::restore(
+        log.reopen(),
+        StoreConfig::default(),
+        &Ownership::All,
+        std::slice::from_ref(snapshot),
+    )
+    .await
+    .unwrap();
     store
+}
+
+/// Restores `snapshot` into a new store over `env` (the previous store must be dropped).
+async fn restore(env: &Env, snapshot: &Snapshot) -> ActionStateStore<AnyLog, TwoPhase> {
+    env.restored(std::slice::from_ref(snapshot)).await
 }
 
 async fn resume_after_crash(backend: Backend) {
     let env = Env::new(backend);
     let (k, inp) = (key("calls-resume"), input(1));
     let count = AtomicUsize::new(0);
-    let (marker, sk) = {
-        let store = env.store().await;
-        let marker = store.snapshot(0).await.unwrap().marker;
+    let (snapshot, sk) = {
+        let store = env.two_phase().await;
+        let snapshot = store.snapshot(0).await.unwrap();
         let mut h = fresh(&store, k, 0, &inp).await;
-        let a = store.call(&mut h, "llm.complete", digest(1), counted(&count, Ok(b"answer".to_vec()))).await.unwrap();
+        let a = store.call(&mut h, durable("llm.complete", 1), counted(&count, Ok(b"answer".to_vec()))).await.unwrap();
         assert_eq!(a, executed(Ok(b"answer".to_vec())));
-        let b = store.call(&mut h, "tool.search", digest(2), counted(&count, Ok(b"hits".to_vec()))).await.unwrap();
+        let b = store.call(&mut h, durable("tool.search", 2), counted(&count, Ok(b"hits".to_vec()))).await.unwrap();
         assert_eq!(b, executed(Ok(b"hits".to_vec())));
-        (marker, *h.key())
+        (snapshot, *h.key())
         // Crash: the store goes away with the action unfinished.
     };
-    let store = restore(&env, &marker).await;
+    let store = restore(&env, &snapshot).await;
     let again = replayed(&inp);
     let mut h = resume(&store, k, 0, &again).await;
     assert_eq!(*h.key(), sk);
     assert_eq!(h.journal().len(), 2, "the pending journal was not recovered");
-    let a = store.call(&mut h, "llm.complete", digest(1), counted(&count, Ok(b"other".to_vec()))).await.unwrap();
+    let a = store.call(&mut h, durable("llm.complete", 1), counted(&count, Ok(b"other".to_vec()))).await.unwrap();
     assert_eq!(a, journal(Ok(b"answer".to_vec())));
-    let b = store.call(&mut h, "tool.search", digest(2), counted(&count, Ok(b"other".to_vec()))).await.unwrap();
+    let b = store.call(&mut h, durable("tool.search", 2), counted(&count, Ok(b"other".to_vec()))).await.unwrap();
     assert_eq!(b, journal(Ok(b"hits".to_vec())));
     assert_eq!(runs(&count), 2, "a journaled call ran again");
-    let c = store.call(&mut h, "mail.send", digest(3), counted(&count, Ok(b"sent".to_vec()))).await.unwrap();
+    let c = store.call(&mut h, durable("mail.send", 3), counted(&count, Ok(b"sent".to_vec()))).await.unwrap();
     assert_eq!(c, executed(Ok(b"sent".to_vec())));
     assert_eq!(runs(&count), 3);
     store.complete(h, vec![], vec![]).await.unwrap();
@@ -93,25 +112,25 @@ async fn mismatch_truncates(backend: Backend) {
     let env = Env::new(backend);
     let (k, inp) = (key("calls-mismatch"), input(2));
     let count = AtomicUsize::new(0);
-    let marker = {
-        let store = env.store().await;
-        let marker = store.snapshot(0).await.unwrap().marker;
+    let snapshot = {
+        let store = env.two_phase().await;
+        let snapshot = store.snapshot(0).await.unwrap();
         let mut h = fresh(&store, k, 0, &inp).await;
         for (n, f) in [(1, "a"), (2, "b"), (3, "c")] {
-            store.call(&mut h, f, digest(n), counted(&count, Ok(f.as_bytes().to_vec()))).await.unwrap();
+            store.call(&mut h, durable(f, n), counted(&count, Ok(f.as_bytes().to_vec()))).await.unwrap();
         }
-        marker
+        snapshot
     };
-    let store = restore(&env, &marker).await;
+    let store = restore(&env, &snapshot).await;
     let mut h = resume(&store, k, 0, &replayed(&inp)).await;
     let sk = *h.key();
     assert_eq!(h.journal().len(), 3);
     assert_eq!(
-        store.call(&mut h, "a", digest(1), counted(&count, Ok(vec![]))).await.unwrap(),
+        store.call(&mut h, durable("a", 1), counted(&count, Ok(vec![]))).await.unwrap(),
         journal(Ok(b"a".to_vec()))
     );
     // Slot 1 recorded `b` with digest 2; the replay now calls `b` with other arguments.
-    let x = store.call(&mut h, "b", digest(9), counted(&count, Ok(b"x".to_vec()))).await.unwrap();
+    let x = store.call(&mut h, durable("b", 9), counted(&count, Ok(b"x".to_vec()))).await.unwrap();
     assert_eq!(x, executed(Ok(b"x".to_vec())));
     assert_eq!(runs(&count), 4);
     let want = vec![slot("a", 1, ok(b"a")), slot("b", 9, ok(b"x"))];
@@ -120,11 +139,11 @@ async fn mismatch_truncates(backend: Backend) {
     let indexed = store.with_index(|ix| ix.get(&sk).cloned()).unwrap();
     assert_eq!(indexed.state().unwrap().calls(), want.as_slice());
     // The old slot 2 is gone: `c` runs again.
-    let c = store.call(&mut h, "c", digest(3), counted(&count, Ok(b"c2".to_vec()))).await.unwrap();
+    let c = store.call(&mut h, durable("c", 3), counted(&count, Ok(b"c2".to_vec()))).await.unwrap();
     assert_eq!(c, executed(Ok(b"c2".to_vec())));
     assert_eq!(runs(&count), 5);
     drop(store);
-    let store = restore(&env, &marker).await;
+    let store = restore(&env, &snapshot).await;
     let h = resume(&store, k, 0, &replayed(&inp)).await;
     assert_eq!(h.journal(), [want[0].clone(), want[1].clone(), slot("c", 3, ok(b"c2"))].as_slice());
 }
@@ -135,18 +154,18 @@ async fn replay_one(backend: Backend, output: actionstate_recovery::CallOutput, 
     let env = Env::new(backend);
     let (k, inp) = (key("calls-replay-one"), input(3));
     let count = AtomicUsize::new(0);
-    let marker = {
-        let store = env.store().await;
-        let marker = store.snapshot(0).await.unwrap().marker;
+    let snapshot = {
+        let store = env.two_phase().await;
+        let snapshot = store.snapshot(0).await.unwrap();
         let mut h = fresh(&store, k, 0, &inp).await;
-        let first = store.call(&mut h, "f", digest(4), counted(&count, output.clone())).await.unwrap();
+        let first = store.call(&mut h, durable("f", 4), counted(&count, output.clone())).await.unwrap();
         assert_eq!(first, executed(output.clone()));
-        marker
+        snapshot
     };
-    let store = restore(&env, &marker).await;
+    let store = restore(&env, &snapshot).await;
     let mut h = resume(&store, k, 0, &replayed(&inp)).await;
     assert_eq!(h.journal(), [slot("f", 4, status)].as_slice());
-    let again = store.call(&mut h, "f", digest(4), counted(&count, Ok(b"must not run".to_vec()))).await.unwrap();
+    let again = store.call(&mut h, durable("f", 4), counted(&count, Ok(b"must not run".to_vec()))).await.unwrap();
     assert_eq!(again, journal(output));
     assert_eq!(runs(&count), 1);
 }
@@ -171,14 +190,14 @@ async fn failed_persist_fails_the_call_and_withholds_its_result() {
     let sk = *h.key();
     let records_before = records(&log).await;
     log.faults().fail_nth_append(1);
-    let err = store.call(&mut h, "llm", digest(1), counted(&count, Ok(b"lost".to_vec()))).await.unwrap_err();
+    let err = store.call(&mut h, durable("llm", 1), counted(&count, Ok(b"lost".to_vec()))).await.unwrap_err();
     assert!(err.is_retryable(), "{err}");
     assert_eq!(runs(&count), 1);
     assert!(h.journal().is_empty() && h.cursor() == 0, "the handle kept a result that is not durable");
     assert!(store.with_index(|ix| ix.get(&sk).is_none()), "a state whose write failed is indexed");
     assert_eq!(records(&log).await, records_before);
     // The retry runs the call again and its result is durable before it is returned.
-    let c = store.call(&mut h, "llm", digest(1), counted(&count, Ok(b"kept".to_vec()))).await.unwrap();
+    let c = store.call(&mut h, durable("llm", 1), counted(&count, Ok(b"kept".to_vec()))).await.unwrap();
     assert_eq!(c, executed(Ok(b"kept".to_vec())));
     assert_eq!(logged_journal(&log, &sk).await, vec![slot("llm", 1, ok(b"kept"))]);
 }
@@ -195,17 +214,11 @@ async fn pending_before_running(backend: Backend) {
     let reconciled = AtomicUsize::new(0);
     let seen_ref = &seen;
     let c = store
-        .call_reconciled(
-            &mut h,
-            "mail.send",
-            digest(5),
-            move || async move {
-                // The side effect happens here; the log must already say it may have.
-                *seen_ref.lock().unwrap() = Some((records(log).await, logged_journal(log, &sk).await));
-                Ok(b"sent".to_vec())
-            },
-            counted(&reconciled, Ok(vec![])),
-        )
+        .call(&mut h, durable("mail.send", 5).reconcile(counted(&reconciled, Ok(vec![]))), move |_| async move {
+            // The side effect happens here; the log must already say it may have.
+            *seen_ref.lock().unwrap() = Some((records(log).await, logged_journal(log, &sk).await));
+            Ok(b"sent".to_vec())
+        })
         .await
         .unwrap();
     assert_eq!(c, executed(Ok(b"sent".to_vec())));
@@ -219,56 +232,51 @@ async fn pending_before_running(backend: Backend) {
 on_every_backend!(reconcile_mode_persists_a_pending_slot_before_running, pending_before_running);
 
 /// A memory-backed store in which `mail.send` was called in reconcile mode and the process
-/// crashed between the side effect and the write of its result. Returns the marker to
-/// restore, the log, and the input.
+/// crashed between the side effect and the write of its result. Returns the snapshot to
+/// restore and the log.
 async fn crash_after_side_effect(
     k: KeyId,
     inp: &Event,
     sent: &AtomicUsize,
     with_prefix: bool,
-) -> (Marker, FaultyMemory) {
+) -> (Snapshot, FaultyMemory) {
     let log = faulty_memory(PARTITIONS);
-    let store = ActionStateStore::new(log.reopen(), StoreConfig::default());
-    let marker = store.snapshot(0).await.unwrap().marker;
+    let store = ActionStateStore::new_two_phase(log.reopen(), StoreConfig::default());
+    let before = store.snapshot(0).await.unwrap();
     let mut h = fresh(&store, k, 0, inp).await;
     let unused = AtomicUsize::new(0);
     if with_prefix {
-        store.call(&mut h, "llm", digest(1), counted(&unused, Ok(b"draft".to_vec()))).await.unwrap();
+        store.call(&mut h, durable("llm", 1), counted(&unused, Ok(b"draft".to_vec()))).await.unwrap();
     }
     // The PENDING slot lands; the result's write does not.
     log.faults().fail_nth_append(2);
     let err = store
-        .call_reconciled(
+        .call(
             &mut h,
-            "mail.send",
-            digest(5),
+            durable("mail.send", 5).reconcile(counted(&unused, Ok(vec![]))),
             counted(sent, Ok(b"sent".to_vec())),
-            counted(&unused, Ok(vec![])),
         )
         .await
         .unwrap_err();
     assert!(err.is_retryable(), "{err}");
     assert_eq!(runs(sent), 1);
-    (marker, log)
+    (before, log)
 }
 
 #[tokio::test]
 async fn reconcile_mode_hands_a_pending_slot_to_the_reconciler_after_a_crash() {
     let (k, inp) = (key("calls-reconcile-crash"), input(6));
     let (sent, reconciled) = (AtomicUsize::new(0), AtomicUsize::new(0));
-    let (marker, log) = crash_after_side_effect(k, &inp, &sent, false).await;
+    let (before, log) = crash_after_side_effect(k, &inp, &sent, false).await;
 
-    let store = ActionStateStore::new(log.reopen(), StoreConfig::default());
-    store.rebuild(std::slice::from_ref(&marker), &Ownership::All, &HashMap::new()).await.unwrap();
+    let store = restore_over(&log, &before).await;
     let mut h = resume(&store, k, 0, &replayed(&inp)).await;
     assert_eq!(h.journal(), [slot("mail.send", 5, pending(h.key(), 0, "mail.send", 5))].as_slice());
     let c = store
-        .call_reconciled(
+        .call(
             &mut h,
-            "mail.send",
-            digest(5),
+            durable("mail.send", 5).reconcile(counted(&reconciled, Ok(b"found in outbox".to_vec()))),
             counted(&sent, Ok(b"sent again".to_vec())),
-            counted(&reconciled, Ok(b"found in outbox".to_vec())),
         )
         .await
         .unwrap();
@@ -278,11 +286,10 @@ async fn reconcile_mode_hands_a_pending_slot_to_the_reconciler_after_a_crash() {
     drop(store);
 
     // Once reconciled, the result replays from the journal.
-    let store = ActionStateStore::new(log.reopen(), StoreConfig::default());
-    store.rebuild(&[marker], &Ownership::All, &HashMap::new()).await.unwrap();
+    let store = restore_over(&log, &before).await;
     let mut h = resume(&store, k, 0, &replayed(&inp)).await;
     let c = store
-        .call_reconciled(&mut h, "mail.send", digest(5), counted(&sent, Ok(vec![])), counted(&reconciled, Ok(vec![])))
+        .call(&mut h, durable("mail.send", 5).reconcile(counted(&reconciled, Ok(vec![]))), counted(&sent, Ok(vec![])))
         .await
         .unwrap();
     assert_eq!(c, journal(Ok(b"found in outbox".to_vec())));
@@ -293,23 +300,20 @@ async fn reconcile_mode_hands_a_pending_slot_to_the_reconciler_after_a_crash() {
 async fn reconcile_mode_mismatch_truncates_and_runs_the_call() {
     let (k, inp) = (key("calls-reconcile-mismatch"), input(7));
     let (sent, reconciled) = (AtomicUsize::new(0), AtomicUsize::new(0));
-    let (marker, log) = crash_after_side_effect(k, &inp, &sent, true).await;
+    let (before, log) = crash_after_side_effect(k, &inp, &sent, true).await;
 
-    let store = ActionStateStore::new(log.reopen(), StoreConfig::default());
-    store.rebuild(&[marker], &Ownership::All, &HashMap::new()).await.unwrap();
+    let store = restore_over(&log, &before).await;
     let mut h = resume(&store, k, 0, &replayed(&inp)).await;
     assert_eq!(h.journal().len(), 2);
     let unused = AtomicUsize::new(0);
-    let first = store.call(&mut h, "llm", digest(1), counted(&unused, Ok(vec![]))).await.unwrap();
+    let first = store.call(&mut h, durable("llm", 1), counted(&unused, Ok(vec![]))).await.unwrap();
     assert_eq!(first, journal(Ok(b"draft".to_vec())));
     // The PENDING slot is for other arguments: not this call's outcome to reconcile.
     let c = store
-        .call_reconciled(
+        .call(
             &mut h,
-            "mail.send",
-            digest(6),
+            durable("mail.send", 6).reconcile(counted(&reconciled, Ok(vec![]))),
             counted(&sent, Ok(b"sent v2".to_vec())),
-            counted(&reconciled, Ok(vec![])),
         )
         .await
         .unwrap();
@@ -329,12 +333,10 @@ async fn reconcile_mode_retry_after_a_failed_result_write_goes_to_the_reconciler
     let mut h = fresh(&store, k, 0, &inp).await;
     log.faults().fail_nth_append(2);
     let err = store
-        .call_reconciled(
+        .call(
             &mut h,
-            "mail.send",
-            digest(5),
+            durable("mail.send", 5).reconcile(counted(&reconciled, Ok(vec![]))),
             counted(&sent, Ok(b"sent".to_vec())),
-            counted(&reconciled, Ok(vec![])),
         )
         .await
         .unwrap_err();
@@ -343,12 +345,10 @@ async fn reconcile_mode_retry_after_a_failed_result_write_goes_to_the_reconciler
     assert_eq!(logged_journal(&log, h.key()).await, vec![slot("mail.send", 5, pending(h.key(), 0, "mail.send", 5))]);
     assert_eq!(h.journal(), [slot("mail.send", 5, pending(h.key(), 0, "mail.send", 5))].as_slice());
     let c = store
-        .call_reconciled(
+        .call(
             &mut h,
-            "mail.send",
-            digest(5),
+            durable("mail.send", 5).reconcile(counted(&reconciled, Ok(b"found".to_vec()))),
             counted(&sent, Ok(b"sent twice".to_vec())),
-            counted(&reconciled, Ok(b"found".to_vec())),
         )
         .await
         .unwrap();
@@ -370,38 +370,36 @@ async fn dropped_call_never_returns_a_result_that_is_not_durable() {
     let sk = *h.key();
     gate.faults().hold_appends(Hold::BeforeAppend);
     let dropped =
-        tokio::time::timeout(wait, store.call(&mut h, "llm", digest(1), counted(&count, Ok(b"one".to_vec()))));
+        tokio::time::timeout(wait, store.call(&mut h, durable("llm", 1), counted(&count, Ok(b"one".to_vec()))));
     assert!(dropped.await.is_err(), "the held write completed");
     assert_eq!(runs(&count), 1);
     gate.faults().hold_appends(Hold::Off);
-    let c = store.call(&mut h, "llm", digest(1), counted(&count, Ok(b"two".to_vec()))).await.unwrap();
+    let c = store.call(&mut h, durable("llm", 1), counted(&count, Ok(b"two".to_vec()))).await.unwrap();
     let logged = logged_journal(&memory, &sk).await;
     assert_eq!(logged.first().map(|s| &s.status), Some(&CallStatus::Succeeded { result: c.output.clone().unwrap() }));
     assert_eq!(h.journal(), logged.as_slice(), "the handle and the log disagree");
 
-    // `call_reconciled`: the PENDING slot is durable, the call ran, the result write is held.
+    // Reconcile mode: the PENDING slot is durable, the call ran, the result write is held.
     let mut h = fresh(&store, key("calls-dropped-reconciled"), 0, &input(10)).await;
     let sk = *h.key();
     let (sent, reconciled) = (AtomicUsize::new(0), AtomicUsize::new(0));
-    let hold_after_running = || {
+    let hold_after_running = |key| {
         gate.faults().hold_appends(Hold::BeforeAppend);
-        counted(&sent, Ok(b"sent".to_vec()))()
+        counted(&sent, Ok(b"sent".to_vec()))(key)
     };
     let dropped = tokio::time::timeout(
         wait,
-        store.call_reconciled(&mut h, "mail.send", digest(5), hold_after_running, counted(&reconciled, Ok(vec![]))),
+        store.call(&mut h, durable("mail.send", 5).reconcile(counted(&reconciled, Ok(vec![]))), hold_after_running),
     );
     assert!(dropped.await.is_err(), "the held write completed");
     assert_eq!(runs(&sent), 1);
     assert_eq!(logged_journal(&memory, &sk).await, vec![slot("mail.send", 5, pending(&sk, 0, "mail.send", 5))]);
     gate.faults().hold_appends(Hold::Off);
     let c = store
-        .call_reconciled(
+        .call(
             &mut h,
-            "mail.send",
-            digest(5),
+            durable("mail.send", 5).reconcile(counted(&reconciled, Ok(b"found".to_vec()))),
             counted(&sent, Ok(b"sent twice".to_vec())),
-            counted(&reconciled, Ok(b"found".to_vec())),
         )
         .await
         .unwrap();
@@ -431,7 +429,7 @@ async fn write_costs(backend: Backend) {
     let (r, a) = (records(log).await, appends());
     let mut h = fresh(&store, key("cost-calls"), 0, &input(2)).await;
     for n in 0..3 {
-        store.call(&mut h, "f", digest(n), counted(&count, Ok(vec![n]))).await.unwrap();
+        store.call(&mut h, durable("f", n), counted(&count, Ok(vec![n]))).await.unwrap();
     }
     store.complete(h, vec![], vec![]).await.unwrap();
     cost.push((records(log).await - r, appends().map(|n| n - a.unwrap())));
@@ -441,7 +439,7 @@ async fn write_costs(backend: Backend) {
     let mut h = fresh(&store, key("cost-reconciled"), 0, &input(3)).await;
     for n in 0..2 {
         store
-            .call_reconciled(&mut h, "g", digest(n), counted(&count, Ok(vec![])), counted(&count, Ok(vec![])))
+            .call(&mut h, durable("g", n).reconcile(counted(&count, Ok(vec![]))), counted(&count, Ok(vec![])))
             .await
             .unwrap();
     }

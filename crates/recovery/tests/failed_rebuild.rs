@@ -1,7 +1,8 @@
-//! A failed rebuild releases what it took: every error path returns only once each partition
+//! A failed restore releases what it took: every error path returns only once each partition
 //! reader it started has stopped, so that the embedded store's directory can be opened again
-//! the moment the store is dropped. Each error path (a corrupt record, a stalled read, the
-//! overall deadline) runs 100 times; every reopen must succeed at once.
+//! the moment the restore returns. Each error path (a corrupt record, a stalled read, the
+//! overall deadline) runs 100 times; every reopen must succeed at once, and the failed restore
+//! must leave the log and its current writer as they were.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 mod common;
@@ -10,8 +11,7 @@ use actionstate_core::{
     ActionId, Error, InvalidationReason, KeyId, LogRecord, Marker, StateKey, StateLog, Trigger, WireRecord, codec,
 };
 use actionstate_recovery::{ActionStateStore, AnyLog, LogConfig, Ownership, StoreConfig, StoreError};
-use common::{PARTITIONS, SlowReads, input, key, process, with_slow_reads};
-use std::collections::HashMap;
+use common::{PARTITIONS, SlowReads, at_marker, input, key, process, with_slow_reads};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -62,22 +62,38 @@ async fn data(dir: &Path, corrupt: bool) -> Marker {
     start
 }
 
-/// Fails a rebuild `REPETITIONS` times as `config` and `first` make it fail, each time
-/// dropping the store and opening the directory again at once. Returns the failed reopens.
+/// Fails a restore `REPETITIONS` times as `config` and `first` make it fail, each time
+/// dropping every handle and opening the directory again at once. Fails on any reopen that
+/// does not succeed at once.
 async fn fail_drop_reopen(first: SlowReads, corrupt: bool, config: StoreConfig, check: fn(&StoreError) -> bool) {
     let dir = tempfile::tempdir().unwrap();
-    let marker = data(dir.path(), corrupt).await;
+    let start = at_marker(&data(dir.path(), corrupt).await);
     let mut failed_reopens = Vec::new();
     let mut log = open(dir.path()).await.unwrap();
     for i in 0..REPETITIONS {
-        let store = ActionStateStore::new(with_slow_reads(log, first), config.clone());
+        // The embedded store takes one handle at a time: the writer and the failing restore
+        // share it.
+        let shared = Arc::new(log);
+        let writer = ActionStateStore::new(Arc::clone(&shared), config.clone());
         let k = key(&format!("kept-{i}"));
-        process(&store, k, 0, &input(1)).await.unwrap();
-        let before = store.stats();
-        let err = store.rebuild(std::slice::from_ref(&marker), &Ownership::All, &HashMap::new()).await.unwrap_err();
+        process(&writer, k, 0, &input(1)).await.unwrap();
+        let (before, end) = (writer.stats(), shared.end_offsets().await.unwrap());
+        let restore = ActionStateStore::restore(
+            with_slow_reads(Arc::clone(&shared), first),
+            config.clone(),
+            &Ownership::All,
+            std::slice::from_ref(&start),
+        );
+        let err = restore.await.unwrap_err();
         assert!(check(&err), "repetition {i}: unexpected error {err}");
-        assert_eq!(store.stats(), before, "repetition {i}: a failed rebuild changed the store");
-        drop(store);
+        // Nothing of the failed restore stays: no record in the log (no fence, so the writer is
+        // still the owner), and the writer's index as it was.
+        assert_eq!(shared.end_offsets().await.unwrap(), end, "repetition {i}: a failed restore appended to the log");
+        assert_eq!(writer.stats(), before, "repetition {i}: a failed restore changed the writer's index");
+        drop(writer);
+        let handles = Arc::strong_count(&shared);
+        assert_eq!(handles, 1, "repetition {i}: a failed restore kept a handle on the log");
+        drop(shared);
         log = match open(dir.path()).await {
             Ok(log) => log,
             Err(e) => {

@@ -7,14 +7,19 @@
 
 mod common;
 
-use actionstate_core::{CallStatus, IdempotencyKey, Marker, Ownership};
-use actionstate_recovery::{ActionStateStore, CallOutput, StoreConfig};
+use actionstate_core::{CallStatus, IdempotencyKey};
+use actionstate_recovery::{ActionStateStore, CallOutput, DurableCall, Snapshot, StoreConfig};
 use common::{Backend, Env, fresh, input, key, replayed, resume};
-use std::collections::HashMap;
 use std::sync::Mutex;
 
 fn digest(n: u8) -> [u8; 32] {
     [n; 32]
+}
+
+/// A call to `function_id` whose argument digest is pinned to `digest(n)`: the keys compared
+/// below are derived from it.
+fn durable(function_id: &str, n: u8) -> DurableCall<'_> {
+    DurableCall::new(function_id).args_digest(digest(n))
 }
 
 /// A call body that records the key it was handed.
@@ -35,24 +40,23 @@ async fn a_call_keeps_its_key_across_a_crash_and_a_rebuild(backend: Backend) {
     let env = Env::new(backend);
     let (k, inp) = (key("idem-crash"), input(1));
     let seen = Mutex::new(Vec::new());
-    let marker: Marker = {
-        let store = env.store().await;
-        let marker = store.snapshot(0).await.unwrap().marker;
+    let before: Snapshot = {
+        let store = env.two_phase().await;
+        let before = store.snapshot(0).await.unwrap();
         let mut h = fresh(&store, k, 0, &inp).await;
         let first = h.next_call_key("llm.complete", &digest(1));
-        store.call_keyed(&mut h, "llm.complete", digest(1), keeping(&seen, b"draft")).await.unwrap();
+        store.call(&mut h, durable("llm.complete", 1), keeping(&seen, b"draft")).await.unwrap();
         assert_eq!(seen.lock().unwrap()[0], first, "the closure gets the key next_call_key gave");
         // The second call's effect happens; the process dies before its result is written.
         seen.lock().unwrap().push(h.next_call_key("payments.charge", &digest(2)));
-        marker
+        before
     };
-    let store = env.store().await;
-    store.rebuild(std::slice::from_ref(&marker), &Ownership::All, &HashMap::new()).await.unwrap();
+    let store = env.restored(&[before]).await;
     // A replay with new event ids resumes the action from its journal.
     let mut h = resume(&store, k, 0, &replayed(&inp)).await;
-    let c = store.call_keyed(&mut h, "llm.complete", digest(1), keeping(&seen, b"again")).await.unwrap();
+    let c = store.call(&mut h, durable("llm.complete", 1), keeping(&seen, b"again")).await.unwrap();
     assert_eq!(c.output, Ok(b"draft".to_vec()), "the first call replays from the journal");
-    store.call_keyed(&mut h, "payments.charge", digest(2), keeping(&seen, b"charged")).await.unwrap();
+    store.call(&mut h, durable("payments.charge", 2), keeping(&seen, b"charged")).await.unwrap();
     let seen = seen.lock().unwrap();
     assert_eq!(seen.len(), 3, "{seen:?}");
     assert_eq!(seen[2], seen[1], "the call that ran again has the key it ran with before");
@@ -66,42 +70,31 @@ async fn the_reconciler_asks_with_the_key_the_call_was_made_with(backend: Backen
     let env = Env::new(backend);
     let (k, inp) = (key("idem-reconcile"), input(2));
     let made = Mutex::new(Vec::new());
-    let marker = {
-        let store = env.store().await;
-        let marker = store.snapshot(0).await.unwrap().marker;
+    let before = {
+        let store = env.two_phase().await;
+        let before = store.snapshot(0).await.unwrap();
         let mut h = fresh(&store, k, 0, &inp).await;
         // The PENDING slot is durable once the call body runs: stop right there, as a crash
         // between the effect and its result would.
-        let call = store.call_reconciled_keyed(
-            &mut h,
-            "mail.send",
-            digest(5),
-            |key| {
-                made.lock().unwrap().push(key);
-                std::future::pending::<CallOutput>()
-            },
-            |_| std::future::ready(Ok(Vec::new())),
-        );
+        let reconcile = |_| std::future::ready(Ok(Vec::new()));
+        let call = store.call(&mut h, durable("mail.send", 5).reconcile(reconcile), |key| {
+            made.lock().unwrap().push(key);
+            std::future::pending::<CallOutput>()
+        });
         assert!(tokio::time::timeout(std::time::Duration::from_millis(200), call).await.is_err());
-        marker
+        before
     };
-    let store = env.store().await;
-    store.rebuild(std::slice::from_ref(&marker), &Ownership::All, &HashMap::new()).await.unwrap();
+    let store = env.restored(&[before]).await;
     let mut h = resume(&store, k, 0, &replayed(&inp)).await;
     let made = made.lock().unwrap()[0].clone();
     assert_eq!(h.journal()[0].status, CallStatus::Pending { key: Some(made.clone()) }, "the slot carries the key");
     let asked = Mutex::new(None);
+    let reconcile = |key| {
+        *asked.lock().unwrap() = Some(key);
+        std::future::ready(Ok(b"it was sent".to_vec()))
+    };
     store
-        .call_reconciled_keyed(
-            &mut h,
-            "mail.send",
-            digest(5),
-            |_| std::future::ready(Ok(b"sent twice".to_vec())),
-            |key| {
-                *asked.lock().unwrap() = Some(key);
-                std::future::ready(Ok(b"it was sent".to_vec()))
-            },
-        )
+        .call(&mut h, durable("mail.send", 5).reconcile(reconcile), |_| std::future::ready(Ok(b"sent twice".to_vec())))
         .await
         .unwrap();
     assert_eq!(asked.lock().unwrap().clone(), Some(made));
@@ -114,19 +107,19 @@ async fn a_repaired_history_calls_under_new_keys(backend: Backend) {
     let env = Env::new(backend);
     let (k, inp) = (key("idem-repair"), input(3));
     let seen = Mutex::new(Vec::new());
-    let store = env.store_keeping_all().await;
-    let marker = store.snapshot(0).await.unwrap().marker;
+    let store = env.two_phase_keeping_all().await;
+    let before = store.snapshot(0).await.unwrap();
     let mut h = fresh(&store, k, 0, &inp).await;
     assert_eq!(h.incarnation(), 0);
-    store.call_keyed(&mut h, "tool.fetch", digest(1), keeping(&seen, b"bad answer")).await.unwrap();
+    store.call(&mut h, durable("tool.fetch", 1), keeping(&seen, b"bad answer")).await.unwrap();
     store.invalidate(k, 0, "the tool answered wrongly").await.unwrap();
     let mut h = fresh(&store, k, 0, &replayed(&inp)).await;
     assert_eq!(h.incarnation(), 1, "the repair removed this state once");
-    store.call_keyed(&mut h, "tool.fetch", digest(1), keeping(&seen, b"good answer")).await.unwrap();
+    store.call(&mut h, durable("tool.fetch", 1), keeping(&seen, b"good answer")).await.unwrap();
     drop((h, store));
-    // A rebuild from before the repair replays the first run and the repair: the same keys.
-    let store = env.store_keeping_all().await;
-    store.rebuild(std::slice::from_ref(&marker), &Ownership::All, &HashMap::new()).await.unwrap();
+    // A restore from before the repair replays the first run and the repair: the same keys.
+    let keep_all = StoreConfig { retention: actionstate_recovery::Retention::KeepAll, ..StoreConfig::default() };
+    let store = env.restored_with(keep_all, &[before]).await;
     let h = resume(&store, k, 0, &replayed(&inp)).await;
     assert_eq!(h.incarnation(), 1);
     let again = h.next_call_key("tool.fetch", &digest(1));

@@ -16,7 +16,7 @@
 mod common;
 
 use actionstate_core::{ActionId, Attributes, Event, IdempotencyKey, MissReason, Trigger, Value};
-use actionstate_recovery::{ActionStateStore, AnyLog, Begin, CallOutput, RestoreFrom, Round, StoreConfig};
+use actionstate_recovery::{ActionStateStore, AnyLog, Begin, CallOutput, DurableCall, RestoreFrom, Round, StoreConfig};
 use common::{Backend, Env};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
@@ -199,15 +199,17 @@ impl World {
         // that reaches it again after a restore from another line of history.
         let later: BTreeSet<(u64, u8)> = self.pending_or_completed(k).into_iter().filter(|(s, _)| *s > seq).collect();
         let event = input(k, seq, variant);
-        let round = Round::named(&name(k), seq, &event);
         let store = self.store.take().unwrap();
+        // Held from the lookup until the round is done: a round left by a crash is never
+        // finished, and a restore replays it.
+        let round = store.round(Round::named(&name(k), seq, &event));
         let begun = store.begin(&round, &ActionId::new("act"), &event, &Trigger::Input).await.unwrap();
         if matches!(begun, Begin::Fresh(_, MissReason::Absent)) && !later.is_empty() {
             queued.push((seq + 1, later));
         }
         let mut handle = match begun {
             Begin::Reuse(_) => {
-                store.round_completed(round.key, seq);
+                round.finish();
                 self.store = Some(store);
                 self.next[k] += 1;
                 return Ok(());
@@ -230,13 +232,13 @@ impl World {
                 let key = handle.next_call_key(&function, &digest);
                 self.saw((k, seq, variant, pos), incarnation, key.clone())?;
                 self.interrupted.insert((k, seq, variant, pos), (key, false));
-                drop(handle);
+                drop((handle, round));
                 self.store = Some(store);
                 self.restore(RestoreFrom::Latest).await;
                 return Ok(());
             }
             let mut got = None;
-            let call = store.call_keyed(&mut handle, &function, digest, |key| {
+            let call = store.call(&mut handle, DurableCall::new(&function).args_digest(digest), |key| {
                 got = Some(key);
                 std::future::ready::<CallOutput>(Ok(vec![1]))
             });
@@ -252,7 +254,7 @@ impl World {
             self.invalidated(k, from, &recorded);
         }
         store.complete(handle, Vec::new(), Vec::new()).await.unwrap();
-        store.round_completed(round.key, seq);
+        round.finish();
         self.store = Some(store);
         self.next[k] += 1;
         Ok(())

@@ -5,8 +5,8 @@
 
 use actionstate_core::{ActionId, Attributes, Event, KeyId, LogRecord, Marker, RangeRead, StateLog, Trigger, codec};
 use actionstate_memory::MemoryLog;
-use actionstate_recovery::{ActionStateStore, Begin, Ownership, Round, StoreConfig};
-use std::collections::HashMap;
+use actionstate_recovery::{ActionStateStore, Begin, DurableCall, Ownership, Round, Snapshot, StoreConfig};
+use std::sync::Arc;
 
 #[tokio::test]
 async fn a_named_round_records_its_label_and_a_rebuild_replays_it() {
@@ -24,13 +24,15 @@ async fn a_named_round_records_its_label_and_a_rebuild_replays_it() {
         let Begin::Fresh(mut handle, _) = store.begin(&round, &action, &input, &Trigger::Input).await.unwrap() else {
             panic!("a new key's action must start fresh");
         };
-        store.call(&mut handle, "llm.complete", [0; 32], || async { Ok(b"hi".to_vec()) }).await.unwrap();
+        let call = DurableCall::new("llm.complete").args_digest([0; 32]);
+        store.call(&mut handle, call, |_| async { Ok(b"hi".to_vec()) }).await.unwrap();
         store.complete(handle, vec![], vec![]).await.unwrap();
 
         // A restore replays the label with the state it reuses.
-        let restored = ActionStateStore::new(log.clone(), StoreConfig::default());
-        let start = Marker::new(log.identity().clone(), log.earliest_offsets().await.unwrap());
-        restored.rebuild(&[start], &Ownership::All, &HashMap::new()).await.unwrap();
+        let marker = Marker::new(log.identity().clone(), log.earliest_offsets().await.unwrap());
+        let start = Snapshot { checkpoint: 0, marker, completed: Arc::default() };
+        let (restored, _) =
+            ActionStateStore::restore(log.clone(), StoreConfig::default(), &Ownership::All, &[start]).await.unwrap();
         let Begin::Reuse(state) = restored.begin(&round, &action, &input, &Trigger::Input).await.unwrap() else {
             panic!("a completed action must be reused");
         };

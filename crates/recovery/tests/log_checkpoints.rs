@@ -10,7 +10,7 @@ use actionstate_core::{
     checkpoint_key_id, codec,
 };
 use actionstate_recovery::{ActionStateStore, RestoreFrom, Restored, StoreConfig, StoreError};
-use common::{Backend, Env, Faulty, PARTITIONS, STATES_PER_ROUND, input, key, process, replayed};
+use common::{Backend, Env, Faulty, PARTITIONS, STATES_PER_ROUND, finish_round, input, key, process, replayed};
 
 fn groups(owned: std::ops::Range<u16>) -> Ownership {
     Ownership::Groups { max_groups: 8, owned }
@@ -21,7 +21,7 @@ async fn serve<L: StateLog>(store: &ActionStateStore<L>, name: &str, seqs: std::
     let mut fresh = 0;
     for seq in seqs {
         let outcome = process(store, key(name), seq, &input(seq as i64)).await.unwrap();
-        store.round_completed(key(name), seq);
+        finish_round(store, key(name), seq);
         fresh += outcome.fresh;
     }
     fresh
@@ -114,7 +114,7 @@ async fn a_large_checkpoint_is_written_in_parts_and_counts_only_with_its_commit(
         async move {
             for k in 0..keys {
                 common::process(store, key(&format!("k{k}")), seq, &input(seq as i64)).await.unwrap();
-                store.round_completed(key(&format!("k{k}")), seq);
+                finish_round(store, key(&format!("k{k}")), seq);
             }
         }
     };

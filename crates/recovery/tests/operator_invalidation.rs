@@ -8,11 +8,13 @@
 mod common;
 
 use actionstate_core::{
-    AuditDetail, Error, InvalidationReason, KeyId, LogRecord, MAX_OPERATOR_TEXT, Marker, StateKey, StateLog,
+    AuditDetail, Error, InvalidationReason, KeyId, LogRecord, MAX_OPERATOR_TEXT, StateKey, StateLog,
 };
-use actionstate_recovery::{ActionStateStore, Ownership, StoreConfig, StoreError};
-use common::{Backend, Env, Faulty, Outcome, STATES_PER_ROUND, input, key, process, replayed};
-use std::collections::{BTreeSet, HashMap};
+use actionstate_recovery::{
+    ActionStateStore, AnyLog, CheckpointForm, Ownership, Restored, Snapshot, StoreConfig, StoreError, TwoPhase,
+};
+use common::{Backend, Env, Faulty, Outcome, STATES_PER_ROUND, at_marker, input, key, process, replayed};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// Rounds each key runs before the repair.
@@ -27,7 +29,7 @@ fn operator() -> InvalidationReason {
 }
 
 /// Runs rounds `0..ROUNDS` of `k` fresh.
-async fn run_rounds<L: StateLog>(store: &ActionStateStore<L>, k: KeyId) {
+async fn run_rounds<L: StateLog, F: CheckpointForm>(store: &ActionStateStore<L, F>, k: KeyId) {
     for seq in 0..ROUNDS {
         let outcome = process(store, k, seq, &input(seq as i64)).await.unwrap();
         assert_eq!(outcome.fresh, STATES_PER_ROUND, "round {seq} runs fresh the first time");
@@ -36,7 +38,7 @@ async fn run_rounds<L: StateLog>(store: &ActionStateStore<L>, k: KeyId) {
 
 /// Replays rounds `0..ROUNDS` of `k` (the inputs with new ids, as after a restore) and returns
 /// what each did.
-async fn replay_rounds<L: StateLog>(store: &ActionStateStore<L>, k: KeyId) -> Vec<Outcome> {
+async fn replay_rounds<L: StateLog, F: CheckpointForm>(store: &ActionStateStore<L, F>, k: KeyId) -> Vec<Outcome> {
     let mut out = Vec::new();
     for seq in 0..ROUNDS {
         out.push(process(store, k, seq, &replayed(&input(seq as i64))).await.unwrap());
@@ -57,7 +59,11 @@ fn assert_reruns_exactly_the_invalidated_rounds(outcomes: &[Outcome], what: &str
 }
 
 /// The state keys of `k`'s rounds `seq >= from` the store indexes.
-fn states_from<L: StateLog>(store: &ActionStateStore<L>, k: &KeyId, from: u64) -> BTreeSet<StateKey> {
+fn states_from<L: StateLog, F: CheckpointForm>(
+    store: &ActionStateStore<L, F>,
+    k: &KeyId,
+    from: u64,
+) -> BTreeSet<StateKey> {
     store.with_index(|ix| {
         ix.rounds_of(k).into_iter().filter(|(s, _)| *s >= from).flat_map(|(_, v)| v).map(|r| *r.key()).collect()
     })
@@ -79,6 +85,11 @@ async fn operator_records<L: StateLog>(log: &L, k: &KeyId) -> (Vec<(u64, u64)>, 
         }
     }
     (audits, tombstones)
+}
+
+/// A new store over `env`'s log, restored from `snapshots` (the previous store must be dropped).
+async fn restore_from(env: &Env, snapshots: &[Snapshot]) -> (ActionStateStore<AnyLog, TwoPhase>, Restored) {
+    ActionStateStore::restore(env.open().await, StoreConfig::default(), &Ownership::All, snapshots).await.unwrap()
 }
 
 async fn removes_exactly_its_rounds(backend: Backend) {
@@ -128,7 +139,7 @@ async fn rebuild_replays_it(backend: Backend) {
     // the repair (its marker covers the states the repair removes), and from one after it.
     for restore in ["the log's start", "before the repair", "after the repair"] {
         let env = Env::new(backend);
-        let store = env.store_keeping_all().await;
+        let store = env.two_phase_keeping_all().await;
         let start = store.snapshot(1).await.unwrap().marker;
         run_rounds(&store, k).await;
         let before = store.snapshot(2).await.unwrap().marker;
@@ -142,8 +153,11 @@ async fn rebuild_replays_it(backend: Backend) {
             _ => after,
         };
 
-        let store = ActionStateStore::new(env.open().await, StoreConfig::default());
-        let report = store.rebuild(std::slice::from_ref(&marker), &Ownership::All, &HashMap::new()).await.unwrap();
+        // No round was finished before these snapshots: restoring the marker alone is
+        // restoring the snapshot.
+        let from = [at_marker(&marker)];
+        let (store, restored) = restore_from(&env, &from).await;
+        let report = restored.rebuild;
         assert_eq!(report.tombstones_queued, 0, "from {restore}: the log holds the whole invalidation");
         assert_eq!(common::dump(&store), writer, "from {restore}: the rebuild is the writer's index");
         assert_reruns_exactly_the_invalidated_rounds(&replay_rounds(&store, k).await, restore);
@@ -151,8 +165,7 @@ async fn rebuild_replays_it(backend: Backend) {
         // The next restore of the same checkpoint reuses the re-executed rounds: the repair
         // replays before them, once.
         drop(store);
-        let store = ActionStateStore::new(env.open().await, StoreConfig::default());
-        store.rebuild(&[marker], &Ownership::All, &HashMap::new()).await.unwrap();
+        let (store, _) = restore_from(&env, &from).await;
         for (seq, o) in (0u64..).zip(replay_rounds(&store, k).await) {
             assert_eq!(o.reused, STATES_PER_ROUND, "from {restore}, again: round {seq} is reused");
         }
@@ -169,8 +182,8 @@ async fn cut_repair(backend: Backend) {
         let env = Env::new(backend);
         let log = Faulty::wrap(env.open().await);
         let faults = Arc::clone(log.faults());
-        let store = ActionStateStore::new(log, StoreConfig::default());
-        let marker: Marker = store.snapshot(1).await.unwrap().marker;
+        let store = ActionStateStore::new_two_phase(log, StoreConfig::default());
+        let before: Snapshot = store.snapshot(1).await.unwrap();
         run_rounds(&store, k).await;
         let doomed = states_from(&store, &k, FROM);
         faults.fail_appends_after(Some(keep));
@@ -179,8 +192,8 @@ async fn cut_repair(backend: Backend) {
         drop(store);
 
         // A new store rebuilds from before the rounds ran: the audit replays the whole repair.
-        let store = ActionStateStore::new(env.open().await, StoreConfig::default());
-        let report = store.rebuild(&[marker], &Ownership::All, &HashMap::new()).await.unwrap();
+        let (store, restored) = restore_from(&env, std::slice::from_ref(&before)).await;
+        let report = restored.rebuild;
         assert!(states_from(&store, &k, FROM).is_empty(), "cut after {keep}: a removed state came back");
         assert_eq!(report.tombstones_queued, (states + 1) as u64 - keep, "cut after {keep}");
         assert_reruns_exactly_the_invalidated_rounds(&replay_rounds(&store, k).await, &format!("cut after {keep}"));

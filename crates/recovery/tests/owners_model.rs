@@ -15,7 +15,7 @@ use actionstate_core::{
 };
 use actionstate_memory::MemoryLog;
 use actionstate_recovery::{ActionStateStore, LogCheckpoint, RestoreFrom, Retention, StoreConfig};
-use common::{Dump, Faulty, PARTITIONS, dump, input, key, process};
+use common::{Dump, Faulty, PARTITIONS, dump, finish_round, input, key, process};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use std::collections::{BTreeMap, VecDeque};
@@ -107,7 +107,7 @@ impl World {
                     }
                     let seq = *self.next.entry(k).or_default();
                     process(&o.store, key(&name(k)), seq, &input(seq as i64)).await.unwrap();
-                    o.store.round_completed(key(&name(k)), seq);
+                    finish_round(&o.store, key(&name(k)), seq);
                     self.next.insert(k, seq + 1);
                 }
             }

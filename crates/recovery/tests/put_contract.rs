@@ -1,5 +1,5 @@
 //! The put contract under every injected fault: a write that is not acknowledged never
-//! changes the index, and whatever reached the log is recovered exactly once by a rebuild.
+//! changes the index, and whatever reached the log is recovered exactly once by a restore.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 mod common;
@@ -7,21 +7,29 @@ mod common;
 use actionstate_core::Trigger;
 use actionstate_index::Recorded;
 use actionstate_memory::MemoryLog;
-use actionstate_recovery::{ActionStateStore, Begin, Ownership, Round, StoreConfig};
+use actionstate_recovery::{ActionStateStore, Begin, DurableCall, Ownership, Round, Snapshot, StoreConfig, TwoPhase};
 use actionstate_testkit::Hold;
 use common::*;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-fn store_over(log: &FaultyMemory) -> ActionStateStore<FaultyMemory> {
-    ActionStateStore::new(log.reopen(), StoreConfig::default())
+/// The writer: a store whose runtime keeps its checkpoints, so that the tests can take
+/// snapshots to restore from.
+fn store_over(log: &FaultyMemory) -> ActionStateStore<FaultyMemory, TwoPhase> {
+    ActionStateStore::new_two_phase(log.reopen(), StoreConfig::default())
 }
 
-/// A store that replays the log without becoming its owner (no fence), so the writer it looks
-/// at keeps writing as the owner.
-fn observer_over(log: &FaultyMemory) -> ActionStateStore<FaultyMemory> {
-    ActionStateStore::new(log.reopen(), StoreConfig { fence_on_rebuild: false, ..StoreConfig::default() })
+/// A store restored from `snapshot` that replays the log without becoming its owner (no
+/// fence), so the writer it looks at keeps writing as the owner.
+async fn observer_over(log: &FaultyMemory, snapshot: &Snapshot) -> ActionStateStore<FaultyMemory, TwoPhase> {
+    let config = StoreConfig { fence_on_rebuild: false, ..StoreConfig::default() };
+    ActionStateStore::restore(log.reopen(), config, &Ownership::All, std::slice::from_ref(snapshot)).await.unwrap().0
+}
+
+/// A store restored from `snapshot`, the new owner of the log.
+async fn restored_over<L: actionstate_core::StateLog>(log: L, snapshot: &Snapshot) -> ActionStateStore<L, TwoPhase> {
+    let from = std::slice::from_ref(snapshot);
+    ActionStateStore::restore(log, StoreConfig::default(), &Ownership::All, from).await.unwrap().0
 }
 
 #[tokio::test]
@@ -50,7 +58,8 @@ async fn failed_append_is_retryable_and_changes_neither_index_nor_log() {
     let mut handle = fresh(&store, k, 2, &inputs[2]).await;
     let runs = AtomicUsize::new(0);
     log.faults().fail_nth_append(1);
-    let err = store.call(&mut handle, "tool.search", [7; 32], counted(&runs, Ok(b"hits".to_vec()))).await.unwrap_err();
+    let call = DurableCall::new("tool.search").args_digest([7; 32]);
+    let err = store.call(&mut handle, call, counted(&runs, Ok(b"hits".to_vec()))).await.unwrap_err();
     assert!(err.is_retryable(), "a failed journal write must be retryable: {err}");
     assert_eq!(runs.load(Ordering::SeqCst), 1);
     assert_eq!(view(&store, &probes), before, "a failed journal write changed the index");
@@ -88,9 +97,8 @@ async fn lost_acknowledgement_is_recovered_exactly_once_by_rebuild() {
     assert_eq!(records(&log).await, records_before + 1, "the record whose acknowledgement was lost is not in the log");
     assert_eq!(upserts_of(&log, &sk).await.len(), 1);
 
-    // A rebuild from a marker taken before the write recovers it, once.
-    let restored = observer_over(&log);
-    restored.rebuild(std::slice::from_ref(&taken_before.marker), &Ownership::All, &HashMap::new()).await.unwrap();
+    // A restore of a snapshot taken before the write recovers it, once.
+    let restored = observer_over(&log, &taken_before).await;
     assert_eq!(stats(&restored).states, before.stats.states + 1, "the recovered state is not counted exactly once");
     let recovered = restored.with_index(|ix| ix.get(&sk).cloned()).expect("the recovered state is not indexed");
     assert!(matches!(recovered, Recorded::Encoded(_)), "a rebuilt state is kept encoded");
@@ -107,10 +115,9 @@ async fn lost_acknowledgement_is_recovered_exactly_once_by_rebuild() {
     assert_eq!(written.state().unwrap().outputs(), outputs.as_slice());
     assert_eq!(upserts_of(&log, &sk).await.len(), 2);
     assert_eq!(stats(&store).states, before.stats.states + 1, "the rewritten completion is indexed twice");
-    let rebuilt = store_over(&log);
-    rebuilt.rebuild(&[taken_before.marker], &Ownership::All, &HashMap::new()).await.unwrap();
-    assert_eq!(stats(&rebuilt).states, before.stats.states + 1, "a rebuild indexed the completion twice");
-    assert_eq!(dump(&rebuilt), dump(&store), "the rebuild does not reproduce the writer's index");
+    let rebuilt = restored_over(log.reopen(), &taken_before).await;
+    assert_eq!(stats(&rebuilt).states, before.stats.states + 1, "a restore indexed the completion twice");
+    assert_eq!(dump(&rebuilt), dump(&store), "the restore does not reproduce the writer's index");
     rebuilt
         .with_index(|ix| {
             let _scan = actionstate_index::allow_scans();
@@ -123,7 +130,7 @@ async fn lost_acknowledgement_is_recovered_exactly_once_by_rebuild() {
 async fn dropped_put_future_never_indexes() {
     let memory = MemoryLog::new(PARTITIONS);
     let gate = Faulty::wrap(memory.clone());
-    let store = ActionStateStore::new(gate.clone(), StoreConfig::default());
+    let store = ActionStateStore::new_two_phase(gate.clone(), StoreConfig::default());
     let k = key("put-dropped");
     let inputs: Vec<_> = (0..3).map(input).collect();
     for seq in 0..2 {
@@ -156,7 +163,8 @@ async fn dropped_put_future_never_indexes() {
     // A durable call dropped while its journal write is held.
     let mut handle = fresh(&store, k, 2, &inputs[2]).await;
     let runs = AtomicUsize::new(0);
-    let call = tokio::time::timeout(wait, store.call(&mut handle, "llm", [1; 32], counted(&runs, Ok(vec![1])))).await;
+    let call = DurableCall::new("llm").args_digest([1; 32]);
+    let call = tokio::time::timeout(wait, store.call(&mut handle, call, counted(&runs, Ok(vec![1])))).await;
     assert!(call.is_err(), "the held journal write completed");
     assert_eq!(view(&store, &probes), before, "a dropped journal write changed the index");
 
@@ -167,12 +175,14 @@ async fn dropped_put_future_never_indexes() {
     assert_eq!(stats(&store).states, before.stats.states + 1);
 
     // What did land is recovered once.
-    let rebuilt = ActionStateStore::new(memory.reopen(), StoreConfig::default());
-    rebuilt.rebuild(&[taken_before.marker], &Ownership::All, &HashMap::new()).await.unwrap();
+    let rebuilt = restored_over(memory.reopen(), &taken_before).await;
     assert_eq!(stats(&rebuilt).states, before.stats.states + 1);
     assert!(rebuilt.with_index(|ix| ix.get(&sk).is_some_and(|s| s.is_completed())));
 }
 
+/// A restore whose reads fail fails retryably and leaves no trace: the writer keeps its index,
+/// its unlogged invalidations and its pending checkpoints, the log gains no record (no fence:
+/// the writer is still the owner), and a restore right after the reads recover succeeds.
 #[tokio::test]
 async fn failed_reads_fail_the_rebuild_and_keep_the_previous_index() {
     let log = faulty_memory(PARTITIONS);
@@ -182,7 +192,7 @@ async fn failed_reads_fail_the_rebuild_and_keep_the_previous_index() {
     for seq in 0..3 {
         process(&store, a, seq, &inputs[seq as usize]).await.unwrap();
         process(&store, b, seq, &inputs[seq as usize]).await.unwrap();
-        store.round_completed(a, seq);
+        finish_round(&store, a, seq);
     }
     let snap = store.snapshot(1).await.unwrap();
     process(&store, a, 3, &inputs[3]).await.unwrap();
@@ -196,16 +206,19 @@ async fn failed_reads_fail_the_rebuild_and_keep_the_previous_index() {
     let probes = vec![Probe::root(a, 3, &inputs[3]), Probe::root(b, 2, &inputs[2]), Probe::root(a, 0, &inputs[0])];
     let before = view(&store, &probes);
     let checkpoints = store.pending_checkpoints();
+    let records_before = records(&log).await;
     log.faults().fail_reads(true);
-    let err = store.rebuild(std::slice::from_ref(&snap.marker), &Ownership::All, &snap.completed).await.unwrap_err();
+    let from = std::slice::from_ref(&snap);
+    let err = ActionStateStore::restore(log.reopen(), StoreConfig::default(), &Ownership::All, from).await.unwrap_err();
     assert!(err.is_retryable(), "a failed read must be retryable: {err}");
-    assert_eq!(view(&store, &probes), before, "a failed rebuild changed the index");
-    assert_eq!(store.pending_invalidations(), pending, "a failed rebuild dropped unlogged invalidations");
-    assert_eq!(store.pending_checkpoints(), checkpoints, "a failed rebuild forgot checkpoints");
+    assert_eq!(records(&log).await, records_before, "a failed restore appended to the log");
+    assert_eq!(view(&store, &probes), before, "a failed restore changed the writer's index");
+    assert_eq!(store.pending_invalidations(), pending, "a failed restore dropped the writer's unlogged invalidations");
+    assert_eq!(store.pending_checkpoints(), checkpoints, "a failed restore made the writer forget checkpoints");
 
     log.faults().fail_reads(false);
-    store.rebuild(&[snap.marker], &Ownership::All, &snap.completed).await.unwrap();
-    assert_eq!(states_after(&store, &a, 2), STATES_PER_ROUND, "the retried rebuild lost a's round 3");
+    let restored = restored_over(log.reopen(), &snap).await;
+    assert_eq!(states_after(&restored, &a, 2), STATES_PER_ROUND, "the retried restore lost a's round 3");
 }
 
 #[tokio::test]
@@ -235,7 +248,8 @@ async fn unreachable_backend_serves_lookups_and_fails_writes_retryably() {
     assert!(err.is_retryable(), "{err}");
     let mut handle = fresh(&store, k, 2, &inputs[2]).await;
     let runs = AtomicUsize::new(0);
-    let err = store.call(&mut handle, "llm", [3; 32], counted(&runs, Ok(vec![]))).await.unwrap_err();
+    let call = DurableCall::new("llm").args_digest([3; 32]);
+    let err = store.call(&mut handle, call, counted(&runs, Ok(vec![]))).await.unwrap_err();
     assert!(err.is_retryable(), "{err}");
     let err = store.snapshot(9).await.unwrap_err();
     assert!(err.is_retryable(), "{err}");

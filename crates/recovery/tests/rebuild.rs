@@ -1,14 +1,16 @@
-//! Rebuild: ownership filtering and rescaling, restoring twice in a row, and history that an
-//! invalidation removed staying removed.
+//! Rebuild on restore: ownership filtering and rescaling, restoring twice in a row, and history
+//! that an invalidation removed staying removed.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 mod common;
 
 use actionstate_core::{Event, KeyId, MissReason, StateLog, Trigger};
 use actionstate_index::Decision;
-use actionstate_recovery::{ActionStateStore, Begin, Ownership, Round, Snapshot, StoreConfig};
+use actionstate_recovery::{
+    ActionStateStore, Begin, CheckpointForm, Ownership, Retention, Round, Snapshot, StoreConfig,
+};
 use common::*;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 const KEYS: usize = 40;
@@ -21,6 +23,10 @@ fn half(n: u16) -> Ownership {
     Ownership::Groups { max_groups: 16, owned: n * 8..(n + 1) * 8 }
 }
 
+fn keep_all() -> StoreConfig {
+    StoreConfig { retention: Retention::KeepAll, ..StoreConfig::default() }
+}
+
 fn key_set(d: &Dump) -> BTreeSet<KeyId> {
     d.keys().map(|sk| sk.key).collect()
 }
@@ -29,14 +35,14 @@ async fn ownership_filter(backend: Backend) {
     let env = Env::new(backend);
     let inputs: Vec<Event> = (0..3).map(input).collect();
     let (snap, writer) = {
-        let store = env.store().await;
+        let store = env.two_phase().await;
         for seq in 0..3u64 {
             for k in keys() {
                 process(&store, k, seq, &inputs[seq as usize]).await.unwrap();
             }
         }
         for k in keys() {
-            store.round_completed(k, 0);
+            finish_round(&store, k, 0);
         }
         let snap = store.snapshot(1).await.unwrap();
         store.checkpoint_complete(1);
@@ -46,8 +52,10 @@ async fn ownership_filter(backend: Backend) {
 
     let mut restored = Vec::new();
     for ownership in [Ownership::All, half(0), half(1)] {
-        let store = env.store().await;
-        let report = store.rebuild(std::slice::from_ref(&snap.marker), &ownership, &snap.completed).await.unwrap();
+        let from = std::slice::from_ref(&snap);
+        let (store, done) =
+            ActionStateStore::restore(env.open().await, StoreConfig::default(), &ownership, from).await.unwrap();
+        let report = done.rebuild;
         let d = dump(&store);
         assert!(d.keys().all(|sk| ownership.owns(&sk.key)), "{ownership:?} kept a key it does not own");
         assert_eq!(report.foreign > 0, ownership != Ownership::All, "{ownership:?}: {report:?}");
@@ -66,7 +74,8 @@ on_every_backend!(ownership_groups_split_keys_disjointly_and_cover_a_single_owne
 async fn rescale(backend: Backend) {
     let env = Env::new(backend);
     let log = env.shared().await;
-    let workers = [half(0), half(1)].map(|o| (ActionStateStore::new(Arc::clone(&log), StoreConfig::default()), o));
+    let workers =
+        [half(0), half(1)].map(|o| (ActionStateStore::new_two_phase(Arc::clone(&log), StoreConfig::default()), o));
     let inputs: Vec<Event> = (0..4).map(input).collect();
     let mut checkpoints: Vec<Snapshot> = Vec::new();
     for (checkpoint, rounds) in [(1u64, 0..2u64), (2, 2..4)] {
@@ -76,7 +85,7 @@ async fn rescale(backend: Backend) {
                 let (store, _) = workers.iter().find(|(_, o)| o.owns(&k)).unwrap();
                 process(store, k, seq, &inputs[seq as usize]).await.unwrap();
                 if seq < 3 {
-                    store.round_completed(k, seq);
+                    finish_round(store, k, seq);
                 }
             }
         }
@@ -93,13 +102,10 @@ async fn rescale(backend: Backend) {
     expected.extend(dump(&workers[1].0));
     drop(workers);
 
-    let markers: Vec<_> = checkpoints.iter().map(|s| s.marker.clone()).collect();
-    let mut completed = HashMap::new();
-    for s in &checkpoints {
-        completed.extend(s.completed.iter().map(|(k, v)| (*k, *v)));
-    }
-    let store = ActionStateStore::new(Arc::clone(&log), StoreConfig::default());
-    store.rebuild(&markers, &Ownership::All, &completed).await.unwrap();
+    // Both owners' snapshots: the restore merges their markers and completed rounds.
+    let (store, _) = ActionStateStore::restore(Arc::clone(&log), StoreConfig::default(), &Ownership::All, checkpoints)
+        .await
+        .unwrap();
     assert_eq!(dump(&store), expected, "merging both owners' markers does not reproduce both owners' indexes");
     assert_eq!(stats(&store).states, KEYS * STATES_PER_ROUND, "only round 3 of each key should remain");
     for k in keys() {
@@ -116,11 +122,11 @@ async fn restore_twice(backend: Backend) {
     let inputs: Vec<Event> = (0..8).map(input).collect();
     const C: u64 = 2;
     let checkpoint_c = {
-        let store = env.store_keeping_all().await;
+        let store = env.two_phase_keeping_all().await;
         let mut c = None;
         for seq in 0..8u64 {
             assert_eq!(process(&store, k, seq, &inputs[seq as usize]).await.unwrap().fresh, STATES_PER_ROUND);
-            store.round_completed(k, seq);
+            finish_round(&store, k, seq);
             let snap = store.snapshot(seq).await.unwrap();
             if seq == C {
                 c = Some(snap);
@@ -133,11 +139,7 @@ async fn restore_twice(backend: Backend) {
 
     // First restore: the work of rounds after C is recovered, not yet replayed.
     let second = {
-        let store = env.store_keeping_all().await;
-        store
-            .rebuild(std::slice::from_ref(&checkpoint_c.marker), &Ownership::All, &checkpoint_c.completed)
-            .await
-            .unwrap();
+        let store = env.restored_with(keep_all(), &[checkpoint_c]).await;
         assert_eq!(states_after(&store, &k, C), future_work);
         assert_eq!(stats(&store).states, future_work, "rounds the checkpoint completed were not pruned");
         // A checkpoint is taken before any input is replayed, and completes.
@@ -147,8 +149,7 @@ async fn restore_twice(backend: Backend) {
     };
 
     // Second restore, from the new checkpoint: nothing recovered before is lost.
-    let store = env.store_keeping_all().await;
-    store.rebuild(std::slice::from_ref(&second.marker), &Ownership::All, &second.completed).await.unwrap();
+    let store = env.restored_with(keep_all(), &[second]).await;
     assert_eq!(states_after(&store, &k, C), future_work, "the second restore lost recovered future work");
     for seq in C + 1..8 {
         let outcome = process(&store, k, seq, &replayed(&inputs[seq as usize])).await.unwrap();
@@ -157,7 +158,12 @@ async fn restore_twice(backend: Backend) {
 }
 on_every_backend!(restore_twice_in_a_row_loses_no_recovered_future_work, restore_twice);
 
-fn explain_root<L: StateLog>(store: &ActionStateStore<L>, k: KeyId, seq: u64, input: &Event) -> Decision {
+fn explain_root<L: StateLog, F: CheckpointForm>(
+    store: &ActionStateStore<L, F>,
+    k: KeyId,
+    seq: u64,
+    input: &Event,
+) -> Decision {
     store.explain(&Round::new(k, seq, input), &plan(), input, &Trigger::Input).decision
 }
 
@@ -170,11 +176,11 @@ async fn not_revived(backend: Backend) {
     let changed = input(1000);
     const K: u64 = 3;
     let original = {
-        let store = env.store_keeping_all().await;
+        let store = env.two_phase_keeping_all().await;
         let mut original = None;
         for seq in 0..6u64 {
             process(&store, k, seq, &inputs[seq as usize]).await.unwrap();
-            store.round_completed(k, seq);
+            finish_round(&store, k, seq);
             let snap = store.snapshot(seq).await.unwrap();
             if seq == 1 {
                 original = Some(snap);
@@ -185,8 +191,7 @@ async fn not_revived(backend: Backend) {
     };
 
     let later = {
-        let store = env.store_keeping_all().await;
-        store.rebuild(std::slice::from_ref(&original.marker), &Ownership::All, &original.completed).await.unwrap();
+        let store = env.restored_with(keep_all(), std::slice::from_ref(&original)).await;
         assert_eq!(states_after(&store, &k, 1), 4 * STATES_PER_ROUND);
         let outcome = process(&store, k, 2, &replayed(&inputs[2])).await.unwrap();
         assert_eq!(outcome.reused, STATES_PER_ROUND);
@@ -205,8 +210,7 @@ async fn not_revived(backend: Backend) {
     };
 
     for (what, snap) in [("the later snapshot", &later), ("the original marker", &original)] {
-        let store = env.store_keeping_all().await;
-        store.rebuild(std::slice::from_ref(&snap.marker), &Ownership::All, &snap.completed).await.unwrap();
+        let store = env.restored_with(keep_all(), std::slice::from_ref(snap)).await;
         assert_eq!(stats(&store).states, 2 * STATES_PER_ROUND, "{what}: rounds 2 and the new {K} should remain");
         assert!(explain_root(&store, k, K, &replayed(&changed)).hit().is_some(), "{what}: the new round {K} is gone");
         assert!(
@@ -245,8 +249,8 @@ async fn not_revived(backend: Backend) {
     }
 }
 
-fn explain_key<L: StateLog>(
-    store: &ActionStateStore<L>,
+fn explain_key<L: StateLog, F: CheckpointForm>(
+    store: &ActionStateStore<L, F>,
     k: KeyId,
     seq: u64,
     input: &Event,
@@ -258,7 +262,7 @@ on_every_backend!(invalidated_history_is_never_revived_by_a_later_restore, not_r
 #[tokio::test]
 async fn rebuild_past_its_deadline_names_the_unfinished_partitions_and_changes_nothing() {
     let log = actionstate_memory::MemoryLog::new(4);
-    let writer = ActionStateStore::new(log.reopen(), StoreConfig::default());
+    let writer = ActionStateStore::new_two_phase(log.reopen(), StoreConfig::default());
     for k in keys() {
         process(&writer, k, 0, &input(0)).await.unwrap();
     }
@@ -273,11 +277,13 @@ async fn rebuild_past_its_deadline_names_the_unfinished_partitions_and_changes_n
         rebuild_stall: std::time::Duration::from_secs(2),
         ..StoreConfig::default()
     };
-    let store = ActionStateStore::new(with_slow_reads(log.reopen(), SlowReads::Hang(2)), config);
-    process(&store, key("before"), 0, &input(0)).await.unwrap();
-    let before = store.stats();
+    process(&writer, key("before"), 0, &input(0)).await.unwrap();
+    let (before, records_before) = (writer.stats(), log.end_offsets().await.unwrap());
     let started = std::time::Instant::now();
-    let err = store.rebuild(std::slice::from_ref(&snap.marker), &Ownership::All, &HashMap::new()).await.unwrap_err();
+    let slow = with_slow_reads(log.reopen(), SlowReads::Hang(2));
+    let from = [at_marker(&snap.marker)];
+    let restore = ActionStateStore::restore(slow, config, &Ownership::All, from.as_slice());
+    let err = restore.await.unwrap_err();
     eprintln!("{err}");
     assert!(started.elapsed() < std::time::Duration::from_secs(10), "the deadline did not stop the rebuild");
     let actionstate_recovery::StoreError::RebuildDeadline { unfinished, .. } = &err else {
@@ -285,5 +291,8 @@ async fn rebuild_past_its_deadline_names_the_unfinished_partitions_and_changes_n
     };
     assert_eq!(unfinished, &vec![(2, snap.marker.offsets[2], end[2])]);
     assert!(err.is_retryable());
-    assert_eq!(store.stats(), before, "a failed rebuild must leave the store as it was");
+    // A failed restore leaves everything as it was: no record appended (no fence, so the
+    // writer is still the owner) and the writer's index unchanged.
+    assert_eq!(log.end_offsets().await.unwrap(), records_before, "a failed restore appended to the log");
+    assert_eq!(writer.stats(), before, "a failed restore must leave the writer as it was");
 }

@@ -7,10 +7,11 @@ mod common;
 
 use actionstate_core::{Error, KeyId, StateLog};
 use actionstate_memory::MemoryLog;
-use actionstate_recovery::{ActionStateStore, Ownership, Retention, Snapshot, StoreConfig, StoreError};
-use common::{Backend, Env, dump, input, key, process};
+use actionstate_recovery::{ActionStateStore, Ownership, Retention, Snapshot, StoreConfig, StoreError, TwoPhase};
+use common::{Backend, Env, dump, finish_round, input, key, process};
 use proptest::prelude::*;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 fn keep(n: u32) -> StoreConfig {
     StoreConfig { retention: Retention::LastCheckpoints(n), ..StoreConfig::default() }
@@ -18,9 +19,14 @@ fn keep(n: u32) -> StoreConfig {
 
 /// Processes one round of `k`, marks it completed, snapshots and completes checkpoint `id`,
 /// and waits for the reclaim it may start.
-async fn round_and_checkpoint<L: StateLog>(store: &ActionStateStore<L>, k: KeyId, seq: u64, id: u64) -> Snapshot {
+async fn round_and_checkpoint<L: StateLog>(
+    store: &ActionStateStore<L, TwoPhase>,
+    k: KeyId,
+    seq: u64,
+    id: u64,
+) -> Snapshot {
     process(store, k, seq, &input(i64::try_from(seq).unwrap())).await.unwrap();
-    store.round_completed(k, seq);
+    finish_round(store, k, seq);
     let snap = store.snapshot(id).await.unwrap();
     store.checkpoint_complete(id);
     store.wait_for_reclaim().await;
@@ -29,7 +35,7 @@ async fn round_and_checkpoint<L: StateLog>(store: &ActionStateStore<L>, k: KeyId
 
 async fn reclaims_behind_the_retained_checkpoints(backend: Backend) {
     let env = Env::new(backend);
-    let store = ActionStateStore::new(env.open().await, keep(3));
+    let store = ActionStateStore::new_two_phase(env.open().await, keep(3));
     let mut snaps = Vec::new();
     // Conversations of two rounds each: every checkpoint leaves earlier keys with nothing live.
     for id in 0..12u64 {
@@ -50,8 +56,8 @@ async fn reclaims_behind_the_retained_checkpoints(backend: Backend) {
     drop(store);
 
     for (i, snap) in snaps.iter().enumerate() {
-        let restored = ActionStateStore::new(env.open().await, keep(3));
-        let got = restored.rebuild(std::slice::from_ref(&snap.marker), &Ownership::All, &snap.completed).await;
+        let from = std::slice::from_ref(snap);
+        let got = ActionStateStore::restore(env.open().await, keep(3), &Ownership::All, from).await;
         let reclaimed = snap.marker.offsets.iter().zip(&earliest).any(|(m, e)| m < e);
         match got {
             Ok(_) => assert!(!reclaimed, "checkpoint {i} restored although its history was reclaimed"),
@@ -69,14 +75,14 @@ on_every_backend!(retention_reclaims_what_no_retained_checkpoint_needs, reclaims
 
 async fn follows_live_keys(backend: Backend) {
     let env = Env::new(backend);
-    let store = ActionStateStore::new(env.open().await, StoreConfig::default());
+    let store = ActionStateStore::new_two_phase(env.open().await, StoreConfig::default());
     let mut largest = 0;
     for id in 0..40u64 {
         // Four new conversations per checkpoint, each of one round, then idle for good.
         for c in 0..4 {
             let k = key(&format!("idle-{id}-{c}"));
             process(&store, k, 0, &input(0)).await.unwrap();
-            store.round_completed(k, 0);
+            finish_round(&store, k, 0);
         }
         let snap = store.snapshot(id).await.unwrap();
         largest = largest.max(snap.completed.len());
@@ -93,7 +99,7 @@ on_every_backend!(completed_rounds_are_remembered_only_for_live_keys, follows_li
 #[tokio::test]
 async fn a_failed_reclaim_is_reported_and_retried() {
     let log = common::faulty_memory(2);
-    let store = ActionStateStore::new(common::Reopen::reopen(&log), keep(1));
+    let store = ActionStateStore::new_two_phase(common::Reopen::reopen(&log), keep(1));
     log.faults().fail_reclaims(true);
     round_and_checkpoint(&store, key("a"), 0, 0).await;
     round_and_checkpoint(&store, key("b"), 0, 1).await;
@@ -107,15 +113,19 @@ async fn a_failed_reclaim_is_reported_and_retried() {
     assert!(status.records_reclaimed > 0, "{status:?}");
 }
 
-/// A store that owned part of the keys and is rebuilt owning all of them (a rescale to one
-/// owner) reclaims again.
+/// A log whose owner owned part of the keys, restored by one owner of all of them (a rescale to
+/// one owner): the new owner reclaims again. (A store's ownership is fixed when it is restored,
+/// so the owner of part of the keys and the owner of all of them are two stores, one after the
+/// other on the same log.)
 #[tokio::test]
 async fn a_store_that_comes_to_own_every_key_reclaims_again() {
     let log = MemoryLog::new(2);
-    let store = ActionStateStore::new(log.reopen(), keep(1));
-    store.rebuild(&[], &Ownership::Groups { max_groups: 4, owned: 0..2 }, &HashMap::new()).await.unwrap();
-    assert!(store.reclaim_status().disabled.is_some());
-    store.rebuild(&[], &Ownership::All, &HashMap::new()).await.unwrap();
+    let part = Ownership::Groups { max_groups: 4, owned: 0..2 };
+    let (partial, _) = ActionStateStore::restore(log.reopen(), keep(1), &part, Vec::<Snapshot>::new()).await.unwrap();
+    assert!(partial.reclaim_status().disabled.is_some());
+    drop(partial);
+    let (store, _) =
+        ActionStateStore::restore(log.reopen(), keep(1), &Ownership::All, Vec::<Snapshot>::new()).await.unwrap();
     assert_eq!(store.reclaim_status().disabled, None);
     round_and_checkpoint(&store, key("a"), 0, 0).await;
     round_and_checkpoint(&store, key("b"), 0, 1).await;
@@ -129,8 +139,8 @@ async fn stores_that_must_not_reclaim_do_not() {
         (keep(1), Ownership::Groups { max_groups: 4, owned: 0..2 }, "owns part"),
     ] {
         let log = MemoryLog::new(2);
-        let store = ActionStateStore::new(log.reopen(), config);
-        store.rebuild(&[], &ownership, &HashMap::new()).await.unwrap();
+        let (store, _) =
+            ActionStateStore::restore(log.reopen(), config, &ownership, Vec::<Snapshot>::new()).await.unwrap();
         for id in 0..4u64 {
             let k = (0..).map(|i| key(&format!("k{id}-{i}"))).find(|k| ownership.owns(k)).unwrap();
             round_and_checkpoint(&store, k, 0, id).await;
@@ -165,7 +175,7 @@ fn step() -> impl Strategy<Value = Step> {
 /// One writer of the history: its log, its store, and the checkpoints it completed.
 struct Writer {
     log: MemoryLog,
-    store: ActionStateStore<MemoryLog>,
+    store: ActionStateStore<MemoryLog, TwoPhase>,
     config: StoreConfig,
     completed: Vec<Snapshot>,
 }
@@ -173,7 +183,7 @@ struct Writer {
 impl Writer {
     fn new(config: StoreConfig) -> Self {
         let log = MemoryLog::new(2);
-        let store = ActionStateStore::new(log.reopen(), config.clone());
+        let store = ActionStateStore::new_two_phase(log.reopen(), config.clone());
         Writer { log, store, config, completed: Vec::new() }
     }
 
@@ -183,10 +193,12 @@ impl Writer {
         &self,
         i: usize,
         completed: Option<&HashMap<KeyId, u64>>,
-    ) -> Result<ActionStateStore<MemoryLog>, StoreError> {
+    ) -> Result<ActionStateStore<MemoryLog, TwoPhase>, StoreError> {
         let cp = &self.completed[i];
-        let store = ActionStateStore::new(self.log.reopen(), self.config.clone());
-        store.rebuild(std::slice::from_ref(&cp.marker), &Ownership::All, completed.unwrap_or(&cp.completed)).await?;
+        let completed = completed.map_or_else(|| Arc::clone(&cp.completed), |c| Arc::new(c.clone()));
+        let from = Snapshot { completed, ..cp.clone() };
+        let (store, _) =
+            ActionStateStore::restore(self.log.reopen(), self.config.clone(), &Ownership::All, &[from]).await?;
         Ok(store)
     }
 }
@@ -198,7 +210,7 @@ fn every_completed(next_seq: &HashMap<u8, u64>) -> HashMap<KeyId, u64> {
 }
 
 /// What an index holds, by state key (event ids differ between two runs of one history).
-fn keys<L: StateLog>(store: &ActionStateStore<L>) -> Vec<actionstate_core::StateKey> {
+fn keys<L: StateLog>(store: &ActionStateStore<L, TwoPhase>) -> Vec<actionstate_core::StateKey> {
     dump(store).into_keys().collect()
 }
 
@@ -225,7 +237,7 @@ async fn history(retained: u32, steps: &[Step]) -> Result<(), TestCaseError> {
                 let v = i64::try_from(*seq).unwrap() + if *change { 1_000 } else { 0 };
                 for w in [&kept, &all] {
                     process(&w.store, key(&format!("h{k}")), *seq, &input(v)).await.unwrap();
-                    w.store.round_completed(key(&format!("h{k}")), *seq);
+                    finish_round(&w.store, key(&format!("h{k}")), *seq);
                 }
                 *seq += 1;
             }

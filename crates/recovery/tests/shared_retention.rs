@@ -7,8 +7,8 @@
 mod common;
 
 use actionstate_core::{Ownership, StateLog};
-use actionstate_recovery::{ActionStateStore, AnyLog, RestoreFrom, Retention, StoreConfig};
-use common::{Backend, Env, STATES_PER_ROUND, input, key, process, replayed};
+use actionstate_recovery::{ActionStateStore, AnyLog, CheckpointForm, RestoreFrom, Retention, Snapshot, StoreConfig};
+use common::{Backend, Env, STATES_PER_ROUND, finish_round, input, key, process, replayed};
 use std::sync::Arc;
 
 const GROUPS: u16 = 8;
@@ -37,11 +37,11 @@ fn names() -> Vec<String> {
 }
 
 /// Runs round `seq` of every key `store` owns, each reported completed.
-async fn round(store: &Store, owned: &Ownership, seq: u64) {
+async fn round<F: CheckpointForm>(store: &ActionStateStore<Arc<AnyLog>, F>, owned: &Ownership, seq: u64) {
     for name in names().iter().filter(|n| owned.owns(&key(n))) {
         let outcome = process(store, key(name), seq, &input(seq as i64)).await.unwrap();
         assert_eq!(outcome.reused, 0, "round {seq} of {name} is new");
-        store.round_completed(key(name), seq);
+        finish_round(store, key(name), seq);
     }
 }
 
@@ -200,7 +200,8 @@ async fn concurrent_reclaims_of_several_owners_keep_every_owner_restorable() {
 async fn a_two_phase_store_that_shares_its_log_says_why_it_does_not_reclaim() {
     let env = Env::new(Backend::Memory);
     let log = env.shared().await;
-    let store = owner(&log, 0..4, 1).await;
+    let (store, _) =
+        ActionStateStore::restore(Arc::clone(&log), keep(1), &groups(0..4), Vec::<Snapshot>::new()).await.unwrap();
     round(&store, &groups(0..4), 0).await;
     let snapshot = store.snapshot(1).await.unwrap();
     store.checkpoint_complete(snapshot.checkpoint);

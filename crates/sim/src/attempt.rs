@@ -9,7 +9,7 @@ use crate::plan::mix;
 use crate::results::Memory;
 use crate::source::LogSource;
 use actionstate_core::{EventId, KeyId};
-use actionstate_recovery::{ActionStateStore, Ownership};
+use actionstate_recovery::{ActionStateStore, Ownership, TwoPhase};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -27,7 +27,8 @@ pub(crate) struct Run<'a> {
 
 /// One attempt: a store per owner, the input position, and the runtime's own state.
 pub(crate) struct Attempt<S: LogSource> {
-    pub(crate) stores: Vec<ActionStateStore<Log<S>>>,
+    /// Two-phase stores: the simulated runtime keeps the checkpoints, as Flink does.
+    pub(crate) stores: Vec<ActionStateStore<Log<S>, TwoPhase>>,
     pub(crate) owners: Vec<Ownership>,
     pub(crate) pos: usize,
     pub(crate) next_seq: HashMap<KeyId, u64>,

@@ -20,8 +20,8 @@
 pub use crate::chaos_report::{ChaosReport, LeaderKillPlan, LeaderKillReport, LostQuorumReport, ZombieReport};
 pub use crate::chaos_zombie::zombie_episodes;
 use crate::faults::{self, MARGIN, Outcome, Put};
-use actionstate_core::{ActionState, Error, Marker, StateKey, StateLog};
-use actionstate_recovery::{ActionStateStore, Ownership, StoreConfig, StoreError};
+use actionstate_core::{ActionState, Error, StateKey, StateLog};
+use actionstate_recovery::{ActionStateStore, CheckpointForm, Ownership, Snapshot, StoreConfig, StoreError, TwoPhase};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
@@ -81,8 +81,8 @@ struct Stream {
 }
 
 impl Stream {
-    fn start<L: StateLog + Send + Sync + 'static>(
-        store: &Arc<ActionStateStore<L>>,
+    fn start<L: StateLog + Send + Sync + 'static, C: CheckpointForm>(
+        store: &Arc<ActionStateStore<L, C>>,
         writers: &[u64],
         first_seq: u64,
     ) -> Stream {
@@ -184,7 +184,11 @@ struct PutChecks {
 /// Checks every put of a stream against the writer's index and the log: a failed put failed
 /// within the delivery timeout, retryably, and is not indexed; an acknowledged one is indexed
 /// and its record is in the log where it was acknowledged.
-async fn check_puts<L: StateLog>(store: &ActionStateStore<L>, puts: &[Put], delivery_timeout: Duration) -> PutChecks {
+async fn check_puts<L: StateLog, C: CheckpointForm>(
+    store: &ActionStateStore<L, C>,
+    puts: &[Put],
+    delivery_timeout: Duration,
+) -> PutChecks {
     let acked = puts.iter().filter(|p| p.acked()).count() as u64;
     let mut c = PutChecks { puts: puts.len() as u64, acked, failed: puts.len() as u64 - acked, ..PutChecks::default() };
     for p in puts.iter().filter(|p| !p.acked()) {
@@ -219,16 +223,20 @@ async fn check_puts<L: StateLog>(store: &ActionStateStore<L>, puts: &[Put], deli
     c
 }
 
-/// Opens the log afresh and rebuilds a store on it from `marker`: what a restarting process
-/// does. The states it holds, or the error.
-async fn rebuild_from<L, F, Fut>(open: &F, marker: &Marker) -> Result<BTreeMap<StateKey, ActionState>, StoreError>
+/// Opens the log afresh and restores a store on it from `snapshot`: what a restarting process
+/// does. The writers' puts finish no round, so the snapshot completed none and the rebuild
+/// starts from its marker alone. The states it holds, or the error.
+async fn rebuild_from<L, F, Fut>(open: &F, snapshot: &Snapshot) -> Result<BTreeMap<StateKey, ActionState>, StoreError>
 where
     L: StateLog,
     F: Fn() -> Fut,
     Fut: Future<Output = Result<L, Error>>,
 {
-    let store = ActionStateStore::new(open().await?, StoreConfig::default());
-    store.rebuild(std::slice::from_ref(marker), &Ownership::All, &HashMap::new()).await?;
+    let from = std::slice::from_ref(snapshot);
+    // Boxed: a restore's future nests the rebuild's, and the scenarios' futures would otherwise
+    // overflow the compiler's default layout depth.
+    let (store, _) =
+        Box::pin(ActionStateStore::restore(open().await?, StoreConfig::default(), &Ownership::All, from)).await?;
     Ok(faults::indexed_states(&store))
 }
 
@@ -281,7 +289,9 @@ where
 {
     let started = Instant::now();
     let mut report = LeaderKillReport::default();
-    let store = Arc::new(ActionStateStore::new(open().await.expect("opening the log"), StoreConfig::default()));
+    // Two-phase: the snapshot taken before the kills is what the rebuilds restore from.
+    let store: Arc<ActionStateStore<L, TwoPhase>> =
+        Arc::new(ActionStateStore::new_two_phase(open().await.expect("opening the log"), StoreConfig::default()));
     let partitions = store.log().identity().partitions;
     wait_in_sync(cluster, store.log(), plan.in_sync_timeout).await;
     let writers = writers(partitions, plan.writers_per_partition);
@@ -344,7 +354,7 @@ where
     }
 
     let expected = Expected::new(&early, &puts);
-    match rebuild_from(&open, &before.marker).await {
+    match rebuild_from(&open, &before).await {
         Ok(states) => {
             let check = expected.check(&states, &mut lost);
             report.landed_although_failed = check.landed_although_failed;
@@ -362,7 +372,7 @@ where
         let delay = Duration::from_millis(20 + u64::from(n - 1) * 97 % 300);
         let finished = AtomicBool::new(false);
         let rebuild = async {
-            let result = rebuild_from(&open, &before.marker).await;
+            let result = rebuild_from(&open, &before).await;
             finished.store(true, Ordering::Relaxed);
             result
         };
@@ -395,7 +405,7 @@ where
             }
             tokio::time::sleep(Duration::from_secs(1)).await;
             retries += 1;
-            result = rebuild_from(&open, &before.marker).await;
+            result = rebuild_from(&open, &before).await;
         }
         if let Ok(states) = &result {
             let check = expected.check(states, &mut lost);
@@ -447,7 +457,9 @@ where
     let mut report = LostQuorumReport::default();
     let limit = Duration::from_secs(120);
     assert_eq!(cluster.nodes(), 3, "the lost-quorum scenario kills two nodes of three");
-    let store = Arc::new(ActionStateStore::new(open().await.expect("opening the log"), StoreConfig::default()));
+    // Two-phase: the snapshot taken before the kills is what the rebuilds restore from.
+    let store: Arc<ActionStateStore<L, TwoPhase>> =
+        Arc::new(ActionStateStore::new_two_phase(open().await.expect("opening the log"), StoreConfig::default()));
     let partitions = store.log().identity().partitions;
     wait_in_sync(cluster, store.log(), limit).await;
     let writers = writers(partitions, 1);
@@ -516,7 +528,7 @@ where
     let mut lost = checks.lost;
 
     let expected = Expected::new(&early, &puts);
-    match rebuild_from(&open, &before.marker).await {
+    match rebuild_from(&open, &before).await {
         Ok(states) => {
             let check = expected.check(&states, &mut lost);
             report.landed_although_failed = check.landed_although_failed;

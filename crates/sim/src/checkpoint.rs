@@ -8,8 +8,9 @@ use crate::plan::{SimConfig, mix};
 use crate::results::Memory;
 use crate::source::LogSource;
 use actionstate_core::{KeyId, Marker};
-use actionstate_recovery::{Retention, StoreConfig};
+use actionstate_recovery::{Retention, Snapshot, StoreConfig};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// A completed checkpoint: the runtime's own state (input position, next sequence number per
 /// key, memory) and the store's (every owner's marker, and the last completed round per key).
@@ -28,6 +29,18 @@ impl Checkpoint {
     /// `completed` maps leave out keys with nothing left to restore).
     pub(crate) fn rounds_done(&self) -> HashMap<KeyId, u64> {
         self.next_seq.iter().filter_map(|(k, n)| n.checked_sub(1).map(|s| (*k, s))).collect()
+    }
+
+    /// The checkpoint as the snapshots a restore starts from: one per owner's marker. The
+    /// owners' completed rounds were merged when the checkpoint was kept, and a restore
+    /// combines its snapshots' by the latest round per key, so every snapshot carries the
+    /// merged map (shared): the restore prunes exactly the rounds the checkpoint completed.
+    pub(crate) fn snapshots(&self) -> Vec<Snapshot> {
+        let completed = Arc::new(self.completed.clone());
+        self.markers
+            .iter()
+            .map(|marker| Snapshot { checkpoint: self.id, marker: marker.clone(), completed: Arc::clone(&completed) })
+            .collect()
     }
 }
 
@@ -67,7 +80,10 @@ pub(crate) async fn take<S: LogSource>(
     crashes.operation()?;
     let mut snapshots = Vec::new();
     for store in &a.stores {
-        snapshots.push(store.snapshot(id).await.map_err(|e| crash_or(e, crashes))?);
+        // Boxed: a snapshot's future nests the fence check's reads, and the futures of the runs
+        // that call this one (a chaos scenario over a cluster's log) would otherwise overflow
+        // the compiler's default layout depth.
+        snapshots.push(Box::pin(store.snapshot(id)).await.map_err(|e| crash_or(e, crashes))?);
     }
     outcome.checkpoints += 1;
     a.checkpoint_id = id + 1;

@@ -5,7 +5,7 @@ use actionstate_core::{
     ActionId, ActionState, Attributes, Error, Event, EventId, KeyId, LogRecord, Progress, StateKey, StateLog, Trigger,
     Value, codec,
 };
-use actionstate_recovery::{ActionStateStore, Begin, Ownership, Round, StoreConfig};
+use actionstate_recovery::{ActionStateStore, Begin, CheckpointForm, Ownership, Round, StoreConfig};
 use actionstate_testkit::conformance;
 use actionstate_testkit::services::ServerProcess;
 use std::collections::{BTreeMap, HashMap};
@@ -76,7 +76,7 @@ impl Put {
     }
 }
 
-pub(crate) async fn put<L: StateLog>(store: &ActionStateStore<L>, k: u64, seq: u64) -> Put {
+pub(crate) async fn put<L: StateLog, C: CheckpointForm>(store: &ActionStateStore<L, C>, k: u64, seq: u64) -> Put {
     let (s, input) = state(k, seq);
     let round = Round::new(s.key.key, seq, &input);
     let at = Instant::now();
@@ -123,7 +123,9 @@ pub async fn server_stop_during_puts<L, F, Fut>(
     F: Fn() -> Fut,
     Fut: Future<Output = Result<L, Error>>,
 {
-    let store = Arc::new(ActionStateStore::new(open().await.expect("opening the log"), StoreConfig::default()));
+    // Two-phase: the snapshot below is what the rebuild restores from.
+    let store =
+        Arc::new(ActionStateStore::new_two_phase(open().await.expect("opening the log"), StoreConfig::default()));
     // Some states before the fault, then the marker the rebuild starts from.
     let mut early = Vec::new();
     for seq in 0..5 {
@@ -219,13 +221,15 @@ pub async fn server_stop_during_puts<L, F, Fut>(
         }
     }
 
-    // A rebuild from the marker taken before the stop, on a fresh log handle.
-    let rebuilt =
-        ActionStateStore::new(open().await.expect("reopening the log after the restart"), StoreConfig::default());
-    let report = rebuilt
-        .rebuild(std::slice::from_ref(&before.marker), &Ownership::All, &HashMap::new())
-        .await
-        .expect("the rebuild from the marker taken before the fault");
+    // A rebuild from the snapshot taken before the stop, on a fresh log handle. The puts finish
+    // no round, so the snapshot completed none and the rebuild prunes nothing: it starts from
+    // the snapshot's marker alone.
+    let log = open().await.expect("reopening the log after the restart");
+    let (rebuilt, restored) =
+        ActionStateStore::restore(log, StoreConfig::default(), &Ownership::All, std::slice::from_ref(&before))
+            .await
+            .expect("the rebuild from the marker taken before the fault");
+    let report = restored.rebuild;
     let states = indexed_states(&rebuilt);
     // Everything else the rebuild holds: states put before the marker, the probes after the
     // restart, and puts that failed after their record reached the broker.
@@ -264,7 +268,11 @@ pub(crate) async fn stored_records<L: StateLog>(log: &L) -> Result<Stored, Error
 /// Whether the acknowledged put `p` is indexed as put and its record is in `stored` at the
 /// position it was acknowledged at (exact positions) or after it (lower bounds); `Err` says
 /// what is wrong.
-pub(crate) fn check_acked<L: StateLog>(store: &ActionStateStore<L>, stored: &Stored, p: &Put) -> Result<(), String> {
+pub(crate) fn check_acked<L: StateLog, C: CheckpointForm>(
+    store: &ActionStateStore<L, C>,
+    stored: &Stored,
+    p: &Put,
+) -> Result<(), String> {
     let key = &p.state.key;
     let Outcome::Acked(indexed) = &p.outcome else { return Err(format!("put {key:?} was not acknowledged")) };
     if **indexed != p.state {
@@ -293,7 +301,9 @@ pub(crate) fn check_acked<L: StateLog>(store: &ActionStateStore<L>, stored: &Sto
 }
 
 /// Every state `store`'s index holds, decoded.
-pub(crate) fn indexed_states<L: StateLog>(store: &ActionStateStore<L>) -> BTreeMap<StateKey, ActionState> {
+pub(crate) fn indexed_states<L: StateLog, C: CheckpointForm>(
+    store: &ActionStateStore<L, C>,
+) -> BTreeMap<StateKey, ActionState> {
     store.with_index(|i| {
         // A dump scans the whole index: allowed here, as the index's `scan-guard` feature
         // (on whenever the index's own tests are built alongside) requires.

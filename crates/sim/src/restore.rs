@@ -36,14 +36,23 @@ pub(crate) async fn restore<S: LogSource>(
     outcome: &mut Outcome,
 ) -> Result<Attempt<S>, StoreError> {
     let owners = ownerships(owners);
-    let stores: Vec<_> =
-        owners.iter().map(|_| ActionStateStore::new(Arc::clone(&log), StoreConfig::default())).collect();
+    let mut stores = Vec::with_capacity(owners.len());
     if let Some(cp) = from {
         let started = Instant::now();
-        for (store, ownership) in stores.iter().zip(&owners) {
-            let report = store.rebuild(&cp.markers, ownership, &cp.completed).await?;
-            outcome.rebuild_records += report.records;
+        let snapshots = cp.snapshots();
+        for ownership in &owners {
+            // Boxed: a restore's future nests the rebuild's, and the futures of runtimes that
+            // call this one would otherwise overflow the compiler's default layout depth.
+            let (store, restored) = Box::pin(ActionStateStore::restore(
+                Arc::clone(&log),
+                StoreConfig::default(),
+                ownership,
+                &snapshots[..],
+            ))
+            .await?;
+            outcome.rebuild_records += restored.rebuild.records;
             outcome.rebuilds += 1;
+            stores.push(store);
         }
         outcome.rebuild_time += started.elapsed();
         outcome.restores += 1;
@@ -52,10 +61,13 @@ pub(crate) async fn restore<S: LogSource>(
         // Nothing to restore, but each owner takes its epoch and fences the attempts
         // before it, and learns its keys (so that its retention never reclaims what the
         // other owners' checkpoints need).
-        for (store, ownership) in stores.iter().zip(&owners) {
-            let report = store.rebuild(&[], ownership, &HashMap::new()).await?;
-            outcome.rebuild_records += report.records;
+        for ownership in &owners {
+            // Boxed, as above.
+            let fresh = ActionStateStore::restore(Arc::clone(&log), StoreConfig::default(), ownership, Vec::new());
+            let (store, restored) = Box::pin(fresh).await?;
+            outcome.rebuild_records += restored.rebuild.records;
             outcome.rebuilds += 1;
+            stores.push(store);
         }
     }
     Ok(Attempt {

@@ -12,7 +12,7 @@ use crate::source::LogSource;
 use actionstate_core::{
     ActionState, Attributes, Event, IdempotencyKey, MemoryOp, MemoryUpdate, StateKey, TaggedBytes, Trigger, Value,
 };
-use actionstate_recovery::{ActionHandle, Begin, CallSource, Round};
+use actionstate_recovery::{ActionHandle, Begin, CallSource, DurableCall, Round};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -73,7 +73,10 @@ pub(crate) async fn round<S: LogSource>(
     }
     ledger.lock().round_done(key, seq, &results);
     outcome.results.insert((key, seq), results);
-    a.stores[owner].round_completed(key, seq);
+    // The store learns of the round only once all its actions are done: in between, the
+    // actions need the attempt mutably, and a crash that cuts the round short leaves it for the
+    // next attempt to replay, as it did before open rounds were counted.
+    a.stores[owner].round(round).finish();
     Ok(())
 }
 
@@ -162,6 +165,8 @@ async fn durable<S: LogSource>(
         }
     };
     let store = &a.stores[owner];
+    // The agent's arguments are bytes already; the agent defines their digest.
+    let call = DurableCall::new(function).args_digest(agent::digest(args));
     let call = if reconcile {
         let reconciler = move |key: IdempotencyKey| async move {
             let Some(service) = external else { return Ok(agent::external(function, args)) };
@@ -175,9 +180,9 @@ async fn durable<S: LogSource>(
                 }
             }
         };
-        store.call_reconciled_keyed(handle, function, agent::digest(args), run, reconciler).await
+        store.call(handle, call.reconcile(reconciler), run).await
     } else {
-        store.call_keyed(handle, function, agent::digest(args), run).await
+        store.call(handle, call, run).await
     }
     .map_err(|e| crash_or(e, crashes))?;
     if let Some(e) = failed.into_inner() {

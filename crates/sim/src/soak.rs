@@ -6,9 +6,11 @@
 //! the run.
 
 use actionstate_core::{ActionId, Attributes, Event, KeyId, StateLog, Trigger, Value};
-use actionstate_recovery::{ActionStateStore, Begin, Ownership, Round, StoreError};
+use actionstate_recovery::{
+    ActionStateStore, Begin, CheckpointForm, DurableCall, InLog, Ownership, Round, Snapshot, StoreConfig, StoreError,
+    TwoPhase,
+};
 use parking_lot::Mutex;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -220,47 +222,105 @@ impl<'a> Sampler<'a> {
     }
 }
 
-/// Runs the workload on `store`, which keeps its checkpoints with the runtime (`snapshot`,
-/// then `checkpoint_complete`); `bytes_held` measures what the backend holds; `on_sample`
-/// sees each sample as it is taken.
+/// Runs the workload on a store over `log` with `store_config`, which keeps its checkpoints
+/// with the runtime (`snapshot`, then `checkpoint_complete`); `bytes_held` measures what the
+/// backend holds; `on_sample` sees each sample as it is taken. Returns once the store's
+/// reclaiming is done, so that the caller may measure or remove what the backend holds.
 pub async fn soak<L: StateLog>(
-    store: Arc<ActionStateStore<L>>,
+    log: L,
+    store_config: StoreConfig,
     config: &SoakConfig,
     bytes_held: &(dyn Fn() -> u64 + Sync),
     on_sample: &mut (dyn FnMut(&SoakSample) + Send),
 ) -> Result<SoakReport, StoreError> {
-    // A runtime starts its store with a restore: the store takes its owner epoch and fences the
-    // partitions, and every snapshot then looks for newer fences in what the log gained.
-    store.rebuild(&[], &Ownership::All, &HashMap::new()).await?;
+    // A runtime starts its store with a restore, here from no snapshot: the store takes its
+    // owner epoch and fences the partitions, and every snapshot then looks for newer fences in
+    // what the log gained.
+    let (store, _) = ActionStateStore::restore(log, store_config, &Ownership::All, Vec::<Snapshot>::new()).await?;
+    let store = Arc::new(store);
     let mut sampler = Sampler::new(config.inputs, bytes_held);
     let lanes = Lanes::default();
     let mut workers = Workers::new();
     for slot in 0..config.in_flight.max(1) {
-        let lane = Lane { store: Arc::clone(&store), owned: Ownership::All, slot, checkpoints: Checkpoints::TwoPhase };
+        let lane = Lane { store: Arc::clone(&store), owned: Ownership::All, slot, checkpoints: RuntimeKept };
         lanes.spawn(&mut workers, lane, (0, config.inputs), config);
     }
     let counts = || (store.reclaim_status().records_reclaimed, store.stats().states);
     sampler.watch(&mut workers, &lanes.done, &lanes.progress, &counts, on_sample).await?;
-    Ok(sampler.report(&lanes.progress))
+    let report = sampler.report(&lanes.progress);
+    store.wait_for_reclaim().await;
+    Ok(report)
 }
 
-/// How a lane's store checkpoints.
-#[derive(Clone)]
-pub(crate) enum Checkpoints {
-    /// Kept by the runtime: `snapshot`, then `checkpoint_complete` at once, every
-    /// `checkpoint_every` inputs of the run.
-    TwoPhase,
-    /// Written into the log with `checkpoint`, every `checkpoint_every` inputs of the lane's
-    /// owner, with the owner's input count as metadata.
-    InLog { owner_done: Arc<AtomicU64> },
+/// How a lane's store checkpoints: the form of the store, and when it takes one.
+pub(crate) trait LaneCheckpoints<L: StateLog>: Send + Sync + 'static {
+    /// The form of the lane's store.
+    type Form: CheckpointForm;
+
+    /// After the lane's input that made `finished` inputs of the run, with `every` inputs
+    /// between checkpoints: the entries the checkpoint taken holds, or `None` when it is not
+    /// the lane's to take.
+    fn after_input(
+        &self,
+        store: &ActionStateStore<L, Self::Form>,
+        finished: u64,
+        every: u64,
+    ) -> impl Future<Output = Result<Option<usize>, StoreError>> + Send;
 }
 
-/// One conversation slot: the store it writes to, the keys it may use, its number.
-pub(crate) struct Lane<L: StateLog> {
-    pub(crate) store: Arc<ActionStateStore<L>>,
+/// Checkpoints kept by the runtime: `snapshot`, then `checkpoint_complete` at once, every
+/// `checkpoint_every` inputs of the run.
+pub(crate) struct RuntimeKept;
+
+impl<L: StateLog> LaneCheckpoints<L> for RuntimeKept {
+    type Form = TwoPhase;
+
+    async fn after_input(
+        &self,
+        store: &ActionStateStore<L, TwoPhase>,
+        finished: u64,
+        every: u64,
+    ) -> Result<Option<usize>, StoreError> {
+        if !finished.is_multiple_of(every) {
+            return Ok(None);
+        }
+        let id = finished / every;
+        let snap = store.snapshot(id).await?;
+        store.checkpoint_complete(id);
+        Ok(Some(snap.completed.len()))
+    }
+}
+
+/// Checkpoints written into the log with `checkpoint`, every `checkpoint_every` inputs of the
+/// lane's owner, with the owner's input count as metadata.
+pub(crate) struct WrittenToLog {
+    pub(crate) owner_done: Arc<AtomicU64>,
+}
+
+impl<L: StateLog> LaneCheckpoints<L> for WrittenToLog {
+    type Form = InLog;
+
+    async fn after_input(
+        &self,
+        store: &ActionStateStore<L, InLog>,
+        _finished: u64,
+        every: u64,
+    ) -> Result<Option<usize>, StoreError> {
+        let mine = self.owner_done.fetch_add(1, Ordering::Relaxed) + 1;
+        if !mine.is_multiple_of(every) {
+            return Ok(None);
+        }
+        Ok(Some(store.checkpoint(&mine.to_le_bytes()).await?.completed))
+    }
+}
+
+/// One conversation slot: the store it writes to, the keys it may use, its number, and how
+/// its store checkpoints.
+pub(crate) struct Lane<L: StateLog, C: LaneCheckpoints<L>> {
+    pub(crate) store: Arc<ActionStateStore<L, C::Form>>,
     pub(crate) owned: Ownership,
     pub(crate) slot: usize,
-    pub(crate) checkpoints: Checkpoints,
+    pub(crate) checkpoints: C,
 }
 
 /// What the lanes of a phase share: the next input, the inputs done (over the whole run) and
@@ -275,10 +335,10 @@ pub(crate) struct Lanes {
 impl Lanes {
     /// Starts `lane`, which takes inputs until the run's counter reaches `limit`, naming its
     /// conversations after `phase` (a new owner after a rescale starts new ones).
-    pub(crate) fn spawn<L: StateLog>(
+    pub(crate) fn spawn<L: StateLog, C: LaneCheckpoints<L>>(
         &self,
         workers: &mut Workers,
-        lane: Lane<L>,
+        lane: Lane<L, C>,
         (phase, limit): (usize, u64),
         config: &SoakConfig,
     ) {
@@ -291,8 +351,8 @@ impl Lanes {
 /// One conversation slot: its conversations one after the other, each for a few inputs,
 /// taking inputs from the shared counter until `limit`. The task that processes the input
 /// that completes a checkpoint interval takes the checkpoint.
-async fn worker<L: StateLog>(
-    lane: &Lane<L>,
+async fn worker<L: StateLog, C: LaneCheckpoints<L>>(
+    lane: &Lane<L, C>,
     phase: usize,
     limit: u64,
     config: &SoakConfig,
@@ -324,13 +384,14 @@ async fn worker<L: StateLog>(
             seq = 0;
         }
         let input = event("message", i64::try_from(seq).unwrap_or(0));
-        let round = Round::named(&name, seq, &input);
-        let key = round.key;
+        let round = store.round(Round::named(&name, seq, &input));
         let answered = match store.begin(&round, &reply, &input, &Trigger::Input).await? {
             Begin::Reuse(state) => state,
             Begin::Resume(mut handle) | Begin::Fresh(mut handle, _) => {
                 let out = result.clone();
-                store.call(&mut handle, "llm.complete", [7; 32], || async move { Ok(out) }).await?;
+                // Every call of the workload has the same arguments: one fixed digest.
+                let call = DurableCall::new("llm.complete").args_digest([7; 32]);
+                store.call(&mut handle, call, |_| async move { Ok(out) }).await?;
                 store.complete(handle, vec![event("answer", 1)], Vec::new()).await?
             }
         };
@@ -342,26 +403,11 @@ async fn worker<L: StateLog>(
                 store.complete(handle, Vec::new(), Vec::new()).await?;
             }
         }
-        store.round_completed(key, seq);
+        round.finish();
         seq += 1;
         let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
         let began = Instant::now();
-        let entries = match &lane.checkpoints {
-            Checkpoints::TwoPhase if finished.is_multiple_of(every) => {
-                let id = finished / every;
-                let snap = store.snapshot(id).await?;
-                store.checkpoint_complete(id);
-                snap.completed.len()
-            }
-            Checkpoints::InLog { owner_done } => {
-                let mine = owner_done.fetch_add(1, Ordering::Relaxed) + 1;
-                if !mine.is_multiple_of(every) {
-                    continue;
-                }
-                store.checkpoint(&mine.to_le_bytes()).await?.completed
-            }
-            Checkpoints::TwoPhase => continue,
-        };
+        let Some(entries) = lane.checkpoints.after_input(store, finished, every).await? else { continue };
         progress.lock().checkpointed(entries, began.elapsed().as_secs_f64() * 1e3);
     }
 }

@@ -4,7 +4,7 @@
 //! (docs/design.md, section 6). Optionally, halfway through, every owner checkpoints and
 //! stops and a new split of the groups restores from the log and goes on: a rescale.
 
-use crate::soak::{Checkpoints, Lane, Lanes, Sampler, SoakConfig, SoakReport, SoakSample, Workers};
+use crate::soak::{Lane, Lanes, Sampler, SoakConfig, SoakReport, SoakSample, Workers, WrittenToLog};
 use actionstate_core::StateLog;
 use actionstate_recovery::{ActionStateStore, Ownership, RestoreFrom, StoreConfig, StoreError};
 use std::sync::Arc;
@@ -59,7 +59,7 @@ pub async fn soak_owners<L: StateLog>(
         for slot in 0..config.in_flight.max(1) {
             let o = slot % stores.len();
             let (store, owned) = &stores[o];
-            let checkpoints = Checkpoints::InLog { owner_done: Arc::clone(&owner_done[o]) };
+            let checkpoints = WrittenToLog { owner_done: Arc::clone(&owner_done[o]) };
             let lane = Lane { store: Arc::clone(store), owned: owned.clone(), slot, checkpoints };
             lanes.spawn(&mut workers, lane, (phase, limit), config);
         }

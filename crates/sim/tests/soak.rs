@@ -2,7 +2,7 @@
 //! A short soak on the embedded store with retention on: the data directory and what each
 //! snapshot carries stay bounded by the live work, not by the history.
 
-use actionstate_recovery::{ActionStateStore, Retention, StoreConfig};
+use actionstate_recovery::{Retention, StoreConfig};
 use actionstate_sim::soak::{SoakConfig, directory_bytes, soak};
 use std::sync::Arc;
 
@@ -10,9 +10,10 @@ async fn run(retention: Retention, inputs: u64) -> actionstate_sim::soak::SoakRe
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let log = actionstate_file::FileLog::open(actionstate_file::FileConfig::new(&data, 8)).unwrap();
-    let store = Arc::new(ActionStateStore::new(log, StoreConfig { retention, ..StoreConfig::default() }));
+    let store_config = StoreConfig { retention, ..StoreConfig::default() };
     let config = SoakConfig { inputs, ..SoakConfig::default() };
-    let report = soak(Arc::clone(&store), &config, &|| directory_bytes(&data), &mut |s| {
+    // Returns once the store's reclaiming is done.
+    let report = soak(log, store_config, &config, &|| directory_bytes(&data), &mut |s| {
         println!(
             "soak {retention:?}: inputs={} elapsed={:.1}s rss={}MB dir={}KB snapshot_entries={} snapshot_ms={:.1} reclaimed={} states={}",
             s.inputs,
@@ -27,7 +28,6 @@ async fn run(retention: Retention, inputs: u64) -> actionstate_sim::soak::SoakRe
     })
     .await
     .unwrap();
-    store.wait_for_reclaim().await;
     println!("soak {retention:?}: {}", serde_json::to_string(&report).unwrap_or_default());
     report
 }

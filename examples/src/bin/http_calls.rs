@@ -1,6 +1,6 @@
 use actionstate_core::{ActionId, Attributes, Event, IdempotencyKey, Trigger, Value};
 use actionstate_recovery::{
-    ActionStateStore, Begin, CallOutput, LogConfig, Ownership, RestoreFrom, Round, StoreConfig, open,
+    ActionStateStore, Begin, CallOutput, DurableCall, LogConfig, Ownership, RestoreFrom, Round, StoreConfig, open,
 };
 use http_body_util::{BodyExt, Full};
 use hyper::{Request, StatusCode, body::Bytes};
@@ -26,9 +26,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Begin::Resume(handle) | Begin::Fresh(handle, _) => handle,
     };
     // A service that deduplicates: it gets the key as its `Idempotency-Key` header, so the
-    // charge a crash made run again takes effect once.
+    // charge a crash made run again takes effect once. The request body is the arguments.
+    let charge = DurableCall::new("payments.charge").args_bytes(b"4200");
     let charge = store
-        .call_keyed(&mut handle, "payments.charge", [1; 32], |key| async move {
+        .call(&mut handle, charge, |key| async move {
             let charged = send(api, Request::post("/v1/calls/payments.charge"), Some(&key), b"4200").await;
             stop_if(crash_after, "charge");
             charged
@@ -36,25 +37,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?;
     // A service that cannot deduplicate but can be asked about a key: the PENDING slot holds
     // the key, and after a crash the reconciler asks whether that request was applied.
+    let receipt = DurableCall::new("mail.receipt").args_bytes(b"order-42").reconcile(|key| async move {
+        match send(api, Request::get(format!("/v1/records/{key}")), None, b"").await {
+            Err(status) if status == b"404" => {
+                send(api, Request::post("/v1/records/mail.receipt"), Some(&key), b"order-42").await
+            }
+            applied => applied,
+        }
+    });
     let receipt = store
-        .call_reconciled_keyed(
-            &mut handle,
-            "mail.receipt",
-            [2; 32],
-            |key| async move {
-                let sent = send(api, Request::post("/v1/records/mail.receipt"), Some(&key), b"order-42").await;
-                stop_if(crash_after, "receipt");
-                sent
-            },
-            |key| async move {
-                match send(api, Request::get(format!("/v1/records/{key}")), None, b"").await {
-                    Err(status) if status == b"404" => {
-                        send(api, Request::post("/v1/records/mail.receipt"), Some(&key), b"order-42").await
-                    }
-                    applied => applied,
-                }
-            },
-        )
+        .call(&mut handle, receipt, |key| async move {
+            let sent = send(api, Request::post("/v1/records/mail.receipt"), Some(&key), b"order-42").await;
+            stop_if(crash_after, "receipt");
+            sent
+        })
         .await?;
     println!("charge: {:?}, receipt: {:?}", charge.source, receipt.source);
     store.complete(handle, vec![], vec![]).await?;

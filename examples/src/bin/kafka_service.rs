@@ -20,8 +20,8 @@
 use actionstate_core::{ActionId, Attributes, Event, Trigger, Value};
 use actionstate_examples::{Entry, Input, Ledger, Positions};
 use actionstate_recovery::{
-    ActionStateStore, AnyLog, Begin, CallOutput, CallSource, LogConfig, Ownership, RestoreFrom, Restored, StoreConfig,
-    open,
+    ActionStateStore, AnyLog, Begin, CallOutput, CallSource, DurableCall, LogConfig, Ownership, RestoreFrom, Restored,
+    StoreConfig, open,
 };
 use clap::Parser;
 use rdkafka::config::ClientConfig;
@@ -125,8 +125,10 @@ async fn main() -> ExitCode {
 async fn run(args: &Args) -> Result<Summary> {
     let log = open(&args.state_log.parse::<LogConfig>()?).await?;
     // The latest checkpoint in the log (none on the first run) and the input position it saved.
+    // Boxed: the restore's future nests the Kafka backend's reads, and with it this function's
+    // would overflow the compiler's default layout depth.
     let (store, restored) =
-        ActionStateStore::restore(log, StoreConfig::default(), &Ownership::All, RestoreFrom::Latest).await?;
+        Box::pin(ActionStateStore::restore(log, StoreConfig::default(), &Ownership::All, RestoreFrom::Latest)).await?;
     let mut positions = restored_positions(&restored)?;
     let consumer = consumer(args, &positions)?;
     let ledger = Ledger::new(&args.ledger);
@@ -196,8 +198,8 @@ fn consumer(args: &Args, positions: &Positions) -> Result<StreamConsumer> {
 }
 
 /// One input's round: its action is reused if it completed before a crash; otherwise it runs,
-/// and its side effect goes through `call_reconciled`, so that it is made once whatever the
-/// crash. Then the input is acknowledged in the ledger and its round reported done.
+/// and its side effect goes through a durable call with a reconciler, so that it is made once
+/// whatever the crash. Then the input is acknowledged in the ledger and its round finished.
 async fn answer(
     store: &ActionStateStore<AnyLog>,
     ledger: &Ledger,
@@ -206,21 +208,17 @@ async fn answer(
     summary: &mut Summary,
 ) -> Result<()> {
     let event = input.event();
-    let round = input.round(&event);
+    let round = store.round(input.round(&event));
     match store.begin(&round, &ActionId::new("record-effect"), &event, &Trigger::Input).await? {
         Begin::Reuse(_state) => summary.reused += 1,
         Begin::Resume(mut handle) | Begin::Fresh(mut handle, _) => {
             let entry = Entry::effect(&input.key, input.seq);
             let made = Cell::new(false);
-            let call = store
-                .call_reconciled(
-                    &mut handle,
-                    "ledger.effect",
-                    *round.input.as_bytes(),
-                    || make_effect(ledger, &entry, effect),
-                    || reconcile(ledger, &entry, effect, &made),
-                )
-                .await?;
+            // The input's fingerprint stands for the call's arguments: the effect is the input's.
+            let call = DurableCall::new("ledger.effect")
+                .args_digest(*round.input.as_bytes())
+                .reconcile(|_| reconcile(ledger, &entry, effect, &made));
+            let call = store.call(&mut handle, call, |_| make_effect(ledger, &entry, effect)).await?;
             match call.source {
                 CallSource::Executed => summary.executed += 1,
                 CallSource::Journal => summary.journaled += 1,
@@ -238,7 +236,7 @@ async fn answer(
         }
     }
     ledger.append(&Entry::ack(&input.key, input.seq))?;
-    store.round_completed(round.key, round.seq);
+    round.finish();
     Ok(())
 }
 

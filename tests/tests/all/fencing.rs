@@ -9,9 +9,11 @@
 //! directory; the records, and so the mechanism, are the same as with two processes).
 
 use actionstate_core::{ActionId, Attributes, Event, KeyId, LogRecord, Ownership, StateKey, StateLog, Trigger, Value};
-use actionstate_recovery::{ActionStateStore, AnyLog, Begin, Retention, Round, StoreConfig, StoreError};
+use actionstate_recovery::{
+    ActionStateStore, AnyLog, Begin, RebuildReport, Retention, Round, Snapshot, StoreConfig, StoreError, TwoPhase,
+};
 use actionstate_tests::{Backend, Env, read_records};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 on_every_backend!("fencing":
@@ -19,7 +21,8 @@ on_every_backend!("fencing":
     a_rescale_fences_exactly_the_groups_each_new_owner_took,
 );
 
-type Store = ActionStateStore<Arc<AnyLog>>;
+/// Two-phase stores: the test keeps the snapshots a runtime would, and restores from them.
+type Store = ActionStateStore<Arc<AnyLog>, TwoPhase>;
 
 fn question(seq: u64) -> Event {
     let mut attributes = Attributes::new();
@@ -42,13 +45,26 @@ async fn answer(store: &Store, key: KeyId, seq: u64) -> Result<Option<StateKey>,
     }
 }
 
+/// Every action of round `seq` of `key` (its input [`question`]) is done.
+fn finish(store: &Store, key: KeyId, seq: u64) {
+    store.round(Round::new(key, seq, &question(seq))).finish();
+}
+
 fn config() -> StoreConfig {
     StoreConfig { retention: Retention::KeepAll, ..StoreConfig::default() }
 }
 
-/// A store that replays without becoming an owner: what any later restore would see.
-fn observer(log: &Arc<AnyLog>) -> Store {
-    ActionStateStore::new(Arc::clone(log), StoreConfig { fence_on_rebuild: false, ..config() })
+/// An owner of `ownership` restored from `from` (none: a fresh start), and its rebuild.
+async fn owner(log: &Arc<AnyLog>, ownership: &Ownership, from: &[Snapshot]) -> (Store, RebuildReport) {
+    let (store, restored) = ActionStateStore::restore(Arc::clone(log), config(), ownership, from).await.unwrap();
+    (store, restored.rebuild)
+}
+
+/// A store that replays `from` without becoming an owner: what any later restore would see.
+async fn observer(log: &Arc<AnyLog>, from: &[Snapshot]) -> (Store, RebuildReport) {
+    let config = StoreConfig { fence_on_rebuild: false, ..config() };
+    let (store, restored) = ActionStateStore::restore(Arc::clone(log), config, &Ownership::All, from).await.unwrap();
+    (store, restored.rebuild)
 }
 
 /// Which of `states` the store's index holds.
@@ -71,8 +87,7 @@ async fn a_zombie_is_fenced_out_of_every_later_rebuild(backend: Backend) {
     let (zombie_key, owner_key) = (KeyId::of(b"zombie's"), KeyId::of(b"new owner's"));
 
     // The first owner restores (nothing yet), answers rounds 0..3 of both keys, checkpoints.
-    let old = ActionStateStore::new(Arc::clone(&log), config());
-    let first = old.rebuild(&[], &Ownership::All, &HashMap::new()).await.unwrap();
+    let (old, first) = owner(&log, &Ownership::All, &[]).await;
     assert!(first.epoch > 0, "a restore takes an epoch");
     let mut before = BTreeSet::new();
     for seq in 0..3 {
@@ -81,10 +96,9 @@ async fn a_zombie_is_fenced_out_of_every_later_rebuild(backend: Backend) {
     }
     let checkpoint = old.snapshot(1).await.unwrap();
 
-    // It is presumed dead; the new owner restores the checkpoint and reuses all of it.
-    let new = ActionStateStore::new(Arc::clone(&log), config());
-    let restored =
-        new.rebuild(std::slice::from_ref(&checkpoint.marker), &Ownership::All, &HashMap::new()).await.unwrap();
+    // It is presumed dead; the new owner restores the checkpoint and reuses all of it. (The
+    // first owner finished no round: the checkpoint is its marker alone.)
+    let (new, restored) = owner(&log, &Ownership::All, std::slice::from_ref(&checkpoint)).await;
     assert!(restored.epoch > first.epoch, "{} then {}", first.epoch, restored.epoch);
     assert_eq!(restored.fenced, 0);
     for seq in 0..3 {
@@ -103,8 +117,8 @@ async fn a_zombie_is_fenced_out_of_every_later_rebuild(backend: Backend) {
     // The new owner's checkpoint, with every round completed and pruned: its marker lies past
     // the fences, which it carries.
     for seq in 0..5 {
-        new.round_completed(owner_key, seq);
-        new.round_completed(zombie_key, seq.min(2));
+        finish(&new, owner_key, seq);
+        finish(&new, zombie_key, seq.min(2));
     }
     let second = new.snapshot(2).await.unwrap();
     new.checkpoint_complete(2);
@@ -123,8 +137,7 @@ async fn a_zombie_is_fenced_out_of_every_later_rebuild(backend: Backend) {
 
     // A third restore, from the first checkpoint: the first owner's history before the fence
     // and the new owner's, none of the zombie's.
-    let third = observer(&log);
-    let report = third.rebuild(&[checkpoint.marker], &Ownership::All, &HashMap::new()).await.unwrap();
+    let (third, report) = observer(&log, &[checkpoint]).await;
     assert_eq!(report.fenced, zombie.len() as u64, "{}: every zombie record is skipped", backend.name());
     assert!(indexed(&third, &zombie).is_empty(), "{}: a zombie state was replayed", backend.name());
     assert_eq!(indexed(&third, &before), before, "{}: the history before the restore is kept", backend.name());
@@ -134,8 +147,7 @@ async fn a_zombie_is_fenced_out_of_every_later_rebuild(backend: Backend) {
 
     // From the later checkpoints, whose markers lie past the fence records.
     for (name, snapshot) in [("second", &second), ("later", &later)] {
-        let restore = observer(&log);
-        restore.rebuild(std::slice::from_ref(&snapshot.marker), &Ownership::All, &snapshot.completed).await.unwrap();
+        let (restore, _) = observer(&log, std::slice::from_ref(snapshot)).await;
         let zombies = indexed(&restore, &zombie);
         assert!(zombies.is_empty(), "{}: the {name} checkpoint replays a zombie state", backend.name());
         let kept = indexed(&restore, &BTreeSet::from([mine_later]));
@@ -163,14 +175,14 @@ async fn a_rescale_fences_exactly_the_groups_each_new_owner_took(backend: Backen
     // Two owners, six groups each.
     let before = [groups(0..6), groups(6..12)];
     let mut old = Vec::new();
-    let mut markers = Vec::new();
+    // Their checkpoints: markers alone, as the owners finish no round.
+    let mut checkpoints = Vec::new();
     for ownership in &before {
-        let store = ActionStateStore::new(Arc::clone(&log), config());
-        store.rebuild(&[], ownership, &HashMap::new()).await.unwrap();
+        let (store, _) = owner(&log, ownership, &[]).await;
         for key in keys.iter().filter(|k| ownership.owns(k)) {
             answer(&store, *key, 0).await.unwrap().unwrap();
         }
-        markers.push(store.snapshot(1).await.unwrap().marker);
+        checkpoints.push(store.snapshot(1).await.unwrap());
         old.push(store);
     }
 
@@ -178,9 +190,7 @@ async fn a_rescale_fences_exactly_the_groups_each_new_owner_took(backend: Backen
     let after = [groups(0..4), groups(4..8), groups(8..12)];
     let mut new = Vec::new();
     for ownership in &after {
-        let store = ActionStateStore::new(Arc::clone(&log), config());
-        store.rebuild(&markers, ownership, &HashMap::new()).await.unwrap();
-        new.push(store);
+        new.push(owner(&log, ownership, &checkpoints).await.0);
     }
     // Every partition holds one fence of each new owner, of exactly its groups and epoch.
     let records = read_records(&*log).await.unwrap();
@@ -228,8 +238,7 @@ async fn a_rescale_fences_exactly_the_groups_each_new_owner_took(backend: Backen
     }
 
     // A replay of everything holds the new owners' states and none of the zombies'.
-    let all = observer(&log);
-    let report = all.rebuild(&markers, &Ownership::All, &HashMap::new()).await.unwrap();
+    let (all, report) = observer(&log, &checkpoints).await;
     assert_eq!(report.fenced, zombie.len() as u64, "{}", backend.name());
     assert!(indexed(&all, &zombie).is_empty(), "{}: a zombie state was replayed", backend.name());
     assert_eq!(indexed(&all, &owned), owned, "{}: a new owner's state is missing", backend.name());

@@ -16,7 +16,9 @@
 //! on fresh topics of the configured broker.
 
 use actionstate_core::{ActionId, Attributes, Event, KeyId, Ownership, Trigger, Value};
-use actionstate_recovery::{ActionStateStore, AnyLog, Begin, RestoreFrom, Retention, StoreConfig, StoreError};
+use actionstate_recovery::{
+    ActionStateStore, AnyLog, Begin, DurableCall, RestoreFrom, Retention, StoreConfig, StoreError,
+};
 use actionstate_testkit::Faulty;
 use actionstate_tests::{Backend, Env, Rng};
 use std::collections::{BTreeMap, BTreeSet};
@@ -81,34 +83,28 @@ fn input(key: &str, seq: u64) -> Event {
 /// Returns whether the action was reused.
 async fn round(store: &Store, ledger: &Ledger, key: &str, seq: u64) -> Result<bool, StoreError> {
     let event = input(key, seq);
-    let round = actionstate_recovery::Round::named(key, seq, &event);
+    // Finished once its action is done; a round cut short by an error is not.
+    let round = store.round(actionstate_recovery::Round::named(key, seq, &event));
     let reused = match store.begin(&round, &ActionId::new("effect"), &event, &Trigger::Input).await? {
         Begin::Reuse(_) => true,
         Begin::Resume(mut handle) | Begin::Fresh(mut handle, _) => {
             let id = (key.to_owned(), seq);
             let digest = KeyId::of(key.as_bytes()).0;
-            store
-                .call_reconciled(
-                    &mut handle,
-                    "effect",
-                    digest,
-                    || async { Ok(ledger.effect(&id)) },
-                    // Asked after a crash between the effect and its result: did it happen?
-                    || async {
-                        if ledger.happened(&id) {
-                            Ok(format!("effect {} {}", id.0, id.1).into_bytes())
-                        } else {
-                            Ok(ledger.effect(&id))
-                        }
-                    },
-                )
-                .await?;
+            // Asked after a crash between the effect and its result: did it happen?
+            let call = DurableCall::new("effect").args_digest(digest).reconcile(|_| async {
+                if ledger.happened(&id) {
+                    Ok(format!("effect {} {}", id.0, id.1).into_bytes())
+                } else {
+                    Ok(ledger.effect(&id))
+                }
+            });
+            store.call(&mut handle, call, |_| async { Ok(ledger.effect(&id)) }).await?;
             store.complete(handle, Vec::new(), Vec::new()).await?;
             ledger.acked.lock().unwrap().insert(id);
             false
         }
     };
-    store.round_completed(round.key, seq);
+    round.finish();
     Ok(reused)
 }
 

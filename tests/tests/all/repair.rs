@@ -6,9 +6,9 @@
 
 use actionstate_core::{ActionId, Attributes, AuditDetail, Event, InvalidationReason, KeyId, LogRecord, StateKey};
 use actionstate_core::{StateLog, Trigger, Value};
-use actionstate_recovery::{ActionStateStore, Begin, Ownership, Retention, Round, StoreConfig};
+use actionstate_recovery::{ActionStateStore, Begin, CheckpointForm, Ownership, Retention, Round, StoreConfig};
 use actionstate_tests::{Backend, Env};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 on_every_backend!("repair": an_operator_invalidation_is_replayed_by_a_rebuild);
 
@@ -23,7 +23,7 @@ fn question(seq: u64) -> Event {
 }
 
 /// Runs the one action of round `seq` of `key`, unless it is reused; returns whether it ran.
-async fn answer<L: StateLog>(store: &ActionStateStore<L>, key: KeyId, seq: u64) -> bool {
+async fn answer<L: StateLog, F: CheckpointForm>(store: &ActionStateStore<L, F>, key: KeyId, seq: u64) -> bool {
     let input = question(seq);
     let round = Round::new(key, seq, &input);
     match store.begin(&round, &ActionId::new("answer"), &input, &Trigger::Input).await.unwrap() {
@@ -38,8 +38,9 @@ async fn answer<L: StateLog>(store: &ActionStateStore<L>, key: KeyId, seq: u64) 
 async fn an_operator_invalidation_is_replayed_by_a_rebuild(backend: Backend) {
     let env = Env::new(backend).unwrap();
     let config = StoreConfig { retention: Retention::KeepAll, ..StoreConfig::default() };
-    let store = ActionStateStore::new(env.open().await.unwrap(), config.clone());
-    let marker = store.snapshot(1).await.unwrap().marker;
+    // Two-phase: the runtime keeps the snapshot the restore below starts from.
+    let store = ActionStateStore::new_two_phase(env.open().await.unwrap(), config.clone());
+    let checkpoint = store.snapshot(1).await.unwrap();
     let (k, other) = (KeyId::of(b"repaired"), KeyId::of(b"bystander"));
     for seq in 0..ROUNDS {
         assert!(answer(&store, k, seq).await && answer(&store, other, seq).await);
@@ -72,8 +73,8 @@ async fn an_operator_invalidation_is_replayed_by_a_rebuild(backend: Backend) {
 
     // A restore of the checkpoint taken before: the rounds before `FROM` are reused, the
     // repaired ones run again, the other key's are reused.
-    let store = ActionStateStore::new(env.open().await.unwrap(), config);
-    store.rebuild(&[marker], &Ownership::All, &HashMap::new()).await.unwrap();
+    let (store, _) =
+        ActionStateStore::restore(env.open().await.unwrap(), config, &Ownership::All, &[checkpoint]).await.unwrap();
     for seq in 0..ROUNDS {
         assert_eq!(answer(&store, k, seq).await, seq >= FROM, "{}: round {seq} of the repaired key", backend.name());
         assert!(!answer(&store, other, seq).await, "{}: round {seq} of the other key is reused", backend.name());

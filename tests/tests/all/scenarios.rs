@@ -7,7 +7,7 @@
 //! and every scenario asserts that the situation it needs actually occurred.
 
 use actionstate_core::{ActionId, Attributes, Event, KeyId, LogRecord, MissReason, StateKey, StateLog, Trigger, Value};
-use actionstate_recovery::{ActionStateStore, Begin, Ownership, Round, StoreConfig};
+use actionstate_recovery::{ActionStateStore, Begin, CheckpointForm, Ownership, Round, StoreConfig};
 use actionstate_sim::agent::Kind;
 use actionstate_sim::{CrashPoint, InputChange, Outcome, RestoreFrom, RunPlan, SimConfig, inputs, key_id};
 use actionstate_tests::*;
@@ -360,7 +360,12 @@ fn input_event(v: i64) -> Event {
 
 /// Runs one single-action round: reuses it if recorded, else completes it. Returns whether it
 /// was reused, and the miss reason if not.
-async fn answer<L: StateLog>(store: &ActionStateStore<L>, key: KeyId, seq: u64, v: i64) -> Option<MissReason> {
+async fn answer<L: StateLog, F: CheckpointForm>(
+    store: &ActionStateStore<L, F>,
+    key: KeyId,
+    seq: u64,
+    v: i64,
+) -> Option<MissReason> {
     let input = input_event(v);
     let round = Round::new(key, seq, &input);
     match store.begin(&round, &ActionId::new("answer"), &input, &Trigger::Input).await.unwrap() {
@@ -383,7 +388,8 @@ async fn divergence_keeps_invalidated_records_until_their_rounds_complete(backen
     let (pa, pb) = (a.partition(PARTITIONS) as usize, b.partition(PARTITIONS) as usize);
 
     // Four rounds of each key; a checkpoint that completed none of them covers them all.
-    let store = ActionStateStore::new(env.open().await.unwrap(), StoreConfig::default());
+    // Two-phase stores: the test keeps the snapshots, as a runtime does, and restores them.
+    let store = ActionStateStore::new_two_phase(env.open().await.unwrap(), StoreConfig::default());
     for seq in 0..4u64 {
         for k in [a, b] {
             assert_eq!(answer(&store, k, seq, seq as i64).await, Some(MissReason::Absent));
@@ -394,8 +400,11 @@ async fn divergence_keeps_invalidated_records_until_their_rounds_complete(backen
     drop(store);
 
     // Restore it; the first replayed input of key a changed: its whole history is invalidated.
-    let store = ActionStateStore::new(env.open().await.unwrap(), StoreConfig::default());
-    store.rebuild(std::slice::from_ref(&first.marker), &Ownership::All, &first.completed).await.unwrap();
+    let log = env.open().await.unwrap();
+    let (store, _) =
+        ActionStateStore::restore(log, StoreConfig::default(), &Ownership::All, std::slice::from_ref(&first))
+            .await
+            .unwrap();
     assert_eq!(answer(&store, a, 0, 100).await, Some(MissReason::RootChanged));
     let second = store.snapshot(2).await.unwrap();
     drop(store);
@@ -417,8 +426,12 @@ async fn divergence_keeps_invalidated_records_until_their_rounds_complete(backen
 
     // A restore of the second checkpoint reads only from there and does not revive a's old
     // history, while b's history and a's new root are reused.
-    let store = ActionStateStore::new(env.open().await.unwrap(), StoreConfig::default());
-    let report = store.rebuild(std::slice::from_ref(&second.marker), &Ownership::All, &second.completed).await.unwrap();
+    let log = env.open().await.unwrap();
+    let (store, restored) =
+        ActionStateStore::restore(log, StoreConfig::default(), &Ownership::All, std::slice::from_ref(&second))
+            .await
+            .unwrap();
+    let report = restored.rebuild;
     let end = store.log().end_offsets().await.unwrap();
     let expected: u64 = end.iter().zip(&second.marker.offsets).map(|(e, m)| e - m).sum();
     assert_eq!(report.records, expected);
@@ -437,8 +450,9 @@ async fn divergence_keeps_invalidated_records_until_their_rounds_complete(backen
     for seq in 2..4u64 {
         assert_eq!(answer(&store, a, seq, seq as i64).await, Some(MissReason::Absent));
     }
+    // Round 3 of both keys (input 3) is done.
     for k in [a, b] {
-        store.round_completed(k, 3);
+        store.round(Round::new(k, 3, &input_event(3))).finish();
     }
     let third = store.snapshot(3).await.unwrap();
     store.checkpoint_complete(3);

@@ -3,12 +3,14 @@
 #![allow(dead_code, reason = "each test binary uses a different part of the helpers")]
 
 use actionstate_core::{
-    ActionId, ActionState, Attributes, Event, EventId, KeyId, LogRecord, MemoryOp, MemoryUpdate, Position, StateKey,
-    StateLog, TaggedBytes, Trigger, Value, codec,
+    ActionId, ActionState, Attributes, Event, EventId, Fingerprint, IdempotencyKey, KeyId, LogRecord, Marker, MemoryOp,
+    MemoryUpdate, Position, StateKey, StateLog, TaggedBytes, Trigger, Value, codec,
 };
 use actionstate_index::Stats;
 use actionstate_memory::MemoryLog;
-use actionstate_recovery::{ActionStateStore, AnyLog, Begin, LogConfig, Round, StoreConfig, StoreError};
+use actionstate_recovery::{
+    ActionStateStore, AnyLog, Begin, CheckpointForm, LogConfig, Round, Snapshot, StoreConfig, StoreError, TwoPhase,
+};
 pub(crate) use actionstate_testkit::{Faulty, SlowReads};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -70,8 +72,8 @@ pub(crate) struct Outcome {
 
 /// Processes one input as an agent would: `plan` runs on the input and emits two steps,
 /// `act` runs on each step. Returns what was reused and what ran.
-pub(crate) async fn process<L: StateLog>(
-    store: &ActionStateStore<L>,
+pub(crate) async fn process<L: StateLog, F: CheckpointForm>(
+    store: &ActionStateStore<L, F>,
     key: KeyId,
     seq: u64,
     input: &Event,
@@ -92,8 +94,8 @@ pub(crate) async fn process<L: StateLog>(
     Ok(outcome)
 }
 
-async fn run<L: StateLog>(
-    store: &ActionStateStore<L>,
+async fn run<L: StateLog, F: CheckpointForm>(
+    store: &ActionStateStore<L, F>,
     round: &Round,
     action: &ActionId,
     event: &Event,
@@ -171,6 +173,35 @@ impl Env {
         ActionStateStore::new(self.open().await, config)
     }
 
+    /// A store with an empty index over a new handle on the log, whose checkpoints the caller
+    /// keeps (the two-phase form: `snapshot`, `checkpoint_complete`).
+    pub(crate) async fn two_phase(&self) -> ActionStateStore<AnyLog, TwoPhase> {
+        ActionStateStore::new_two_phase(self.open().await, StoreConfig::default())
+    }
+
+    /// A two-phase store that keeps the whole log, for tests that restore snapshots older
+    /// than the ones retention keeps.
+    pub(crate) async fn two_phase_keeping_all(&self) -> ActionStateStore<AnyLog, TwoPhase> {
+        let config = StoreConfig { retention: actionstate_recovery::Retention::KeepAll, ..StoreConfig::default() };
+        ActionStateStore::new_two_phase(self.open().await, config)
+    }
+
+    /// A two-phase store over a new handle on the log, restored from `snapshots` (the
+    /// previous handle must be dropped on the file backend).
+    pub(crate) async fn restored(&self, snapshots: &[Snapshot]) -> ActionStateStore<AnyLog, TwoPhase> {
+        self.restored_with(StoreConfig::default(), snapshots).await
+    }
+
+    /// [`restored`](Self::restored) with `config`.
+    pub(crate) async fn restored_with(
+        &self,
+        config: StoreConfig,
+        snapshots: &[Snapshot],
+    ) -> ActionStateStore<AnyLog, TwoPhase> {
+        let ownership = actionstate_recovery::Ownership::All;
+        ActionStateStore::restore(self.open().await, config, &ownership, snapshots).await.unwrap().0
+    }
+
     /// A store over a handle that can be shared with other stores (several workers on one log).
     pub(crate) async fn shared(&self) -> Arc<AnyLog> {
         Arc::new(self.open().await)
@@ -200,7 +231,7 @@ macro_rules! on_every_backend {
 pub(crate) type Dump = BTreeMap<StateKey, (Arc<ActionState>, Position)>;
 
 /// The whole index of `store`.
-pub(crate) fn dump<L: StateLog>(store: &ActionStateStore<L>) -> Dump {
+pub(crate) fn dump<L: StateLog, F: CheckpointForm>(store: &ActionStateStore<L, F>) -> Dump {
     store.with_index(|ix| {
         let _scan = actionstate_index::allow_scans();
         ix.dump().into_iter().map(|(k, (r, p))| (k, (r.state().expect("an indexed state decodes"), p))).collect()
@@ -208,7 +239,7 @@ pub(crate) fn dump<L: StateLog>(store: &ActionStateStore<L>) -> Dump {
 }
 
 /// Index statistics of `store`.
-pub(crate) fn stats<L: StateLog>(store: &ActionStateStore<L>) -> Stats {
+pub(crate) fn stats<L: StateLog, F: CheckpointForm>(store: &ActionStateStore<L, F>) -> Stats {
     store.with_index(|ix| ix.stats())
 }
 
@@ -245,7 +276,7 @@ impl Probe {
 }
 
 /// The view of `store` with `probes` explained.
-pub(crate) fn view<L: StateLog>(store: &ActionStateStore<L>, probes: &[Probe]) -> View {
+pub(crate) fn view<L: StateLog, F: CheckpointForm>(store: &ActionStateStore<L, F>, probes: &[Probe]) -> View {
     let explained = probes
         .iter()
         .map(|p| {
@@ -288,7 +319,11 @@ pub(crate) async fn upserts_of<L: StateLog>(log: &L, sk: &StateKey) -> Vec<Actio
 }
 
 /// The number of indexed states of `key` in rounds `seq > after`.
-pub(crate) fn states_after<L: StateLog>(store: &ActionStateStore<L>, key: &KeyId, after: u64) -> usize {
+pub(crate) fn states_after<L: StateLog, F: CheckpointForm>(
+    store: &ActionStateStore<L, F>,
+    key: &KeyId,
+    after: u64,
+) -> usize {
     store.with_index(|ix| ix.rounds_of(key).into_iter().filter(|(s, _)| *s > after).map(|(_, v)| v.len()).sum())
 }
 
@@ -320,12 +355,12 @@ impl Reopen for FaultyMemory {
     }
 }
 
-/// A durable-call body that counts its executions and returns `output`.
+/// A durable-call body (or reconciler) that counts its executions and returns `output`.
 pub(crate) fn counted(
     runs: &std::sync::atomic::AtomicUsize,
     output: actionstate_recovery::CallOutput,
-) -> impl FnOnce() -> std::future::Ready<actionstate_recovery::CallOutput> + '_ {
-    move || {
+) -> impl FnOnce(IdempotencyKey) -> std::future::Ready<actionstate_recovery::CallOutput> + '_ {
+    move |_key| {
         runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         std::future::ready(output)
     }
@@ -333,8 +368,8 @@ pub(crate) fn counted(
 
 /// Begins the root action `plan` of round `seq` of `key` on `input`, expecting nothing
 /// reusable.
-pub(crate) async fn fresh<L: StateLog>(
-    store: &ActionStateStore<L>,
+pub(crate) async fn fresh<L: StateLog, F: CheckpointForm>(
+    store: &ActionStateStore<L, F>,
     key: KeyId,
     seq: u64,
     input: &Event,
@@ -346,8 +381,8 @@ pub(crate) async fn fresh<L: StateLog>(
 }
 
 /// Begins the root action `plan` of round `seq` of `key` on `input`, expecting to resume it.
-pub(crate) async fn resume<L: StateLog>(
-    store: &ActionStateStore<L>,
+pub(crate) async fn resume<L: StateLog, F: CheckpointForm>(
+    store: &ActionStateStore<L, F>,
     key: KeyId,
     seq: u64,
     input: &Event,
@@ -356,4 +391,17 @@ pub(crate) async fn resume<L: StateLog>(
         Begin::Resume(handle) => handle,
         other => panic!("expected to resume the action, got {other:?}"),
     }
+}
+
+/// Reports round `seq` of `key` finished, as a runtime does once every action of the round is
+/// done, where the test holds only the key and the round's number: the store records only
+/// those two, so the round's input fingerprint is left zero.
+pub(crate) fn finish_round<L: StateLog, F: CheckpointForm>(store: &ActionStateStore<L, F>, key: KeyId, seq: u64) {
+    store.round(Round { key, seq, input: Fingerprint([0; 32]), label: None }).finish();
+}
+
+/// A snapshot that holds only `marker` (no completed rounds): what a restore from a bare
+/// covering marker starts from.
+pub(crate) fn at_marker(marker: &Marker) -> Snapshot {
+    Snapshot { checkpoint: 0, marker: marker.clone(), completed: Arc::default() }
 }
