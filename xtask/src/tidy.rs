@@ -260,6 +260,31 @@ fn readme_quotes_the_memory_conformance_test_as_it_is() {
     assert_eq!(block, code, "README `Writing a backend` no longer quotes crates/backend-memory/tests/conformance.rs");
 }
 
+/// No library source file is over [`crate::shape::MAX_SRC_FILE`] lines: a longer one holds
+/// more than one seam and is split along them (ARCHITECTURE.md, invariant 15).
+#[test]
+fn no_library_source_file_is_over_700_lines() {
+    let crates = root().join("crates");
+    let mut files = 0;
+    let mut long = Vec::new();
+    for dir in crate::shape::crate_dirs(&root()).into_iter().filter(|d| d.starts_with(&crates)) {
+        for file in crate::shape::rust_files(&dir.join("src")) {
+            files += 1;
+            let n = read(&file).lines().count();
+            if n > crate::shape::MAX_SRC_FILE {
+                long.push(format!("{}: {n} lines", file.strip_prefix(root()).unwrap_or(&file).display()));
+            }
+        }
+    }
+    assert!(files > 50, "found only {files} library source files; is the root right?");
+    assert!(
+        long.is_empty(),
+        "library source files over {} lines (split them along their seams):\n{}",
+        crate::shape::MAX_SRC_FILE,
+        long.join("\n")
+    );
+}
+
 /// No two files of one crate import each other, directly or around a circle (ARCHITECTURE.md,
 /// invariant 35): a file's imports point one way, so each file can be read, and moved, after
 /// the files it uses. Derived from `use` statements, re-exports followed (`cargo xtask shape`).
