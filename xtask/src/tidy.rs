@@ -241,12 +241,12 @@ fn pure_crates_do_no_io_and_read_no_clock() {
     }
 }
 
-/// README "Writing a backend" quotes the memory backend's conformance test whole; the quote is
+/// docs/backends.md, "Writing a backend", quotes the memory backend's conformance test whole; the quote is
 /// the file as CI compiles and runs it (less its module docs), so it cannot drift.
 #[test]
-fn readme_quotes_the_memory_conformance_test_as_it_is() {
-    let readme = read(&root().join("README.md"));
-    let section = readme.split("## Writing a backend").nth(1).expect("README has a section `Writing a backend`");
+fn backends_doc_quotes_the_memory_conformance_test_as_it_is() {
+    let doc = read(&root().join("docs/backends.md"));
+    let section = doc.split("# Writing a backend").nth(1).expect("docs/backends.md has a section `Writing a backend`");
     let block = section.split("```rust\n").nth(1).and_then(|b| b.split("```").next()).expect("the section quotes Rust");
     let file = read(&root().join("crates/backend-memory/tests/conformance.rs"));
     let code: String =
@@ -257,7 +257,7 @@ fn readme_quotes_the_memory_conformance_test_as_it_is() {
         "a backend's conformance test should stay about 30 lines, this one is {}",
         code.lines().count()
     );
-    assert_eq!(block, code, "README `Writing a backend` no longer quotes crates/backend-memory/tests/conformance.rs");
+    assert_eq!(block, code, "docs/backends.md no longer quotes crates/backend-memory/tests/conformance.rs");
 }
 
 /// No library source file is over [`crate::shape::MAX_SRC_FILE`] lines: a longer one holds
