@@ -4,7 +4,7 @@
 //! [`DOCUMENTS`], each top to bottom, in one fresh temporary directory: each line through
 //! `sh -c` (so quoting, comments and pipes read as they do in the user's shell), failing on a
 //! non-zero exit, and on a miss where the text around the example promises reuse. A document
-//! with a shell example that is not in [`DOCUMENTS`] fails the test.
+//! with a shell example that is in neither [`DOCUMENTS`] nor [`NOT_RUN`] fails the test.
 //!
 //! What each kind of line must show (besides exit 0):
 //! - `demo`: the summary the documents describe: some actions reused (`N reused`, N > 0), no
@@ -37,6 +37,12 @@ const TEST: &str = "readme_shell_examples_run_in_order_and_reuse_where_the_text_
 /// `reset` read, and the metrics example), checkpoints (a `cargo test` line, excluded), and the
 /// URL grammar's credentials example on Kafka.
 const DOCUMENTS: &[&str] = &["README.md", "docs/cli.md", "docs/checkpoints.md", "docs/logs.md"];
+
+/// Documents with shell examples this test does not run, and why.
+const NOT_RUN: &[(&str, &str)] = &[
+    ("BENCHMARKS.md", "benchmark commands (`cargo xtask bench`), which take minutes to hours and run by hand"),
+    ("docs/benchmarks-history.md", "the commands of earlier benchmark runs, as they were when each run was made"),
+];
 
 /// How long one line may run: the demo's debug build on a loaded machine takes about a minute.
 const PATIENCE: Duration = Duration::from_secs(300);
@@ -363,9 +369,14 @@ fn check_binary_line(subcommand: &str, line: &str, stdout: &str, what: &str) {
 // Long: the documents' blocks run in order, each on what the one before left; the test reads as a user does.
 #[test]
 fn readme_shell_examples_run_in_order_and_reuse_where_the_text_says() {
-    let mut listed: Vec<String> = DOCUMENTS.iter().map(|d| (*d).to_owned()).collect();
+    let mut listed: Vec<String> =
+        DOCUMENTS.iter().chain(NOT_RUN.iter().map(|(d, _)| d)).map(|d| (*d).to_owned()).collect();
     listed.sort();
-    assert_eq!(documents_with_shell_examples(), listed, "documents with ```sh blocks that DOCUMENTS does not list");
+    assert_eq!(
+        documents_with_shell_examples(),
+        listed,
+        "documents with ```sh blocks that neither DOCUMENTS nor NOT_RUN lists"
+    );
     let examples = all_examples();
     assert!(examples.len() >= 10, "the documents' ```sh blocks hold only {} lines", examples.len());
     let dir = tempfile::tempdir().unwrap();
@@ -479,7 +490,10 @@ fn readme_shell_examples_run_in_order_and_reuse_where_the_text_says() {
     let kafka_skipped = matches!(kafka, Some(None));
     for ((from, _, why), used) in REWRITES.iter().zip(&used) {
         let kafka_rewrite = ["broker-1", "agent-state", "username=", "ca_file="].iter().any(|k| from.contains(k));
-        assert!(*used || (kafka_skipped && kafka_rewrite), "the rewrite of `{from}` ({why}) found no line in the documents");
+        assert!(
+            *used || (kafka_skipped && kafka_rewrite),
+            "the rewrite of `{from}` ({why}) found no line in the documents"
+        );
     }
 }
 
