@@ -1,4 +1,5 @@
-//! The backend conformance suite: public async checks every [`StateLog`] implementation runs.
+//! The backend conformance suite: public async checks every
+//! [`StateLog`](actionstate_core::StateLog) implementation runs.
 //!
 //! A backend provides a [`Harness`] that opens fresh logs, reopens them and recreates them.
 //! [`run_all`] runs every check, each on fresh logs, and returns a [`ConformanceReport`] naming
