@@ -1,6 +1,6 @@
-//! The README's "Idempotency keys for external calls" example against a local HTTP service
-//! that deduplicates by the `Idempotency-Key` header and answers whether a key was applied
-//! (the simulator's external service), crashed after each call's effect as a process that dies
+//! The example of docs/calls.md, "Idempotency keys for external calls", against a local HTTP
+//! service that deduplicates by the `Idempotency-Key` header and answers whether a key was
+//! applied (the simulator's external service), crashed after each call's effect as a process that dies
 //! there: the charge made again is deduplicated, the receipt is reconciled by its key, and each
 //! takes effect once.
 
@@ -40,11 +40,11 @@ async fn each_call_takes_effect_once_through_two_crashes() {
 }
 
 #[test]
-fn the_readme_quotes_the_example_as_it_is() {
+fn the_calls_document_quotes_the_example_as_it_is() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let readme = std::fs::read_to_string(root.join("../README.md")).expect("README.md");
-    let section = readme.split("## Idempotency keys for external calls").nth(1).expect("README has the section");
+    let doc = std::fs::read_to_string(root.join("../docs/calls.md")).expect("docs/calls.md");
+    let section = doc.split("# Idempotency keys for external calls").nth(1).expect("docs/calls.md has the section");
     let block = section.split("```rust\n").nth(1).and_then(|b| b.split("```").next()).expect("it quotes Rust");
     let code = std::fs::read_to_string(root.join("src/bin/http_calls.rs")).expect("the example");
-    assert_eq!(block, code, "README no longer quotes examples/src/bin/http_calls.rs");
+    assert_eq!(block, code, "docs/calls.md no longer quotes examples/src/bin/http_calls.rs");
 }

@@ -6,8 +6,9 @@
 //!   one started for them and stopped after), and rustdoc with warnings denied. A test that
 //!   reports a skip (a missing server) fails the run. The workspace's tests include the
 //!   checks of the fuzz target over its seed corpus and generated inputs
-//!   (`crates/state-core/tests/codec/fuzz_target.rs`) and every shell example of the README,
-//!   run in order against the local servers (`crates/cli/tests/readme.rs`).
+//!   (`crates/state-core/tests/codec/fuzz_target.rs`) and every shell example of the README
+//!   and the documents it links (`docs/cli.md`, `docs/logs.md`, ...), run in order against
+//!   the local servers (`crates/cli/tests/readme.rs`).
 //! - `bench index` — criterion benchmarks of the replay index and its summary line.
 //! - `bench restore` — a restore from the log's own checkpoints after histories of 10,000,
 //!   100,000 and 1,000,000 inputs, with everything kept and with the default retention
@@ -320,7 +321,7 @@ fn server_tests() -> Result<()> {
 /// and restart one of them. A test that reports a skip fails the step.
 fn workspace_and_fault_tests(kafka: &services::kafka::KafkaEnv, fluss_env: &fluss::FlussEnv) -> Result<()> {
     // Among them the fuzz target's checks (state-core's `codec` tests, `fuzz_target`) and the
-    // README's shell examples (the command line's `readme` test, which needs the broker too).
+    // documents' shell examples (the command line's `readme` test, which needs the broker too).
     let mut test = cargo();
     let features = format!("{CLI_BACKENDS},{EXAMPLES_KAFKA}");
     test.args(["test", "--workspace", "--locked", "--features", &features, "--", "--nocapture"])

@@ -18,7 +18,7 @@ use std::time::Instant;
 pub(crate) struct DemoArgs {
     /// The log to run on, which must be empty: `file:DIR` (the embedded default; without
     /// `--log`, a fresh directory under the system temp dir), `kafka://HOST:PORT/TOPIC` or
-    /// `fluss://HOST:PORT/DATABASE/TABLE` (see README, "Naming a log").
+    /// `fluss://HOST:PORT/DATABASE/TABLE` (see docs/logs.md, "Naming a log").
     #[arg(long, value_name = "URL")]
     log: Option<String>,
     /// Inputs to process.

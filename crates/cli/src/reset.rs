@@ -19,8 +19,8 @@ use std::sync::Arc;
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct ResetArgs {
-    /// The log to repair (see README, "Naming a log"); it must exist. Stop the runtime that
-    /// writes it first: a repair is an offline operation (and a data directory admits one
+    /// The log to repair (see docs/logs.md, "Naming a log"); it must exist. Stop the runtime
+    /// that writes it first: a repair is an offline operation (and a data directory admits one
     /// process at a time).
     #[arg(long, value_name = "URL", default_value = crate::DEFAULT_LOG)]
     log: String,

@@ -1,17 +1,19 @@
 #![allow(clippy::unwrap_used, reason = "tests")]
-//! Every shell example of the README (its ```` ```sh ```` blocks), run in order as a user runs
-//! them, in one fresh temporary directory: each line through `sh -c` (so quoting, comments and
-//! pipes read as they do in the user's shell), failing on a non-zero exit, and on a miss where
-//! the text around the example promises reuse.
+//! Every shell example of the README and of the documents it sends a user to (their
+//! ```` ```sh ```` blocks), run in order as a user reads them: the documents in the order of
+//! [`DOCUMENTS`], each top to bottom, in one fresh temporary directory: each line through
+//! `sh -c` (so quoting, comments and pipes read as they do in the user's shell), failing on a
+//! non-zero exit, and on a miss where the text around the example promises reuse. A document
+//! with a shell example that is in neither [`DOCUMENTS`] nor [`NOT_RUN`] fails the test.
 //!
 //! What each kind of line must show (besides exit 0):
-//! - `demo`: the summary the README describes: some actions reused (`N reused`, N > 0), no
+//! - `demo`: the summary the documents describe: some actions reused (`N reused`, N > 0), no
 //!   duplicate side effects, no acknowledged state lost, and a match with a crash-free run;
 //! - `explain`: a reuse decision (`→ reuse`) for the round it names, which the demo's data
 //!   must still hold (a round the demo's checkpoints pruned misses);
 //! - `inspect`: its header (`N records in M partitions`); `verify --json`: `"ok": true`;
 //! - `reset --dry-run`: a plan that removes at least one state and writes nothing;
-//!   `reset --yes`: the audit record written, after which the README's `explain` line, run
+//!   `reset --yes`: the audit record written, after which the `explain` line before it, run
 //!   again, still shows its reuse (the text: earlier rounds are still reused);
 //! - the metrics example: `curl` prints `actionstate_` series, and the demo's reuse hits equal
 //!   the `reused` of its summary ("its hits ... match its summary").
@@ -30,6 +32,18 @@ use std::time::{Duration, Instant};
 
 const TEST: &str = "readme_shell_examples_run_in_order_and_reuse_where_the_text_says";
 
+/// The documents whose shell examples run, in this order, relative to the repository root: the
+/// README's quick start, then the command line (the demo's data that `inspect`, `explain` and
+/// `reset` read, and the metrics example), checkpoints (a `cargo test` line, excluded), and the
+/// URL grammar's credentials example on Kafka.
+const DOCUMENTS: &[&str] = &["README.md", "docs/cli.md", "docs/checkpoints.md", "docs/logs.md"];
+
+/// Documents with shell examples this test does not run, and why.
+const NOT_RUN: &[(&str, &str)] = &[
+    ("BENCHMARKS.md", "benchmark commands (`cargo xtask bench`), which take minutes to hours and run by hand"),
+    ("docs/benchmarks-history.md", "the commands of earlier benchmark runs, as they were when each run was made"),
+];
+
 /// How long one line may run: the demo's debug build on a loaded machine takes about a minute.
 const PATIENCE: Duration = Duration::from_secs(300);
 
@@ -42,7 +56,7 @@ const EXCLUDED: &[(&str, &str)] = &[
     ("cargo test ", "a test of the workspace, which `cargo xtask ci` runs in its own test step"),
 ];
 
-/// The ways the README starts a command of the `actionstate` binary. Both run the binary this
+/// The ways the documents start a command of the `actionstate` binary. Both run the binary this
 /// test was built with (`CARGO_BIN_EXE_actionstate`): the same program a user gets, in its
 /// debug build, since building the release profile inside a test would cost CI minutes for
 /// nothing this test checks.
@@ -74,24 +88,59 @@ const REWRITES: &[(&str, &str, &str)] = &[
     ("--linger 60", "--linger 5", "long enough for the next line's curl, short enough for CI"),
 ];
 
-/// One line of a ```` ```sh ```` block: its line number in the README and its text.
+/// One line of a ```` ```sh ```` block: its document, its line number there and its text.
 #[derive(Debug)]
 struct Example {
+    doc: &'static str,
     line: usize,
     text: String,
 }
 
-fn examples(readme: &str) -> Vec<Example> {
+/// The repository root.
+fn root() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+}
+
+/// The markdown files of the root and of `docs/` that hold a ```` ```sh ```` block, relative to
+/// the root and sorted.
+fn documents_with_shell_examples() -> Vec<String> {
+    let mut out = Vec::new();
+    for dir in ["", "docs/"] {
+        for entry in std::fs::read_dir(root().join(dir)).unwrap().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+            if name.ends_with(".md") && text.lines().any(|l| l.trim() == "```sh") {
+                out.push(format!("{dir}{name}"));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The shell examples of every document of [`DOCUMENTS`], in order.
+fn all_examples() -> Vec<Example> {
+    let mut out = Vec::new();
+    for doc in DOCUMENTS {
+        let text = std::fs::read_to_string(root().join(doc)).unwrap_or_else(|e| panic!("{doc}: {e}"));
+        let found = examples(doc, &text);
+        assert!(!found.is_empty(), "{doc} is listed in DOCUMENTS but holds no ```sh block");
+        out.extend(found);
+    }
+    out
+}
+
+fn examples(doc: &'static str, text: &str) -> Vec<Example> {
     let mut out = Vec::new();
     let mut in_sh = false;
-    for (i, line) in readme.lines().enumerate() {
+    for (i, line) in text.lines().enumerate() {
         let trimmed = line.trim();
         if !in_sh {
             in_sh = trimmed == "```sh";
         } else if trimmed.starts_with("```") {
             in_sh = false;
         } else if !trimmed.is_empty() {
-            out.push(Example { line: i + 1, text: trimmed.to_owned() });
+            out.push(Example { doc, line: i + 1, text: trimmed.to_owned() });
         }
     }
     out
@@ -127,7 +176,7 @@ fn local_kafka() -> Option<Kafka> {
     }
 }
 
-/// The line as run here: the binary for the README's command prefix, and [`REWRITES`].
+/// The line as run here: the binary for the document's command prefix, and [`REWRITES`].
 fn rewrite(text: &str, kafka: Option<&Kafka>, used: &mut [bool]) -> String {
     let mut text = text.to_owned();
     for prefix in BINARY_PREFIXES {
@@ -209,7 +258,7 @@ fn count_before(line: &str, word: &str) -> Option<u64> {
     before.trim_end().rsplit(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
 }
 
-/// The demo's summary, checked as the README describes it; returns its `reused` count.
+/// The demo's summary, checked as the documents describe it; returns its `reused` count.
 fn check_demo_summary(stdout: &str, what: &str) -> u64 {
     // A label, then the column gap: `actions` is not `actionstate demo — ...`.
     let line_of = |label: &str| {
@@ -220,7 +269,7 @@ fn check_demo_summary(stdout: &str, what: &str) -> u64 {
     };
     let reused =
         count_before(line_of("actions"), "reused").unwrap_or_else(|| panic!("{what}: no reused count:\n{stdout}"));
-    assert!(reused > 0, "{what}: the README promises reuse, the demo reused nothing:\n{stdout}");
+    assert!(reused > 0, "{what}: the text promises reuse, the demo reused nothing:\n{stdout}");
     for (label, expected) in
         [("duplicate side effects", "0"), ("acknowledged states lost", "0"), ("matches a crash-free run", "yes")]
     {
@@ -235,7 +284,7 @@ fn series(body: &str, series: &str) -> Option<f64> {
     body.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
-/// A command the README runs in the foreground while the next line reads what it serves (the
+/// A command a document runs in the foreground while the next line reads what it serves (the
 /// demo with `--metrics` and `--linger`): started, and waited for until it has finished its
 /// work and lingers.
 struct Lingering {
@@ -291,7 +340,7 @@ impl Lingering {
     }
 }
 
-/// Runs one line of the binary and checks what the README says it shows.
+/// Runs one line of the binary and checks what the document says it shows.
 fn check_binary_line(subcommand: &str, line: &str, stdout: &str, what: &str) {
     match subcommand {
         "demo" => {
@@ -299,7 +348,7 @@ fn check_binary_line(subcommand: &str, line: &str, stdout: &str, what: &str) {
         }
         "explain" => assert!(
             stdout.contains("→ reuse"),
-            "{what}: the README's explain example must show a reuse decision (a round the demo leaves in the \
+            "{what}: the explain example must show a reuse decision (a round the demo leaves in the \
              log):\n{stdout}"
         ),
         "inspect" => assert!(stdout.contains(" records in "), "{what}: no inspect header:\n{stdout}"),
@@ -317,12 +366,19 @@ fn check_binary_line(subcommand: &str, line: &str, stdout: &str, what: &str) {
     }
 }
 
-// Long: the README's blocks run in order, each on what the one before left; the test reads as the README does.
+// Long: the documents' blocks run in order, each on what the one before left; the test reads as a user does.
 #[test]
 fn readme_shell_examples_run_in_order_and_reuse_where_the_text_says() {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md")).unwrap();
-    let examples = examples(&readme);
-    assert!(examples.len() >= 10, "the README's ```sh blocks hold only {} lines", examples.len());
+    let mut listed: Vec<String> =
+        DOCUMENTS.iter().chain(NOT_RUN.iter().map(|(d, _)| d)).map(|d| (*d).to_owned()).collect();
+    listed.sort();
+    assert_eq!(
+        documents_with_shell_examples(),
+        listed,
+        "documents with ```sh blocks that neither DOCUMENTS nor NOT_RUN lists"
+    );
+    let examples = all_examples();
+    assert!(examples.len() >= 10, "the documents' ```sh blocks hold only {} lines", examples.len());
     let dir = tempfile::tempdir().unwrap();
     // Asked only when a line needs the server, and only once.
     let mut kafka: Option<Option<Kafka>> = None;
@@ -333,7 +389,7 @@ fn readme_shell_examples_run_in_order_and_reuse_where_the_text_says() {
     let mut ran = 0;
     let started = Instant::now();
     for example in &examples {
-        let what = format!("README.md:{} `{}`", example.line, example.text);
+        let what = format!("{}:{} `{}`", example.doc, example.line, example.text);
         if let Some((_, why)) = EXCLUDED.iter().find(|(prefix, _)| example.text.starts_with(prefix)) {
             eprintln!("not run: {what}: {why}");
             continue;
@@ -369,7 +425,7 @@ fn readme_shell_examples_run_in_order_and_reuse_where_the_text_says() {
             assert!(line.contains(url), "{what}: curl reads something else than {url}");
             let line = line.replace(url, &format!("http://{}/", demo.addr));
             if Command::new("curl").arg("--version").output().is_err() {
-                panic!("{what}: `curl` is not installed here; the README's metrics example needs it");
+                panic!("{what}: `curl` is not installed here; the metrics example needs it");
             }
             let body = succeeded(&run(shell(&line, dir.path(), &env), &what), &what);
             let summary = demo.finish();
@@ -394,7 +450,7 @@ fn readme_shell_examples_run_in_order_and_reuse_where_the_text_says() {
             continue;
         }
         // The Kafka example inspects a topic; inspect creates nothing, so the topic is made
-        // first by the demo, the way the README says it runs on Kafka (`replication=1`: the
+        // first by the demo, the way docs/cli.md says it runs on Kafka (`replication=1`: the
         // local broker is a single node).
         if let (Some(k), "inspect") = (server, subcommand) {
             let url = line
@@ -415,7 +471,7 @@ fn readme_shell_examples_run_in_order_and_reuse_where_the_text_says() {
         match subcommand {
             "explain" => last_explain = Some((line.clone(), what.clone())),
             // The text promises that a reset from a later round leaves the earlier rounds
-            // reused: the README's explain line, run again, must still show its reuse.
+            // reused: the explain line before it, run again, must still show its reuse.
             "reset" if !line.contains("--dry-run") => {
                 let (explain, before) =
                     last_explain.as_ref().unwrap_or_else(|| panic!("{what}: no explain example before the reset"));
@@ -426,16 +482,40 @@ fn readme_shell_examples_run_in_order_and_reuse_where_the_text_says() {
             _ => {}
         }
     }
-    assert!(lingering.is_none(), "the README's last line lingers for a curl that does not follow");
-    assert!(ran > 0, "no README line ran");
-    // A rewrite that no longer finds its text would leave the line as the README wrote it,
+    assert!(lingering.is_none(), "the last line lingers for a curl that does not follow");
+    assert!(ran > 0, "no line of the documents ran");
+    // A rewrite that no longer finds its text would leave the line as the document wrote it,
     // which fails or, worse, reaches another machine: each must still apply, unless the lines
     // it applies to were skipped for want of the server.
     let kafka_skipped = matches!(kafka, Some(None));
     for ((from, _, why), used) in REWRITES.iter().zip(&used) {
         let kafka_rewrite = ["broker-1", "agent-state", "username=", "ca_file="].iter().any(|k| from.contains(k));
-        assert!(*used || (kafka_skipped && kafka_rewrite), "the rewrite of `{from}` ({why}) found no README line");
+        assert!(
+            *used || (kafka_skipped && kafka_rewrite),
+            "the rewrite of `{from}` ({why}) found no line in the documents"
+        );
     }
+}
+
+/// The documents are read in their stated order, and the lines every assertion above relies on
+/// are there: checked without running anything, so a move of an example shows up at once.
+#[test]
+fn the_documents_hold_the_examples_in_the_order_the_run_needs() {
+    let examples = all_examples();
+    assert!(examples.len() >= 10, "the documents' ```sh blocks hold only {} lines", examples.len());
+    let at = |pred: &dyn Fn(&str) -> bool, what: &str| {
+        examples.iter().position(|e| pred(&e.text)).unwrap_or_else(|| panic!("no example line {what}"))
+    };
+    let first_demo = at(&|t| t.contains(" demo") && t.contains("file:./demo-data"), "runs the demo on ./demo-data");
+    let explain = at(&|t| t.contains(" explain "), "runs explain");
+    let dry_run = at(&|t| t.contains(" reset ") && t.contains("--dry-run"), "runs reset --dry-run");
+    let reset = at(&|t| t.contains(" reset ") && t.contains("--yes"), "runs reset --yes");
+    assert!(first_demo < explain && explain < dry_run && dry_run < reset, "demo, explain, reset out of order");
+    let linger = at(&|t| t.contains("--linger"), "lingers for curl");
+    assert!(examples[linger + 1].text.starts_with("curl "), "the line after --linger is not curl");
+    at(&|t| t.starts_with("export KAFKA_"), "exports the Kafka password");
+    at(&|t| t.contains("kafka://"), "names a Kafka log");
+    assert_eq!(examples[0].doc, "README.md", "the README's quick start runs first");
 }
 
 #[test]

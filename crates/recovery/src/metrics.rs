@@ -2,8 +2,8 @@
 //!
 //! A store records them into whatever recorder the process installed, and into nothing
 //! otherwise. `actionstate demo`, `soak` and `bench` serve them in the Prometheus text format
-//! with `--metrics ADDR` (README, "Watching a store"); a runtime that embeds the store installs
-//! its own recorder, calls [`describe`] for the help texts and units, and gives
+//! with `--metrics ADDR` (docs/cli.md, "Watching a store"); a runtime that embeds the store
+//! installs its own recorder, calls [`describe`] for the help texts and units, and gives
 //! [`PUT_SECONDS`] the buckets [`PUT_SECONDS_BUCKETS`] to render it as a histogram.
 //!
 //! Every metric is global to the process: the stores of one process (a store and the one

@@ -19,17 +19,19 @@
 use crate::coverage::{Coverage, Taken};
 use crate::error::{Result, StoreError};
 use crate::floors::Floors;
-use crate::form::{CheckpointForm, RestorePoint};
+use crate::form::{CheckpointForm, InLog, TwoPhase, sealed};
 use crate::rebuild::RebuildReport;
 use crate::store::ActionStateStore;
 use crate::store_config::StoreConfig;
 use crate::tail::{Landmark, Tail, landmarks, offset_of};
+use crate::vocab::Snapshot;
 use actionstate_core::checkpoint::{CHECKPOINT_PARTITION, is_commit_key};
 use actionstate_core::{
     CHECKPOINT_KEY_LAYOUT, CheckpointCommit, CheckpointEntry, CheckpointRecord, CheckpointRollback, KeyId, LogRecord,
     Marker, Ownership, RangeRead, StateLog, codec,
 };
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::future::Future;
 
 /// Which checkpoint [`ActionStateStore::restore`] restores.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -372,5 +374,93 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
             });
         }
         Ok((parts.into_values().flatten().collect(), read))
+    }
+}
+
+/// What a [`restore`](ActionStateStore::restore) starts from; its [`Form`](Self::Form) is the
+/// form of the store it opens. Implemented by [`RestoreFrom`] (the checkpoints in the log) and
+/// by the [`Snapshot`]s a two-phase runtime kept (`&[Snapshot]`, `&[Snapshot; N]`,
+/// `Vec<Snapshot>`; none: a fresh start that replays the whole retained log; several: the
+/// checkpoints of every former owner of the keys after a rescale).
+pub trait RestorePoint: sealed::Sealed {
+    /// The form of the store restored.
+    type Form: CheckpointForm;
+
+    /// Restores `store`, newly created, for `ownership`.
+    #[doc(hidden)]
+    fn restore_into<L: StateLog>(
+        self,
+        store: &ActionStateStore<L, Self::Form>,
+        ownership: &Ownership,
+    ) -> impl Future<Output = Result<Restored>> + Send;
+}
+
+impl sealed::Sealed for RestoreFrom {}
+
+impl RestorePoint for RestoreFrom {
+    type Form = InLog;
+
+    fn restore_into<L: StateLog>(
+        self,
+        store: &ActionStateStore<L, InLog>,
+        ownership: &Ownership,
+    ) -> impl Future<Output = Result<Restored>> + Send {
+        store.restore_from_log(ownership, self)
+    }
+}
+
+impl sealed::Sealed for &[Snapshot] {}
+
+impl RestorePoint for &[Snapshot] {
+    type Form = TwoPhase;
+
+    fn restore_into<L: StateLog>(
+        self,
+        store: &ActionStateStore<L, TwoPhase>,
+        ownership: &Ownership,
+    ) -> impl Future<Output = Result<Restored>> + Send {
+        let markers: Vec<Marker> = self.iter().map(|s| s.marker.clone()).collect();
+        // The last completed round of a key, over every snapshot given (after a rescale, each
+        // former owner's snapshot holds its own keys).
+        let mut completed: HashMap<KeyId, u64> = HashMap::new();
+        for s in self {
+            for (key, seq) in s.completed.iter() {
+                let last = completed.entry(*key).or_insert(*seq);
+                *last = (*last).max(*seq);
+            }
+        }
+        let fresh = self.is_empty();
+        async move {
+            let rebuild = store.rebuild(&markers, ownership, &completed).await?;
+            Ok(Restored { from: Vec::new(), from_earliest: fresh, scanned: 0, rebuild })
+        }
+    }
+}
+
+impl<const N: usize> sealed::Sealed for &[Snapshot; N] {}
+
+impl<const N: usize> RestorePoint for &[Snapshot; N] {
+    type Form = TwoPhase;
+
+    fn restore_into<L: StateLog>(
+        self,
+        store: &ActionStateStore<L, TwoPhase>,
+        ownership: &Ownership,
+    ) -> impl Future<Output = Result<Restored>> + Send {
+        self.as_slice().restore_into(store, ownership)
+    }
+}
+
+impl sealed::Sealed for Vec<Snapshot> {}
+
+impl RestorePoint for Vec<Snapshot> {
+    type Form = TwoPhase;
+
+    async fn restore_into<L: StateLog>(
+        self,
+        store: &ActionStateStore<L, TwoPhase>,
+        ownership: &Ownership,
+    ) -> Result<Restored> {
+        self.as_slice().restore_into(store, ownership).await
     }
 }

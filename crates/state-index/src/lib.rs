@@ -62,6 +62,8 @@
 #![deny(clippy::unwrap_used)]
 #![warn(missing_docs)]
 
+mod check;
+mod decision;
 mod fences;
 mod incarnations;
 mod live;
@@ -69,141 +71,21 @@ mod maps;
 mod recorded;
 mod round;
 
+pub use decision::{Decision, Invalidation, Lookup, Probe, Pruned, Removed, Stats};
 pub use fences::Fences;
 pub use maps::{ScanScope, allow_scans, visits};
 pub use recorded::{Encoded, Recorded};
 
 use actionstate_core::{
-    ActionId, Audit, AuditDetail, EventId, Fingerprint, InvalidationReason, KeyId, LogIdentity, LogRecord, Marker,
-    MissReason, Position, StateKey, Trigger,
+    Audit, AuditDetail, EventId, Fingerprint, InvalidationReason, KeyId, LogIdentity, LogRecord, Marker, MissReason,
+    Position, StateKey,
 };
 use incarnations::Incarnations;
 use live::Live;
 use maps::{RoundMap, TopMap};
 use round::{Entry, Round};
-use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
-
-/// What a replaying runtime is about to run: the state key and how its trigger came about.
-#[derive(Clone, Copy, Debug)]
-pub struct Probe<'a> {
-    /// The state key of (key, seq, occurrence, fingerprint, action).
-    pub key: StateKey,
-    /// How the trigger event came to be.
-    pub trigger: &'a Trigger,
-    /// Id of the trigger event now.
-    pub event: EventId,
-    /// Fingerprint of the round's input event now.
-    pub input: Fingerprint,
-}
-
-/// The lookup decision.
-#[derive(Clone, Debug)]
-pub enum Decision {
-    /// A recorded state to reuse (completed) or resume (pending).
-    Hit(Recorded),
-    /// Nothing reusable; run the action.
-    Miss(MissReason),
-}
-
-impl Decision {
-    /// The hit state, if any.
-    pub fn hit(&self) -> Option<&Recorded> {
-        match self {
-            Decision::Hit(s) => Some(s),
-            Decision::Miss(_) => None,
-        }
-    }
-}
-
-/// A lookup decision and the invalidation it caused, which the store must log.
-#[derive(Clone, Debug)]
-pub struct Lookup {
-    /// Hit or miss.
-    pub decision: Decision,
-    /// States removed by this lookup.
-    pub invalidation: Invalidation,
-}
-
-/// States removed from the index by one operation, with the reason and what differed.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Invalidation {
-    /// Removed states, each with its reason (the store writes one tombstone per entry).
-    pub removed: Vec<Removed>,
-    /// What differed, when the operation detected a divergence (the store writes an audit).
-    pub divergence: Option<(InvalidationReason, AuditDetail)>,
-}
-
-impl Invalidation {
-    /// Whether nothing was removed and nothing diverged.
-    pub fn is_empty(&self) -> bool {
-        self.removed.is_empty() && self.divergence.is_none()
-    }
-
-    /// The records that log this invalidation, in the order they must be appended: the audit
-    /// record of the divergence first, then one tombstone per removed state. `probe` is the
-    /// state looked up (or re-written) and `action` its action, when known.
-    ///
-    /// The audit comes first because a crash or a failed append can cut the sequence after
-    /// any record, and replaying the audit ([`Index::apply`]) performs the whole
-    /// invalidation: every non-empty prefix replays to what the writer decided, so no state
-    /// it invalidated is reused after a restore. Tombstones first would leave a prefix that
-    /// removes a producer but not its children, which the next writer could then reuse by
-    /// fingerprint. The tombstones still follow: each names one removed state, which Kafka's
-    /// compaction needs to drop its upsert and `inspect` shows. An invalidation without a
-    /// divergence (none today) is logged as tombstones alone.
-    pub fn records(&self, probe: &StateKey, action: Option<&ActionId>) -> Vec<LogRecord> {
-        let mut out = Vec::with_capacity(self.removed.len() + 1);
-        if let Some((reason, detail)) = &self.divergence {
-            out.push(LogRecord::Audit(Audit {
-                key: probe.key,
-                seq: probe.seq,
-                probe: *probe,
-                action: action.cloned(),
-                reason: reason.clone(),
-                detail: detail.clone(),
-                removed: self.removed.len() as u64,
-            }));
-        }
-        out.extend(self.removed.iter().map(|r| LogRecord::Delete { key: r.key, reason: r.reason.clone() }));
-        out
-    }
-}
-
-/// One removed state.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Removed {
-    /// The removed state.
-    pub key: StateKey,
-    /// Why it was removed.
-    pub reason: InvalidationReason,
-}
-
-/// What [`Index::prune_reporting`] removed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Pruned {
-    /// States removed.
-    pub states: usize,
-    /// Where the last of them (by offset) lived, if any was removed.
-    pub last: Option<Position>,
-}
-
-/// Counts of what the index holds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Stats {
-    /// Business keys with at least one state.
-    pub keys: usize,
-    /// Rounds with at least one state.
-    pub rounds: usize,
-    /// Indexed states.
-    pub states: usize,
-    /// Estimated memory: encoded record bytes plus an estimate of the index's own overhead.
-    pub estimated_bytes: u64,
-    /// States of live rounds that an invalidation removed, whose removal counts the index
-    /// keeps (their incarnations) until their rounds complete.
-    pub invalidated: usize,
-}
 
 #[derive(Clone, Debug, Default)]
 struct KeyIndex {
@@ -610,86 +492,6 @@ impl Index {
             estimated_bytes: self.record_bytes + self.states as u64 * OVERHEAD_PER_STATE,
             invalidated: self.incarnations.len(),
         }
-    }
-
-    /// Every indexed state with its position, ordered by state key. Scans the whole index:
-    /// for verification, dumps and tests only.
-    pub fn dump(&self) -> BTreeMap<StateKey, (Recorded, Position)> {
-        let mut out = BTreeMap::new();
-        for (key, ki) in self.keys.scan("keys") {
-            for (seq, round) in ki.rounds.iter() {
-                for e in round.iter() {
-                    let sk = *e.state.key();
-                    debug_assert_eq!((sk.key, sk.seq), (*key, *seq));
-                    out.insert(sk, (e.state.clone(), e.position));
-                }
-            }
-        }
-        out
-    }
-
-    /// Recomputes every derived structure from the states and compares: counters, input and
-    /// producer evidence, live positions, state placement and order. Scans the whole
-    /// index: for `verify` and tests. Returns the first violation found.
-    pub fn check_invariants(&self) -> Result<(), String> {
-        let mut states = 0usize;
-        let mut rounds = 0usize;
-        let mut live: BTreeMap<(u32, u64), u32> = BTreeMap::new();
-        for (key, ki) in self.keys.scan("keys") {
-            if ki.rounds.is_empty() {
-                return Err(format!("key {key} has no rounds but is indexed"));
-            }
-            for (seq, round) in ki.rounds.iter() {
-                rounds += 1;
-                if round.is_empty() {
-                    return Err(format!("round {seq} of key {key} is empty but indexed"));
-                }
-                let mut inputs: BTreeMap<Fingerprint, u32> = BTreeMap::new();
-                let mut produced: Vec<EventId> = Vec::new();
-                let mut previous = None;
-                for e in round.iter() {
-                    states += 1;
-                    let s = &e.state;
-                    let sk = s.key();
-                    if sk.key != *key || sk.seq != *seq {
-                        return Err(format!("state {sk:?} is filed under key {key} round {seq}"));
-                    }
-                    if previous.is_some_and(|p| p >= sk.local()) {
-                        return Err(format!("states of key {key} round {seq} are not sorted and unique"));
-                    }
-                    previous = Some(sk.local());
-                    *inputs.entry(s.input()).or_default() += 1;
-                    produced.extend(s.output_ids());
-                    *live.entry((e.position.partition, e.position.offset)).or_default() += 1;
-                }
-                let mut have_inputs = round.input_counts();
-                have_inputs.sort();
-                if have_inputs != inputs.into_iter().collect::<Vec<_>>() {
-                    return Err(format!("input evidence of key {key} round {seq} is inconsistent"));
-                }
-                produced.sort();
-                if round.produced_ids() != produced {
-                    return Err(format!("producer evidence of key {key} round {seq} is inconsistent"));
-                }
-            }
-        }
-        for pin in self.incarnations.pins() {
-            *live.entry((pin.partition, pin.offset)).or_default() += 1;
-        }
-        let mut have_live: BTreeMap<(u32, u64), u32> = BTreeMap::new();
-        for (p, o, n) in self.live.scan() {
-            have_live.insert((p, o), n);
-        }
-        if have_live != live {
-            return Err("live positions are inconsistent with the indexed states".into());
-        }
-        if states != self.states || rounds != self.rounds {
-            return Err(format!(
-                "counters say {} states in {} rounds, index holds {states} in {rounds}",
-                self.states, self.rounds
-            ));
-        }
-        Ok(())
     }
 
     fn round(&self, key: &KeyId, seq: u64) -> Option<&Round> {

@@ -7,7 +7,9 @@
 //! and every scenario asserts that the situation it needs actually occurred.
 
 use actionstate_core::{ActionId, Attributes, Event, KeyId, LogRecord, MissReason, StateKey, StateLog, Trigger, Value};
-use actionstate_recovery::{ActionStateStore, Begin, CheckpointForm, Ownership, Round, StoreConfig};
+use actionstate_recovery::{
+    ActionStateStore, Begin, CheckpointForm, Ownership, RebuildReport, Round, Snapshot, StoreConfig, TwoPhase,
+};
 use actionstate_sim::agent::Kind;
 use actionstate_sim::{CrashPoint, InputChange, Outcome, RestoreFrom, RunPlan, SimConfig, inputs, key_id};
 use actionstate_tests::*;
@@ -378,6 +380,16 @@ async fn answer<L: StateLog, F: CheckpointForm>(
     }
 }
 
+/// A two-phase store of every key restored from `snapshot` on `env`'s log, and its rebuild.
+async fn restored(env: &Env, snapshot: &Snapshot) -> (ActionStateStore<impl StateLog, TwoPhase>, RebuildReport) {
+    let log = env.open().await.unwrap();
+    let (store, restored) =
+        ActionStateStore::restore(log, StoreConfig::default(), &Ownership::All, std::slice::from_ref(snapshot))
+            .await
+            .unwrap();
+    (store, restored.rebuild)
+}
+
 async fn divergence_keeps_invalidated_records_until_their_rounds_complete(backend: Backend) {
     let env = Env::new(backend).unwrap();
     let a = KeyId::of(b"markers-a");
@@ -400,11 +412,7 @@ async fn divergence_keeps_invalidated_records_until_their_rounds_complete(backen
     drop(store);
 
     // Restore it; the first replayed input of key a changed: its whole history is invalidated.
-    let log = env.open().await.unwrap();
-    let (store, _) =
-        ActionStateStore::restore(log, StoreConfig::default(), &Ownership::All, std::slice::from_ref(&first))
-            .await
-            .unwrap();
+    let (store, _) = restored(&env, &first).await;
     assert_eq!(answer(&store, a, 0, 100).await, Some(MissReason::RootChanged));
     let second = store.snapshot(2).await.unwrap();
     drop(store);
@@ -426,12 +434,7 @@ async fn divergence_keeps_invalidated_records_until_their_rounds_complete(backen
 
     // A restore of the second checkpoint reads only from there and does not revive a's old
     // history, while b's history and a's new root are reused.
-    let log = env.open().await.unwrap();
-    let (store, restored) =
-        ActionStateStore::restore(log, StoreConfig::default(), &Ownership::All, std::slice::from_ref(&second))
-            .await
-            .unwrap();
-    let report = restored.rebuild;
+    let (store, report) = restored(&env, &second).await;
     let end = store.log().end_offsets().await.unwrap();
     let expected: u64 = end.iter().zip(&second.marker.offsets).map(|(e, m)| e - m).sum();
     assert_eq!(report.records, expected);
