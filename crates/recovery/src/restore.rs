@@ -183,7 +183,10 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
         from: P,
     ) -> Result<(Self, Restored)> {
         let store = ActionStateStore::empty(log, config);
-        let restored = from.restore_into(&store, ownership).await?;
+        // Boxed: a restore nests the rebuild's futures deep enough that a caller's own future
+        // around it could pass the compiler's default layout depth; one allocation per restore
+        // keeps every caller clear of it.
+        let restored = Box::pin(from.restore_into(&store, ownership)).await?;
         Ok((store, restored))
     }
 

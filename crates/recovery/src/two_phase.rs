@@ -18,7 +18,8 @@ impl<L: StateLog> ActionStateStore<L, TwoPhase> {
     /// the latest.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn snapshot(&self, checkpoint: u64) -> Result<Snapshot> {
-        Ok(self.take_snapshot(checkpoint).await?.0)
+        // Boxed for the reason `restore` boxes its rebuild: callers' futures stay shallow.
+        Ok(Box::pin(self.take_snapshot(checkpoint)).await?.0)
     }
 
     /// The checkpoint is durable: prune the rounds it completed from memory, and forget it and

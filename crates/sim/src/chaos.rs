@@ -233,10 +233,7 @@ where
     Fut: Future<Output = Result<L, Error>>,
 {
     let from = std::slice::from_ref(snapshot);
-    // Boxed: a restore's future nests the rebuild's, and the scenarios' futures would otherwise
-    // overflow the compiler's default layout depth.
-    let (store, _) =
-        Box::pin(ActionStateStore::restore(open().await?, StoreConfig::default(), &Ownership::All, from)).await?;
+    let (store, _) = ActionStateStore::restore(open().await?, StoreConfig::default(), &Ownership::All, from).await?;
     Ok(faults::indexed_states(&store))
 }
 

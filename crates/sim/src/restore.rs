@@ -41,15 +41,8 @@ pub(crate) async fn restore<S: LogSource>(
         let started = Instant::now();
         let snapshots = cp.snapshots();
         for ownership in &owners {
-            // Boxed: a restore's future nests the rebuild's, and the futures of runtimes that
-            // call this one would otherwise overflow the compiler's default layout depth.
-            let (store, restored) = Box::pin(ActionStateStore::restore(
-                Arc::clone(&log),
-                StoreConfig::default(),
-                ownership,
-                &snapshots[..],
-            ))
-            .await?;
+            let (store, restored) =
+                ActionStateStore::restore(Arc::clone(&log), StoreConfig::default(), ownership, &snapshots[..]).await?;
             outcome.rebuild_records += restored.rebuild.records;
             outcome.rebuilds += 1;
             stores.push(store);
@@ -62,9 +55,8 @@ pub(crate) async fn restore<S: LogSource>(
         // before it, and learns its keys (so that its retention never reclaims what the
         // other owners' checkpoints need).
         for ownership in &owners {
-            // Boxed, as above.
             let fresh = ActionStateStore::restore(Arc::clone(&log), StoreConfig::default(), ownership, Vec::new());
-            let (store, restored) = Box::pin(fresh).await?;
+            let (store, restored) = fresh.await?;
             outcome.rebuild_records += restored.rebuild.records;
             outcome.rebuilds += 1;
             stores.push(store);

@@ -31,8 +31,7 @@ pub(crate) async fn overlap<S: LogSource>(config: &SimConfig, mut z: Attempt<S>,
         z.pos += 1;
     }
     for store in &z.stores {
-        // Boxed, as in `checkpoint::take`: the compiler's default layout depth.
-        if matches!(Box::pin(store.snapshot(u64::MAX)).await, Err(StoreError::Fenced { .. })) {
+        if matches!(store.snapshot(u64::MAX).await, Err(StoreError::Fenced { .. })) {
             outcome.zombies_fenced += 1;
         }
     }
@@ -81,10 +80,8 @@ pub(crate) async fn zombie_records<L: StateLog>(
     let ends = [checkpoints.first(), checkpoints.last()];
     for cp in ends.into_iter().flatten() {
         let config = StoreConfig { fence_on_rebuild: false, retention: Retention::KeepAll, ..StoreConfig::default() };
-        // Boxed: a restore's future nests the rebuild's, and the futures of the runs that call
-        // this one would otherwise overflow the compiler's default layout depth.
         let restore = ActionStateStore::restore(Arc::clone(log), config, &Ownership::All, cp.snapshots());
-        let (observer, _) = Box::pin(restore).await?;
+        let (observer, _) = restore.await?;
         replayed += observer.with_index(|ix| zombie.iter().filter(|(sk, at)| ix.position(sk) == Some(*at)).count());
     }
     Ok((zombie.len() as u64, replayed as u64))

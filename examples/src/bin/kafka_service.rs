@@ -125,10 +125,8 @@ async fn main() -> ExitCode {
 async fn run(args: &Args) -> Result<Summary> {
     let log = open(&args.state_log.parse::<LogConfig>()?).await?;
     // The latest checkpoint in the log (none on the first run) and the input position it saved.
-    // Boxed: the restore's future nests the Kafka backend's reads, and with it this function's
-    // would overflow the compiler's default layout depth.
     let (store, restored) =
-        Box::pin(ActionStateStore::restore(log, StoreConfig::default(), &Ownership::All, RestoreFrom::Latest)).await?;
+        ActionStateStore::restore(log, StoreConfig::default(), &Ownership::All, RestoreFrom::Latest).await?;
     let mut positions = restored_positions(&restored)?;
     let consumer = consumer(args, &positions)?;
     let ledger = Ledger::new(&args.ledger);
