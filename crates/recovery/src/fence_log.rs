@@ -95,6 +95,8 @@ impl<L: StateLog> ActionStateStore<L> {
         tracing::error!(%groups, epoch, ?fenced_by, "fenced: a newer owner restored these key groups");
         crate::metrics::fenced();
         sh.fencing.fenced = Some((groups, fenced_by));
+        // A fenced store publishes nothing more for the other owners' reclaim.
+        self.reclaimer.fenced();
         sh.fencing.check()
     }
 

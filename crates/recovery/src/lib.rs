@@ -62,6 +62,7 @@ mod calls;
 mod config;
 mod coverage;
 mod error;
+mod external;
 mod fence_log;
 mod fencing;
 mod floors;

@@ -90,7 +90,9 @@ impl<L: StateLog> ActionStateStore<L> {
         ownership: &'a Ownership,
         completed: &'a HashMap<KeyId, u64>,
     ) -> impl std::future::Future<Output = Result<RebuildReport>> + 'a {
-        self.rebuild_from(markers, ownership, completed, Floors::default(), None)
+        // A rescale from the snapshots of several owners replays each key from its own
+        // owner's marker, as a restore from the log does (`floors.rs`).
+        self.rebuild_from(markers, ownership, completed, Floors::of_snapshots(markers), None)
     }
 
     /// [`rebuild`](Self::rebuild), with each key's records replayed from its group's floor
@@ -118,7 +120,7 @@ impl<L: StateLog> ActionStateStore<L> {
             // end, at least.
             let end = if owned_completed.is_empty() { Vec::new() } else { self.log.end_offsets().await? };
             let fencing = Fencing { ownership: ownership.clone(), ..Fencing::default() };
-            self.install(Index::new(), ownership, owned_completed, &end, HashMap::new(), fencing);
+            self.install(Index::new(), owned_completed, &end, HashMap::new(), fencing);
             return Ok(RebuildReport { duration: started.elapsed(), ..RebuildReport::default() });
         }
         // Three independent questions to the backend, asked at once; their errors are reported
@@ -152,7 +154,7 @@ impl<L: StateLog> ActionStateStore<L> {
             seen: fence.then(|| reached.clone()),
             fenced: None,
         };
-        self.install(index, ownership, owned_completed, &reached, pending, fencing);
+        self.install(index, owned_completed, &reached, pending, fencing);
         report.duration = started.elapsed();
         log_finished(&report);
         Ok(report)

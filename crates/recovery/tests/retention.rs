@@ -113,8 +113,16 @@ async fn a_failed_reclaim_is_reported_and_retried() {
 async fn a_store_that_comes_to_own_every_key_reclaims_again() {
     let log = MemoryLog::new(2);
     let store = ActionStateStore::new(log.reopen(), keep(1));
-    store.rebuild(&[], &Ownership::Groups { max_groups: 4, owned: 0..2 }, &HashMap::new()).await.unwrap();
-    assert!(store.reclaim_status().disabled.is_some());
+    let part = Ownership::Groups { max_groups: 4, owned: 0..2 };
+    store.rebuild(&[], &part, &HashMap::new()).await.unwrap();
+    for id in 0..2u64 {
+        let k = (0..).map(|i| key(&format!("k{id}-{i}"))).find(|k| part.owns(k)).unwrap();
+        round_and_checkpoint(&store, k, 0, id).await;
+    }
+    // The owner of groups 2..4 has not checkpointed (there is none): it holds reclaim back.
+    let status = store.wait_for_reclaim().await;
+    assert_eq!(status.waiting, vec![Ownership::Groups { max_groups: 4, owned: 2..4 }], "{status:?}");
+    assert_eq!((status.reclaims, status.disabled), (0, None), "{status:?}");
     store.rebuild(&[], &Ownership::All, &HashMap::new()).await.unwrap();
     assert_eq!(store.reclaim_status().disabled, None);
     round_and_checkpoint(&store, key("a"), 0, 0).await;
@@ -126,7 +134,11 @@ async fn a_store_that_comes_to_own_every_key_reclaims_again() {
 async fn stores_that_must_not_reclaim_do_not() {
     for (config, ownership, why) in [
         (StoreConfig { retention: Retention::KeepAll, ..StoreConfig::default() }, Ownership::All, "keeps everything"),
-        (keep(1), Ownership::Groups { max_groups: 4, owned: 0..2 }, "owns part"),
+        (
+            StoreConfig { retention: Retention::KeepAll, ..StoreConfig::default() },
+            Ownership::Groups { max_groups: 4, owned: 0..2 },
+            "keeps everything",
+        ),
     ] {
         let log = MemoryLog::new(2);
         let store = ActionStateStore::new(log.reopen(), config);
