@@ -253,6 +253,10 @@ pub(crate) enum Checkpoints {
     /// Written into the log with `checkpoint`, every `checkpoint_every` inputs of the lane's
     /// owner, with the owner's input count as metadata.
     InLog { owner_done: Arc<AtomicU64> },
+    /// Kept by the runtime for one owner of a shared log: `snapshot`, then
+    /// `checkpoint_complete` at once, every `checkpoint_every` inputs of the lane's owner; the
+    /// runtime keeps the snapshots of the owner's last checkpoints to restore from.
+    TwoPhaseOwner { owner_done: Arc<AtomicU64>, kept: Arc<crate::soak_owners::Kept> },
 }
 
 /// One conversation slot: the store it writes to, the keys it may use, its number.
@@ -359,6 +363,13 @@ async fn worker<L: StateLog>(
                     continue;
                 }
                 store.checkpoint(&mine.to_le_bytes()).await?.completed
+            }
+            Checkpoints::TwoPhaseOwner { owner_done, kept } => {
+                let mine = owner_done.fetch_add(1, Ordering::Relaxed) + 1;
+                if !mine.is_multiple_of(every) {
+                    continue;
+                }
+                kept.checkpoint(store, mine / every).await?
             }
             Checkpoints::TwoPhase => continue,
         };
