@@ -136,7 +136,12 @@ impl World {
                     basis.push((from, snapshot));
                 }
             }
-            let markers: Vec<Marker> = basis.iter().map(|(_, s)| s.marker.clone()).collect();
+            let mut markers: Vec<Marker> = basis.iter().map(|(_, s)| s.marker.clone()).collect();
+            // Groups no snapshot holds start over from the earliest record, as a runtime
+            // restarts the input of a job that never completed a checkpoint.
+            if range.clone().any(|g| !basis.iter().any(|(from, _)| from.contains(&g))) {
+                markers.push(Marker::new(self.log.identity().clone(), self.log.earliest_offsets().await.unwrap()));
+            }
             let mut completed: HashMap<KeyId, u64> = HashMap::new();
             for (from, s) in &basis {
                 completed.extend(s.completed.iter().filter(|(k, _)| from.contains(&k.key_group(GROUPS))));
@@ -343,9 +348,12 @@ impl World {
                 for (n, c) in o.checkpoints.iter().rev().enumerate() {
                     let snapshot = c.snapshot.as_ref().unwrap();
                     let check = ActionStateStore::new(Arc::clone(&self.log), look.clone());
-                    check.rebuild(std::slice::from_ref(&snapshot.marker), &o.owned, &snapshot.completed).await.map_err(
-                        |e| TestCaseError::fail(format!("{}: rebuilding checkpoint {} failed: {e}", o.owned, c.id)),
-                    )?;
+                    check
+                        .rebuild(std::slice::from_ref(&snapshot.marker), &o.owned, &snapshot.completed)
+                        .await
+                        .map_err(|e| {
+                            TestCaseError::fail(format!("{}: rebuilding checkpoint {} failed: {e}", o.owned, c.id))
+                        })?;
                     let got = dump(&check);
                     if n == 0 {
                         prop_assert_eq!(&got, &want, "{}: the newest snapshot does not reproduce the index", o.owned);
