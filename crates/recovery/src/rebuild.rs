@@ -75,6 +75,12 @@ impl<L: StateLog> ActionStateStore<L> {
     /// too, so the index holds all a later replay applies. Records a fence shuts out are
     /// skipped and counted ([`RebuildReport::fenced`]).
     ///
+    /// Markers of several former owners (a rescale from the snapshots a runtime kept) replay
+    /// each key from its own owner's marker, the owner's groups being those of the newest
+    /// fence mark its marker carries, so that keys an owner had finished do not come back
+    /// unfinished from another's older marker; markers whose owners overlap, or that carry no
+    /// fence mark, replay from the merged marker.
+    ///
     /// No markers means no checkpoint: the index starts empty. On error the store is
     /// unchanged, and the error is returned only once every partition reader this call
     /// started has stopped and dropped its handle on the log (a reader stops after its read
