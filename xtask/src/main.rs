@@ -21,7 +21,8 @@
 //!   a local Fluss cluster started for it and stopped after (`actionstate-bench`).
 //! - `bench soak` — `actionstate soak` over a million inputs on the embedded store: retention
 //!   on and then keeping everything; four owners sharing the log against one; four owners that
-//!   rescale to three halfway. `bench soak kafka` makes the same runs with 200,000 inputs on
+//!   rescale to three halfway; both again with the soak keeping the checkpoints (two-phase).
+//!   `bench soak kafka` makes the same runs with 200,000 inputs on
 //!   topics of a local broker started for it, measuring the topics' partition directories.
 //! - `fuzz [--time SECONDS]` — the decoder fuzz target from its seed corpus (needs cargo-fuzz
 //!   and a nightly toolchain, installed on demand when missing; without nightly, the stable
@@ -94,7 +95,7 @@ fn print_help() {
          bench file           store put and rebuild on the embedded backend vs raw redb\n  \
          bench kafka          store put and rebuild vs raw rdkafka: a local broker, then the 3-node cluster\n  \
          bench fluss          store put and rebuild vs raw fluss-rs: a local Fluss cluster, then 3 tablet servers\n  \
-         bench soak           a million inputs: retention on and off, 4 owners vs 1, 4 rescaled to 3\n  \
+         bench soak           a million inputs: retention on and off, 4 owners vs 1, 4 rescaled to 3, both two-phase too\n  \
          bench soak kafka     the same, 200,000 inputs on a local Kafka broker\n  \
          fuzz [--time SECS]   run the record-decoder fuzz target (default 60 s)\n  \
          chaos kafka [--leader-kills N] [--zombie-episodes N]   kill Kafka partition leaders under puts, run zombie writers (local 3-node cluster)\n  \
@@ -431,8 +432,15 @@ fn bench_on(backend: &str, url: &str) -> Result<()> {
 }
 
 /// The runs of `bench soak`, beyond the inputs and the log: retention against keeping
-/// everything; four owners sharing the log against one; four that rescale to three.
-const SOAK_RUNS: [&[&str]; 3] = [&["--compare"], &["--owners", "4"], &["--owners", "4", "--rescale-to", "3"]];
+/// everything; four owners sharing the log against one; four that rescale to three; the same
+/// two with the soak keeping the checkpoints (the two-phase form, as Flink does).
+const SOAK_RUNS: [&[&str]; 5] = [
+    &["--compare"],
+    &["--owners", "4"],
+    &["--owners", "4", "--rescale-to", "3"],
+    &["--owners", "4", "--two-phase"],
+    &["--owners", "4", "--rescale-to", "3", "--two-phase"],
+];
 
 fn bench(what: Option<&str>, on: Option<&str>) -> Result<()> {
     match what {

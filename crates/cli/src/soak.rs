@@ -4,7 +4,9 @@
 //! the run, then one JSON line. With `--owners N`, N stores share the log, each owning a share
 //! of the key groups and writing its checkpoints into the log (retention runs from all of
 //! them), optionally rescaling to `--rescale-to M` halfway; then one store owning every group
-//! the same way runs on a second log, and a last line compares their throughput.
+//! the same way runs on a second log, and a last line compares their throughput. With
+//! `--two-phase` the soak keeps the owners' checkpoints itself, as Flink does, and rebuilds
+//! the rescale from them.
 //!
 //! Bytes held: on `file:`, the data directory's files; on `kafka://`, the topic's partition
 //! directories (`<DIR>/<topic>-<partition>`) under the broker's `log.dirs` on this machine,
@@ -48,6 +50,12 @@ pub(crate) struct SoakArgs {
     /// new owners restore from the log and go on.
     #[arg(long, requires = "owners", value_parser = clap::value_parser!(u16).range(1..=128))]
     rescale_to: Option<u16>,
+    /// With `--owners`: the soak keeps the checkpoints, as a runtime such as Flink does
+    /// (`snapshot` and `checkpoint_complete`, the snapshots of each owner's last checkpoints
+    /// kept, a rescale rebuilt from them), instead of the owners writing them into the log;
+    /// the one-owner run does the same.
+    #[arg(long, requires = "owners")]
+    two_phase: bool,
     /// The log, which must be new or empty: the soak writes into it and reclaims what it wrote
     /// (a log that holds anything is refused, and nothing is written to it). Default: `file:`
     /// on a fresh directory under the system temp dir, removed after. With `--compare` or
@@ -104,8 +112,8 @@ pub(crate) async fn run(args: SoakArgs) -> Result<ExitCode> {
     let first = retention(&args.retention)?;
     let runs = match args.owners {
         Some(owners) => vec![
-            Run::Fleet(Fleet { owners, rescale_to: args.rescale_to }, first),
-            Run::Fleet(Fleet { owners: 1, rescale_to: None }, first),
+            Run::Fleet(Fleet { owners, rescale_to: args.rescale_to, two_phase: args.two_phase }, first),
+            Run::Fleet(Fleet { owners: 1, rescale_to: None, two_phase: args.two_phase }, first),
         ],
         None if args.compare && first != Retention::KeepAll => {
             vec![Run::Single(first), Run::Single(Retention::KeepAll)]
@@ -129,6 +137,7 @@ pub(crate) async fn run(args: SoakArgs) -> Result<ExitCode> {
             "compare": "owners",
             "owners": fleet.owners,
             "rescale_to": fleet.rescale_to,
+            "two_phase": fleet.two_phase,
             "inputs_per_s": (many.inputs_per_s * 10.0).round() / 10.0,
             "one_owner_inputs_per_s": (one.inputs_per_s * 10.0).round() / 10.0,
             "throughput_ratio": (ratio * 1000.0).round() / 1000.0,
@@ -251,15 +260,16 @@ async fn run_once(args: &SoakArgs, config: &SoakConfig, run: Run, second: bool, 
             soak_owners(Arc::new(log), &store_config, config, fleet, &*held, &mut on_sample).await?
         }
     };
-    let (owners, rescale_to) = match run {
-        Run::Fleet(fleet, _) => (Some(fleet.owners), fleet.rescale_to),
-        Run::Single(_) => (None, None),
+    let (owners, rescale_to, two_phase) = match run {
+        Run::Fleet(fleet, _) => (Some(fleet.owners), fleet.rescale_to, Some(fleet.two_phase)),
+        Run::Single(_) => (None, None, None),
     };
     let line = serde_json::json!({
         "log": log_config.to_string(),
         "retention": name,
         "owners": owners,
         "rescale_to": rescale_to,
+        "two_phase": two_phase,
         "inputs": report.inputs,
         "inputs_per_s": (report.inputs_per_s * 10.0).round() / 10.0,
         "disk_growth": (report.disk_growth * 1000.0).round() / 1000.0,

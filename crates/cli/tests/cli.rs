@@ -295,6 +295,40 @@ fn soak_with_owners_compares_them_with_one_owner() {
     assert_eq!(lines[2]["owners"], 2);
 }
 
+/// `soak --owners --two-phase`: the soak keeps the checkpoints; both runs say so, and the
+/// owners reclaimed (the disk stays flat) although no checkpoint is written into the log.
+#[test]
+fn soak_with_two_phase_owners_keeps_the_checkpoints_itself() {
+    let args = [
+        "soak",
+        "--inputs",
+        "4000",
+        "--checkpoint-every",
+        "200",
+        "--owners",
+        "2",
+        "--rescale-to",
+        "3",
+        "--two-phase",
+        "--json",
+    ];
+    let out = actionstate(&args);
+    assert!(out.status.success(), "soak failed: {}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<serde_json::Value> = stdout(&out).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    for line in &lines {
+        assert_eq!(line["two_phase"], true, "{line}");
+    }
+    assert_eq!((&lines[0]["owners"], &lines[0]["rescale_to"]), (&2.into(), &3.into()), "{}", lines[0]);
+    for line in &lines[..2] {
+        assert_eq!(line["inputs"], 4000, "{line}");
+        assert!(line["snapshot_entries"].as_u64().is_some_and(|v| v > 0), "{line}");
+        assert!(line["disk_growth"].as_f64().is_some_and(|g| g < 1.5), "{line}");
+    }
+    let refused = actionstate(&["soak", "--inputs", "10", "--two-phase"]);
+    assert!(!refused.status.success(), "--two-phase without --owners was accepted");
+}
+
 /// `bench` on a data directory: put latency and throughput of the store, the rebuild rate of
 /// every round and the log's own read rate, on the records it wrote; it removes the directory
 /// it created.

@@ -96,6 +96,8 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
         tracing::error!(%groups, epoch, ?fenced_by, "fenced: a newer owner restored these key groups");
         crate::metrics::fenced();
         sh.fencing.fenced = Some((groups, fenced_by));
+        // A fenced store publishes nothing more for the other owners' reclaim.
+        self.reclaimer.fenced();
         sh.fencing.check()
     }
 

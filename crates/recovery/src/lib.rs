@@ -99,6 +99,7 @@ mod config;
 mod coverage;
 mod digest;
 mod error;
+mod external;
 mod fence_log;
 mod fencing;
 mod floors;

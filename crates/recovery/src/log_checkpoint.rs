@@ -68,11 +68,11 @@ impl<L: StateLog> ActionStateStore<L, InLog> {
         // marker already lies past their records (a two-phase checkpoint's marker cannot: the
         // runtime may still abort it). Should the write fail, only memory forgot them: the
         // runtime has moved past those rounds, and a restore reads the previous checkpoint.
-        let pruned = self.prune_checkpoint(id).map_or(0, |(pruned, _)| pruned);
+        let pruned = self.prune_checkpoint(id).map_or(0, |(pruned, _, _)| pruned);
         snapshot.marker = self.marker_now(&end);
         let (commit, parts) = self.write_checkpoint(&snapshot, from, metadata).await?;
         self.retain(snapshot.marker.clone());
-        self.reclaim_shared();
+        self.reclaim_shared(None);
         tracing::debug!(id, parts, offset = commit.offset, pruned, "checkpoint written");
         let completed = snapshot.completed.len();
         Ok(LogCheckpoint { id, commit, parts, marker: snapshot.marker, pruned, completed })

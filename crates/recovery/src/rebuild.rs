@@ -61,6 +61,12 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
     /// keys of `ownership`, pruning the rounds `completed` says they finished: the rebuild
     /// behind [`restore`](Self::restore), whose docs give the whole behaviour.
     ///
+    /// Markers of several former owners (a rescale from the snapshots a runtime kept) replay
+    /// each key from its own owner's marker, the owner's groups being those of the newest
+    /// fence mark its marker carries, so that keys an owner had finished do not come back
+    /// unfinished from another's older marker; markers whose owners overlap, or that carry no
+    /// fence mark, replay from the merged marker.
+    ///
     /// No markers means no checkpoint: the whole retained log is replayed. On error the store
     /// is unchanged, and the error is returned only once every partition reader this call
     /// started has stopped and dropped its handle on the log (a reader stops after its read
@@ -75,7 +81,9 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
         ownership: &'a Ownership,
         completed: &'a HashMap<KeyId, u64>,
     ) -> impl std::future::Future<Output = Result<RebuildReport>> + 'a {
-        self.rebuild_from(markers, ownership, completed, Floors::default(), None)
+        // A rescale from the snapshots of several owners replays each key from its own
+        // owner's marker, as a restore from the log does (`floors.rs`).
+        self.rebuild_from(markers, ownership, completed, Floors::of_snapshots(markers), None)
     }
 
     /// [`rebuild`](Self::rebuild), with each key's records replayed from its group's floor
@@ -103,7 +111,7 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
             // end, at least.
             let end = if owned_completed.is_empty() { Vec::new() } else { self.log.end_offsets().await? };
             let fencing = Fencing { ownership: ownership.clone(), ..Fencing::default() };
-            self.install(Index::new(), ownership, owned_completed, &end, HashMap::new(), fencing);
+            self.install(Index::new(), owned_completed, &end, HashMap::new(), fencing);
             return Ok(RebuildReport { duration: started.elapsed(), ..RebuildReport::default() });
         }
         // Three independent questions to the backend, asked at once; their errors are reported
@@ -137,7 +145,7 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
             seen: fence.then(|| reached.clone()),
             fenced: None,
         };
-        self.install(index, ownership, owned_completed, &reached, pending, fencing);
+        self.install(index, owned_completed, &reached, pending, fencing);
         report.duration = started.elapsed();
         log_finished(&report);
         Ok(report)

@@ -257,6 +257,9 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
                         commits.push(Commit { offset, owner, epoch, id, body });
                     }
                     Landmark::Rollback { epoch, body } => voiding.rollbacks.push((offset, epoch, body)),
+                    // A checkpoint its runtime keeps: restored with `rebuild` from what the
+                    // runtime kept, never from the log, so a store cannot mix the two forms.
+                    Landmark::External { .. } => {}
                 }
             }
             for c in commits.into_iter().rev() {

@@ -14,9 +14,10 @@
 //! wrote into the log (`ActionStateStore::checkpoint`): after each of its own, a store reads
 //! the checkpoint partition backwards and takes, per key group, the last `n` checkpoints of
 //! its current owner (see `owners.rs`). A group whose owner has not checkpointed yet holds
-//! reclaim back, and [`ReclaimStatus::waiting`] names it. A shared store that keeps its
-//! checkpoints itself (the two-phase form) does not reclaim: its markers say nothing of the
-//! records the other owners' checkpoints need.
+//! reclaim back, and [`ReclaimStatus::waiting`] names it. A shared store whose runtime keeps
+//! its checkpoints (the two-phase form) reclaims the same way: once its runtime completes a
+//! checkpoint, the reclaim job first appends the checkpoint's marker to the checkpoint
+//! partition (`external.rs`), where every owner's scan reads it as it reads a commit.
 
 use crate::metrics as m;
 use crate::owners::Outcome;
@@ -53,8 +54,8 @@ impl Default for Retention {
 /// [`ActionStateStore::reclaim_status`]: crate::ActionStateStore::reclaim_status
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReclaimStatus {
-    /// Why the store does not reclaim, when it does not: retention keeps everything, the
-    /// backend cannot reclaim, or the store owns part of a log other stores write as well.
+    /// Why the store does not reclaim, when it does not: retention keeps everything, or the
+    /// backend cannot reclaim.
     pub disabled: Option<&'static str>,
     /// Per partition, the offset below which the store last asked the backend to reclaim.
     pub requested: Option<Vec<u64>>,
@@ -71,8 +72,9 @@ pub struct ReclaimStatus {
     pub last_error: Option<String>,
     /// Whether a reclaim is running now.
     pub running: bool,
-    /// Key groups whose current owner has not written a checkpoint into the log yet, when
-    /// stores share the log: nothing is reclaimed until each has one (empty otherwise).
+    /// Key groups whose current owner has not written a checkpoint into the log yet (a commit,
+    /// or the marker of a completed checkpoint its runtime keeps), when stores share the log:
+    /// nothing is reclaimed until each has one (empty otherwise).
     pub waiting: Vec<Ownership>,
 }
 
@@ -134,10 +136,6 @@ enum Wanted {
     Shared(SharedReclaim),
 }
 
-/// Why a store that shares its log does not reclaim while it follows the two-phase form.
-pub(crate) const SHARED_TWO_PHASE: &str = "the store owns part of the log's keys, and only checkpoints written into the log \
-     (`checkpoint`) tell it what the other owners need";
-
 impl Reclaimer {
     pub(crate) fn status(&self) -> ReclaimStatus {
         self.state.lock().status.clone()
@@ -166,17 +164,31 @@ impl Reclaimer {
     }
 
     /// Asks for a reclaim of a store that shares its log: the point is found in the log's
-    /// checkpoints, in the background. A store that writes checkpoints into the log reclaims
-    /// so although it owns part of the keys.
-    pub(crate) fn request_shared<L: StateLog>(self: &Arc<Self>, log: &Arc<L>, job: SharedReclaim) {
+    /// checkpoints, in the background, after `job`'s publication is appended.
+    ///
+    /// A request replaces one still waiting. Its publication replaces the waiting one's too:
+    /// a store's checkpoints complete in order, and the newer marker lies at or past the
+    /// older, so leaving the older out only lets the scan count an older checkpoint of the
+    /// owner, which holds back more. A request without one keeps the waiting one's.
+    pub(crate) fn request_shared<L: StateLog>(self: &Arc<Self>, log: &Arc<L>, mut job: SharedReclaim) {
         let mut st = self.state.lock();
-        if st.status.disabled == Some(SHARED_TWO_PHASE) {
-            st.status.disabled = None;
-        }
         if st.status.disabled.is_some() {
             return;
         }
+        if job.publish.is_none()
+            && let Some(Wanted::Shared(waiting)) = st.wanted.as_mut()
+        {
+            job.publish = waiting.publish.take();
+        }
         self.start(log, st, Wanted::Shared(job));
+    }
+
+    /// The store learned that a newer owner fenced it: a publication not yet appended is
+    /// dropped (one appended anyway would be void, its window holding the newer fence).
+    pub(crate) fn fenced(&self) {
+        if let Some(Wanted::Shared(job)) = self.state.lock().wanted.as_mut() {
+            job.publish = None;
+        }
     }
 
     fn start<L: StateLog>(self: &Arc<Self>, log: &Arc<L>, mut st: parking_lot::MutexGuard<'_, State>, wanted: Wanted) {
@@ -216,7 +228,7 @@ impl Reclaimer {
             let outcome = async {
                 let point = match point {
                     Wanted::Point(point) => point,
-                    Wanted::Shared(job) => match self.shared_point(&*log, &job).await? {
+                    Wanted::Shared(mut job) => match self.publish_and_scan(&*log, &mut job).await? {
                         Outcome::Reclaim(point) => {
                             self.state.lock().status.waiting.clear();
                             point.iter().zip(&job.local).map(|(p, l)| (*p).min(*l)).collect()
@@ -263,6 +275,19 @@ impl Reclaimer {
                 }
             }
         }
+    }
+
+    /// Appends `job`'s publication, if any, then finds the reclaim point. A failed append
+    /// reclaims nothing this time; the next completed checkpoint publishes a newer marker.
+    async fn publish_and_scan<L: StateLog>(
+        &self,
+        log: &L,
+        job: &mut SharedReclaim,
+    ) -> Result<Outcome, actionstate_core::Error> {
+        if let Some(record) = job.publish.take() {
+            log.append(record).await?;
+        }
+        self.shared_point(log, job).await
     }
 
     /// The reclaim point of stores sharing `log`, from the landmarks the last scan kept (one

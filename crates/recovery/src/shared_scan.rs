@@ -16,7 +16,7 @@
 use crate::owners::{Outcome, OwnersScan};
 use crate::tail::{Landmark, Tail, landmarks, offset_of};
 use actionstate_core::checkpoint::CHECKPOINT_PARTITION;
-use actionstate_core::{Ownership, RangeRead, StateLog};
+use actionstate_core::{Ownership, RangeRead, StateLog, WireRecord};
 
 /// A reclaim of a store that shares its log: the point comes from the checkpoints of every
 /// owner, read from the log (see `owners.rs`).
@@ -30,6 +30,10 @@ pub(crate) struct SharedReclaim {
     pub(crate) read_batch: usize,
     /// Never past a record this store's index holds.
     pub(crate) local: Vec<u64>,
+    /// A completed checkpoint the store's runtime keeps, to append to partition 0 before the
+    /// scan ([`CheckpointEntry::External`](actionstate_core::CheckpointEntry::External)), so
+    /// that the other owners learn what it needs.
+    pub(crate) publish: Option<WireRecord>,
 }
 
 /// Offsets of the checkpoint partition read per step of a backward read.
@@ -44,11 +48,15 @@ enum Mark {
 
 impl Mark {
     /// The scan's form of `landmark` (a rollback tells the scan nothing: the fence after it
-    /// already keeps the commits it abandoned from counting).
+    /// already keeps the commits it abandoned from counting). A checkpoint its runtime keeps
+    /// counts as a commit does: its record holds the same owner, epoch, marker and `from`.
     fn of(landmark: Landmark) -> Option<Mark> {
         match landmark {
             Landmark::Fence(f) => Some(Mark::Fence { groups: f.groups, epoch: f.epoch }),
             Landmark::Commit { owner, epoch, body, .. } => {
+                Some(Mark::Commit { from: body.from, owner, epoch, offsets: body.marker.offsets })
+            }
+            Landmark::External { owner, epoch, body } => {
                 Some(Mark::Commit { from: body.from, owner, epoch, offsets: body.marker.offsets })
             }
             Landmark::Rollback { .. } => None,
@@ -212,7 +220,7 @@ mod tests {
     #[tokio::test]
     async fn kept_landmarks_give_the_point_a_fresh_scan_gives_and_stay_bounded() {
         let log = MemoryLog::new(2);
-        let job = SharedReclaim { max_groups: 4, keep: 2, read_batch: 7, local: vec![u64::MAX; 2] };
+        let job = SharedReclaim { max_groups: 4, keep: 2, read_batch: 7, local: vec![u64::MAX; 2], publish: None };
         let mut kept = Landmarks::default();
         kept.extend(
             0,

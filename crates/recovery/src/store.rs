@@ -8,13 +8,13 @@ use crate::form::{CheckpointForm, InLog, TwoPhase};
 use crate::handle::ActionHandle;
 use crate::key_lock::KeyLocks;
 use crate::metrics as m;
-use crate::retention::{ReclaimStatus, Reclaimer, Retained, Retention, SHARED_TWO_PHASE};
+use crate::retention::{ReclaimStatus, Reclaimer, Retained, Retention};
 use crate::shared_scan::SharedReclaim;
 use crate::store_config::StoreConfig;
 use crate::vocab::{Begin, Explanation, OperatorInvalidation, Round, Snapshot};
 use actionstate_core::{
     ActionId, ActionState, CallResult, Event, Evidence, InvalidationReason, KeyId, LogRecord, Marker, MemoryUpdate,
-    Ownership, Progress, StateKey, StateLog, Trigger, codec,
+    Ownership, Progress, StateKey, StateLog, Trigger, WireRecord, checkpoint::CHECKPOINT_PARTITION, codec,
 };
 use actionstate_index::{Decision, Index, Invalidation, Probe, Recorded, Stats};
 use parking_lot::Mutex;
@@ -140,7 +140,7 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
     /// A store over `log` with an empty index, of either form.
     pub(crate) fn empty(log: L, config: StoreConfig) -> Self {
         let reclaimer = Arc::new(Reclaimer::default());
-        reclaimer.disable(not_reclaiming(&config, &log, &Ownership::All));
+        reclaimer.disable(not_reclaiming(&config, &log));
         let partitions = log.identity().partitions as usize;
         ActionStateStore {
             log: Arc::new(log),
@@ -434,8 +434,9 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
 
     /// The pruning half of completing a checkpoint: forgets
     /// `checkpoint` and every older one, prunes the rounds it completed, and returns the states
-    /// pruned and the checkpoint's marker (`None`: not pending).
-    pub(crate) fn prune_checkpoint(&self, checkpoint: u64) -> Option<(usize, Marker)> {
+    /// pruned, the checkpoint's marker and the end offset of partition 0 its snapshot read
+    /// (`None`: not pending).
+    pub(crate) fn prune_checkpoint(&self, checkpoint: u64) -> Option<(usize, Marker, u64)> {
         let mut sh = self.shared.lock();
         let taken = sh.checkpoints.remove(&checkpoint)?;
         sh.checkpoints.retain(|id, _| *id > checkpoint);
@@ -463,7 +464,8 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
                 sh.start_draining(*key, *seq, partitions, past);
             }
         }
-        Some((pruned, taken.marker))
+        let from = taken.end.get(CHECKPOINT_PARTITION as usize).copied().unwrap_or(0);
+        Some((pruned, taken.marker, from))
     }
 
     /// The retention half of completing a checkpoint: a completed
@@ -494,9 +496,10 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
         marker
     }
 
-    /// After a checkpoint written into the log by a store that owns some key groups: asks for
-    /// a reclaim whose point the checkpoints of every owner in the log decide.
-    pub(crate) fn reclaim_shared(&self) {
+    /// After a checkpoint of a store that owns some key groups: asks for a reclaim whose point
+    /// the checkpoints of every owner in the log decide, once `publish` (the marker of a
+    /// checkpoint the runtime keeps, if any) is appended.
+    pub(crate) fn reclaim_shared(&self, publish: Option<WireRecord>) {
         let Retention::LastCheckpoints(keep) = self.config.retention else { return };
         let job = {
             let sh = self.shared.lock();
@@ -507,6 +510,7 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
                 keep: usize::try_from(keep).unwrap_or(usize::MAX),
                 read_batch: self.config.read_batch,
                 local: sh.index.covering_offsets(&vec![u64::MAX; partitions]),
+                publish,
             }
         };
         self.reclaimer.request_shared(&self.log, job);
@@ -551,7 +555,6 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
     pub(crate) fn install(
         &self,
         index: Index,
-        ownership: &Ownership,
         completed: HashMap<KeyId, u64>,
         end: &[u64],
         pending: HashMap<KeyId, VecDeque<LogRecord>>,
@@ -573,7 +576,7 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
         sh.checkpoints.clear();
         sh.draining.iter_mut().for_each(VecDeque::clear);
         sh.retained.clear();
-        self.reclaimer.disable(not_reclaiming(&self.config, &*self.log, ownership));
+        self.reclaimer.disable(not_reclaiming(&self.config, &*self.log));
     }
 }
 
@@ -631,13 +634,12 @@ impl Shared {
 }
 
 /// Why a store with `config` over `log`, owning `ownership`, must not reclaim, if it must not.
-fn not_reclaiming<L: StateLog>(config: &StoreConfig, log: &L, ownership: &Ownership) -> Option<&'static str> {
+fn not_reclaiming<L: StateLog>(config: &StoreConfig, log: &L) -> Option<&'static str> {
     match config.retention {
         Retention::KeepAll => Some("retention keeps everything"),
         _ if !log.capabilities().reclaim => Some("the backend cannot reclaim"),
-        // The other owners' checkpoints need records of the same partitions: only the
-        // checkpoints they write into the log say which (`request_shared`).
-        _ if *ownership != Ownership::All => Some(SHARED_TWO_PHASE),
+        // A store that owns part of the keys reclaims too: its checkpoints and the other
+        // owners' are all in the log, written there or published (`reclaim_shared`).
         Retention::LastCheckpoints(_) => None,
     }
 }

@@ -5,10 +5,10 @@
 //! earliest offset has passed the window's start is not an error: the scan goes on from the
 //! new earliest offset and stops there, as at the start of the retained log.
 
-use actionstate_core::checkpoint::{is_commit_key, is_rollback_key};
+use actionstate_core::checkpoint::{is_commit_key, is_external_key, is_rollback_key};
 use actionstate_core::{
     CHECKPOINT_KEY_LAYOUT, CheckpointCommit, CheckpointEntry, CheckpointRecord, CheckpointRollback, Error,
-    FENCE_KEY_LAYOUT, Fence, LogRecord, Ownership, RangeRead, ReadRecord, StateLog, codec,
+    ExternalCheckpoint, FENCE_KEY_LAYOUT, Fence, LogRecord, Ownership, RangeRead, ReadRecord, StateLog, codec,
 };
 
 /// A backward scan of one partition.
@@ -74,22 +74,24 @@ impl Tail {
 }
 
 /// A record of the checkpoint partition that a backward scan decides by: a fence, the commit
-/// of a checkpoint, or a restore's rollback.
+/// of a checkpoint, a restore's rollback, or a completed checkpoint kept outside the log
+/// (which only the owners' reclaim scan reads; a restore never takes one).
 #[derive(Debug)]
 pub(crate) enum Landmark {
     Fence(Fence),
     Commit { owner: Ownership, epoch: u64, id: u64, body: CheckpointCommit },
     Rollback { epoch: u64, body: CheckpointRollback },
+    External { owner: Ownership, epoch: u64, body: ExternalCheckpoint },
 }
 
-/// The fences and commits among a window's records of `partition`, decoded, in offset order.
+/// The landmarks among a window's records of `partition`, decoded, in offset order.
 /// Every other record is told apart by its log key and skipped undecoded.
 pub(crate) fn landmarks(partition: u32, records: Vec<ReadRecord>) -> Result<Vec<(u64, Landmark)>, Error> {
     let mut out = Vec::new();
     for r in records {
         let wanted = match r.key.first() {
             Some(&FENCE_KEY_LAYOUT) => true,
-            Some(&CHECKPOINT_KEY_LAYOUT) => is_commit_key(&r.key) || is_rollback_key(&r.key),
+            Some(&CHECKPOINT_KEY_LAYOUT) => is_commit_key(&r.key) || is_rollback_key(&r.key) || is_external_key(&r.key),
             _ => false,
         };
         if !wanted {
@@ -104,6 +106,11 @@ pub(crate) fn landmarks(partition: u32, records: Vec<ReadRecord>) -> Result<Vec<
             }
             LogRecord::Checkpoint(CheckpointRecord { epoch, entry: CheckpointEntry::Rollback(body), .. }) => {
                 out.push((r.offset, Landmark::Rollback { epoch, body }));
+            }
+            LogRecord::Checkpoint(CheckpointRecord {
+                owner, epoch, entry: CheckpointEntry::External(body), ..
+            }) => {
+                out.push((r.offset, Landmark::External { owner, epoch, body }));
             }
             _ => {}
         }

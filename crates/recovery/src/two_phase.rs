@@ -6,7 +6,7 @@ use crate::error::Result;
 use crate::form::TwoPhase;
 use crate::store::ActionStateStore;
 use crate::vocab::Snapshot;
-use actionstate_core::StateLog;
+use actionstate_core::{Ownership, StateLog};
 
 impl<L: StateLog> ActionStateStore<L, TwoPhase> {
     /// Takes a checkpoint: appends every pending invalidation, then returns the covering
@@ -27,10 +27,17 @@ impl<L: StateLog> ActionStateStore<L, TwoPhase> {
     ///
     /// With [`Retention::LastCheckpoints`](crate::Retention::LastCheckpoints), once enough checkpoints have completed, this also
     /// asks the backend, in the background, to reclaim the records no retained checkpoint
-    /// needs ([`reclaim_status`](Self::reclaim_status) reports how that went).
+    /// needs ([`reclaim_status`](Self::reclaim_status) reports how that went). A store that
+    /// owns some key groups of a shared log first makes the checkpoint's marker known to the
+    /// other owners, in the background too (docs/design.md, section 6).
     pub fn checkpoint_complete(&self, checkpoint: u64) -> usize {
-        let Some((pruned, marker)) = self.prune_checkpoint(checkpoint) else { return 0 };
-        self.retain(marker);
+        let Some((pruned, marker, from)) = self.prune_checkpoint(checkpoint) else { return 0 };
+        let shared = matches!(self.shared.lock().fencing.ownership, Ownership::Groups { .. });
+        if shared {
+            self.publish_completed(checkpoint, marker, from);
+        } else {
+            self.retain(marker);
+        }
         pruned
     }
 

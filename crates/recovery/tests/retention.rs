@@ -122,7 +122,14 @@ async fn a_store_that_comes_to_own_every_key_reclaims_again() {
     let log = MemoryLog::new(2);
     let part = Ownership::Groups { max_groups: 4, owned: 0..2 };
     let (partial, _) = ActionStateStore::restore(log.reopen(), keep(1), &part, Vec::<Snapshot>::new()).await.unwrap();
-    assert!(partial.reclaim_status().disabled.is_some());
+    for id in 0..2u64 {
+        let k = (0..).map(|i| key(&format!("k{id}-{i}"))).find(|k| part.owns(k)).unwrap();
+        round_and_checkpoint(&partial, k, 0, id).await;
+    }
+    // The owner of groups 2..4 has not checkpointed (there is none): it holds reclaim back.
+    let status = partial.wait_for_reclaim().await;
+    assert_eq!(status.waiting, vec![Ownership::Groups { max_groups: 4, owned: 2..4 }], "{status:?}");
+    assert_eq!((status.reclaims, status.disabled), (0, None), "{status:?}");
     drop(partial);
     let (store, _) =
         ActionStateStore::restore(log.reopen(), keep(1), &Ownership::All, Vec::<Snapshot>::new()).await.unwrap();
@@ -136,7 +143,11 @@ async fn a_store_that_comes_to_own_every_key_reclaims_again() {
 async fn stores_that_must_not_reclaim_do_not() {
     for (config, ownership, why) in [
         (StoreConfig { retention: Retention::KeepAll, ..StoreConfig::default() }, Ownership::All, "keeps everything"),
-        (keep(1), Ownership::Groups { max_groups: 4, owned: 0..2 }, "owns part"),
+        (
+            StoreConfig { retention: Retention::KeepAll, ..StoreConfig::default() },
+            Ownership::Groups { max_groups: 4, owned: 0..2 },
+            "keeps everything",
+        ),
     ] {
         let log = MemoryLog::new(2);
         let (store, _) =

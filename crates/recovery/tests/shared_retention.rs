@@ -1,13 +1,14 @@
 //! Retention when stores share one log and checkpoint into it: the reclaim point is the
 //! smallest offset the current owners' retained checkpoints need, an owner that has not
 //! checkpointed yet holds reclaim back (and `reclaim_status` names its groups), a replaced
-//! owner's checkpoints stop counting, and every owner restores after each reclaim.
+//! owner's checkpoints stop counting, and every owner restores after each reclaim. The same
+//! cases for owners whose runtime keeps the checkpoints: `shared_retention_two_phase.rs`.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 mod common;
 
 use actionstate_core::{Ownership, StateLog};
-use actionstate_recovery::{ActionStateStore, AnyLog, CheckpointForm, RestoreFrom, Retention, Snapshot, StoreConfig};
+use actionstate_recovery::{ActionStateStore, AnyLog, CheckpointForm, RestoreFrom, Retention, StoreConfig};
 use common::{Backend, Env, STATES_PER_ROUND, finish_round, input, key, process, replayed};
 use std::sync::Arc;
 
@@ -192,19 +193,4 @@ async fn concurrent_reclaims_of_several_owners_keep_every_owner_restorable() {
             ActionStateStore::restore(Arc::clone(&log), keep(1), &groups(owned), RestoreFrom::Latest).await.unwrap();
         assert_eq!(restored.metadata(), Some(&4u64.to_le_bytes()[..]));
     }
-}
-
-/// A store that shares its log but keeps its checkpoints itself (the two-phase form) does not
-/// reclaim, and says why.
-#[tokio::test]
-async fn a_two_phase_store_that_shares_its_log_says_why_it_does_not_reclaim() {
-    let env = Env::new(Backend::Memory);
-    let log = env.shared().await;
-    let (store, _) =
-        ActionStateStore::restore(Arc::clone(&log), keep(1), &groups(0..4), Vec::<Snapshot>::new()).await.unwrap();
-    round(&store, &groups(0..4), 0).await;
-    let snapshot = store.snapshot(1).await.unwrap();
-    store.checkpoint_complete(snapshot.checkpoint);
-    let status = store.wait_for_reclaim().await;
-    assert!(status.disabled.is_some_and(|why| why.contains("checkpoints written into the log")), "{status:?}");
 }

@@ -53,12 +53,24 @@ async fn a_short_soak_keeps_the_data_directory_and_the_snapshots_bounded() {
 /// checkpoints and the index stay bounded by the live work through the rescale.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_short_soak_of_four_owners_and_a_rescale_stays_bounded() {
+    four_owners_and_a_rescale(false).await;
+}
+
+/// The same with the soak keeping the checkpoints (the two-phase form, as Flink does): the
+/// owners make each completed checkpoint's marker known in the log, and a rescale rebuilds
+/// from the former owners' snapshots.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_soak_of_four_two_phase_owners_and_a_rescale_stays_bounded() {
+    four_owners_and_a_rescale(true).await;
+}
+
+async fn four_owners_and_a_rescale(two_phase: bool) {
     use actionstate_sim::soak_owners::{Fleet, soak_owners};
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let log = Arc::new(actionstate_file::FileLog::open(actionstate_file::FileConfig::new(&data, 8)).unwrap());
     let config = SoakConfig { inputs: 24_000, in_flight: 64, checkpoint_every: 250, ..SoakConfig::default() };
-    let fleet = Fleet { owners: 4, rescale_to: Some(3) };
+    let fleet = Fleet { owners: 4, rescale_to: Some(3), two_phase };
     let report = soak_owners(log, &StoreConfig::default(), &config, fleet, &|| directory_bytes(&data), &mut |s| {
         println!(
             "owners: inputs={} elapsed={:.1}s dir={}KB snapshot_entries={} reclaimed={} states={}",

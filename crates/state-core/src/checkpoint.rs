@@ -12,6 +12,11 @@
 //! A restore of a checkpoint older than the newest of its keys also writes a
 //! [`CheckpointEntry::Rollback`] record there, naming the commits it restored: the newer
 //! commits of the line it abandoned are void from then on.
+//!
+//! An owner that shares the log and keeps its checkpoints outside it (the two-phase form, a
+//! runtime such as Flink keeping them) writes one [`CheckpointEntry::External`] record there
+//! for a completed checkpoint: its covering marker, so that the owners sharing the log know
+//! what it needs before they reclaim. A restore from the log never takes one.
 
 use crate::error::Error;
 use crate::fence::Ownership;
@@ -39,6 +44,9 @@ pub const COMMIT_PART: u32 = u32::MAX;
 
 /// The part number a [`CheckpointEntry::Rollback`] record's log key carries.
 pub const ROLLBACK_PART: u32 = u32::MAX - 1;
+
+/// The part number a [`CheckpointEntry::External`] record's log key carries.
+pub const EXTERNAL_PART: u32 = u32::MAX - 2;
 
 /// One record of a checkpoint an owner wrote into its log.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -72,6 +80,23 @@ pub enum CheckpointEntry {
     /// valid one of its keys (to run a window again), so the newer commits of older epochs
     /// belong to the line of history that restore abandoned.
     Rollback(CheckpointRollback),
+    /// Not restorable from the log: a checkpoint the owner's runtime keeps itself (the
+    /// two-phase form) completed, and this is what it needs of the log. The owners sharing the
+    /// log read it as they read a commit, to find their reclaim point; the record's id is the
+    /// runtime's checkpoint id.
+    External(ExternalCheckpoint),
+}
+
+/// A completed checkpoint kept outside the log, as the owners sharing the log must know it:
+/// a restore of it (`rebuild` from its marker) reads the log from `marker` on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExternalCheckpoint {
+    /// The covering marker of the checkpoint's snapshot, with its fences.
+    pub marker: Marker,
+    /// The end offset of [`CHECKPOINT_PARTITION`] when the snapshot was taken: a fence there,
+    /// before this record, with a newer epoch over the owner's keys voids it (the owner was
+    /// replaced before it completed), as it voids a commit.
+    pub from: u64,
 }
 
 /// What a restore of older checkpoints abandoned: every commit of an epoch older than the
@@ -132,6 +157,7 @@ impl CheckpointRecord {
             CheckpointEntry::Part { index, .. } => *index,
             CheckpointEntry::Commit(_) => COMMIT_PART,
             CheckpointEntry::Rollback(_) => ROLLBACK_PART,
+            CheckpointEntry::External(_) => EXTERNAL_PART,
         }
     }
 
@@ -168,6 +194,11 @@ pub fn is_commit_key(key: &[u8]) -> bool {
 /// Whether a log key is a [`CheckpointEntry::Rollback`] record's, read from the key alone.
 pub fn is_rollback_key(key: &[u8]) -> bool {
     key.len() == CHECKPOINT_KEY_LEN && key[0] == CHECKPOINT_KEY_LAYOUT && key[57..61] == ROLLBACK_PART.to_be_bytes()
+}
+
+/// Whether a log key is a [`CheckpointEntry::External`] record's, read from the key alone.
+pub fn is_external_key(key: &[u8]) -> bool {
+    key.len() == CHECKPOINT_KEY_LEN && key[0] == CHECKPOINT_KEY_LAYOUT && key[57..61] == EXTERNAL_PART.to_be_bytes()
 }
 
 fn owner_digest(owner: &Ownership) -> [u8; 8] {
@@ -220,5 +251,8 @@ mod tests {
         assert!(!is_commit_key(&part));
         assert_ne!(all, half, "owners of one epoch and id write different keys");
         assert!(!is_commit_key(&all[..60]), "a short key is not a commit's");
+        let external = checkpoint_log_key(&key, &Ownership::All, 7, 3, EXTERNAL_PART);
+        assert!(is_external_key(&external) && !is_commit_key(&external) && !is_rollback_key(&external));
+        assert!(!is_external_key(&all) && !is_external_key(&part));
     }
 }

@@ -59,7 +59,7 @@ mod view;
 pub use backend::{BackendConfig, DEFAULT_PARTITIONS};
 pub use checkpoint::{
     CHECKPOINT_KEY_LAYOUT, CHECKPOINT_PART_ENTRIES, CHECKPOINT_PARTITION, CheckpointCommit, CheckpointEntry,
-    CheckpointRecord, CheckpointRollback, MAX_CHECKPOINT_METADATA, checkpoint_key_id,
+    CheckpointRecord, CheckpointRollback, ExternalCheckpoint, MAX_CHECKPOINT_METADATA, checkpoint_key_id,
 };
 pub use error::{BackendError, Error};
 pub use event::Event;

@@ -184,6 +184,7 @@ proptest! {
             actionstate_core::CheckpointEntry::Part { index, .. } => *index,
             actionstate_core::CheckpointEntry::Commit(_) => u32::MAX,
             actionstate_core::CheckpointEntry::Rollback(_) => u32::MAX - 1,
+            actionstate_core::CheckpointEntry::External(_) => u32::MAX - 2,
         };
         spec.extend_from_slice(&part.to_be_bytes());
         prop_assert_eq!(key.to_vec(), spec);

@@ -5,9 +5,9 @@ use crate::support::{attrs, envelope_by, fixed_event, fixed_input, fixed_state_k
 use actionstate_core::codec;
 use actionstate_core::{
     ActionId, ActionState, Attributes, Audit, AuditDetail, CallResult, CallStatus, CheckpointCommit, CheckpointEntry,
-    CheckpointRecord, CheckpointRollback, Error, Evidence, Fence, FenceMark, Fingerprint, IdempotencyKey,
-    InvalidationReason, KeyId, KeyLabel, LogIdentity, LogRecord, Marker, MemoryOp, MemoryUpdate, MissReason, Ownership,
-    Progress, StateKey, TaggedBytes, Trigger, Value, checkpoint_key_id, fence_key_id,
+    CheckpointRecord, CheckpointRollback, Error, Evidence, ExternalCheckpoint, Fence, FenceMark, Fingerprint,
+    IdempotencyKey, InvalidationReason, KeyId, KeyLabel, LogIdentity, LogRecord, Marker, MemoryOp, MemoryUpdate,
+    MissReason, Ownership, Progress, StateKey, TaggedBytes, Trigger, Value, checkpoint_key_id, fence_key_id,
 };
 use std::path::{Path, PathBuf};
 
@@ -256,6 +256,26 @@ fn golden_checkpoint_rollback() -> LogRecord {
     })
 }
 
+/// What an owner of key groups 8..16 of 32 at epoch 3, keeping its checkpoints itself,
+/// writes once its runtime completed checkpoint 12: the snapshot's marker (one fence) and the
+/// end offset of partition 0 it read.
+fn golden_checkpoint_external() -> LogRecord {
+    let owner = Ownership::Groups { max_groups: 32, owned: 8..16 };
+    let log = LogIdentity { backend: "file".into(), id: "0b4f6c1e".into(), partitions: 4 };
+    let marker = Marker {
+        log,
+        offsets: vec![10, 0, 7, 12],
+        fences: vec![FenceMark { groups: owner.clone(), epoch: 3, offsets: vec![2, 0, 1, 3] }],
+    };
+    LogRecord::Checkpoint(CheckpointRecord {
+        key: checkpoint_key_id(4),
+        owner,
+        epoch: 3,
+        id: 12,
+        entry: CheckpointEntry::External(ExternalCheckpoint { marker, from: 21 }),
+    })
+}
+
 /// A journal whose last call was recorded before it ran, in reconcile mode: its PENDING slot
 /// carries the call's idempotency key (`CallStatus` variant 3).
 fn golden_upsert_pending_keyed() -> LogRecord {
@@ -275,7 +295,8 @@ fn golden_upsert_pending_keyed() -> LogRecord {
 
 /// Every golden record of the format this build writes, with the writer epoch it is written
 /// with: those of version 3 (without a label, as a key without a name is written), a labeled
-/// state, a keyed PENDING slot, and checkpoint records (a commit, a part and a rollback).
+/// state, a keyed PENDING slot, and checkpoint records (a commit, a part, a rollback and an
+/// external checkpoint).
 fn golden_cases() -> Vec<(&'static str, LogRecord, u64)> {
     let mut cases = v3_cases();
     cases.push(("upsert_labeled", golden_upsert_labeled(), 3));
@@ -283,6 +304,7 @@ fn golden_cases() -> Vec<(&'static str, LogRecord, u64)> {
     cases.push(("checkpoint_commit", golden_checkpoint_commit(), 3));
     cases.push(("checkpoint_part", golden_checkpoint_part(), 5));
     cases.push(("checkpoint_rollback", golden_checkpoint_rollback(), 9));
+    cases.push(("checkpoint_external", golden_checkpoint_external(), 3));
     cases
 }
 

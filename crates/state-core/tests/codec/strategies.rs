@@ -197,7 +197,7 @@ pub(crate) fn arb_record() -> impl Strategy<Value = LogRecord> {
     ]
 }
 
-/// A checkpoint part, commit or rollback of any owner, epoch and id, with a few completed rounds, a
+/// A checkpoint part, commit, rollback or external checkpoint of any owner, epoch and id, with a few completed rounds, a
 /// marker of up to four partitions and metadata up to 64 bytes.
 pub(crate) fn arb_checkpoint() -> impl Strategy<Value = actionstate_core::CheckpointRecord> {
     use actionstate_core::{CheckpointCommit, CheckpointEntry, KeyId, LogIdentity, Marker};
@@ -222,7 +222,11 @@ pub(crate) fn arb_checkpoint() -> impl Strategy<Value = actionstate_core::Checkp
     let part = (0u32..u32::MAX, completed).prop_map(|(index, completed)| CheckpointEntry::Part { index, completed });
     let rollback = prop::collection::vec((any::<u64>(), arb_fence().prop_map(|f| f.groups)), 0..3)
         .prop_map(|restored| CheckpointEntry::Rollback(actionstate_core::CheckpointRollback { restored }));
-    (arb_fence(), any::<u64>(), prop_oneof![commit, part, rollback]).prop_map(|(fence, id, entry)| {
+    let external = (prop::collection::vec(any::<u64>(), 1..4), any::<u64>()).prop_map(|(offsets, from)| {
+        let log = LogIdentity { backend: "memory".into(), id: "m".into(), partitions: offsets.len() as u32 };
+        CheckpointEntry::External(actionstate_core::ExternalCheckpoint { marker: Marker::new(log, offsets), from })
+    });
+    (arb_fence(), any::<u64>(), prop_oneof![commit, part, rollback, external]).prop_map(|(fence, id, entry)| {
         actionstate_core::CheckpointRecord { key: fence.key, owner: fence.groups, epoch: fence.epoch, id, entry }
     })
 }

@@ -20,6 +20,7 @@ pub(crate) fn assert_round_trip(record: &LogRecord) -> Vec<u8> {
                 actionstate_core::CheckpointEntry::Part { index, .. } => *index,
                 actionstate_core::CheckpointEntry::Commit(_) => actionstate_core::checkpoint::COMMIT_PART,
                 actionstate_core::CheckpointEntry::Rollback(_) => actionstate_core::checkpoint::ROLLBACK_PART,
+                actionstate_core::CheckpointEntry::External(_) => actionstate_core::checkpoint::EXTERNAL_PART,
             };
             actionstate_core::checkpoint::checkpoint_log_key(&c.key, &c.owner, c.epoch, c.id, part).to_vec()
         }
