@@ -292,35 +292,38 @@ impl World {
                     assert!(z.in_log().checkpoint(b"zombie").await.is_err(), "a replaced owner checkpointed");
                 }
             }
-            Step::LateCommit { which } => {
-                if self.zombies.is_empty() {
-                    return;
-                }
-                let (z, owner) = &self.zombies[which % self.zombies.len()];
-                // A marker as old as a snapshot taken before the successor restored.
-                let marker = Marker::new(self.log.identity().clone(), vec![0; PARTITIONS as usize]);
-                let entry = if self.two_phase {
-                    // Its runtime completed that snapshot late, and the store published it.
-                    CheckpointEntry::External(ExternalCheckpoint { marker, from: 0 })
-                } else {
-                    CheckpointEntry::Commit(CheckpointCommit {
-                        marker,
-                        metadata: b"late".to_vec(),
-                        completed: Vec::new(),
-                        parts: 0,
-                        from: 0,
-                    })
-                };
-                let late = LogRecord::Checkpoint(CheckpointRecord {
-                    key: checkpoint_key_id(PARTITIONS),
-                    owner: owner.clone(),
-                    epoch: z.epoch(),
-                    id: u64::MAX - which as u64,
-                    entry,
-                });
-                self.log.append(codec::encode_by(&late, z.epoch()).unwrap()).await.unwrap();
-            }
+            Step::LateCommit { which } => self.late_commit(which).await,
         }
+    }
+
+    /// A zombie's slow checkpoint lands after its successor's fence.
+    async fn late_commit(&self, which: usize) {
+        if self.zombies.is_empty() {
+            return;
+        }
+        let (z, owner) = &self.zombies[which % self.zombies.len()];
+        // A marker as old as a snapshot taken before the successor restored.
+        let marker = Marker::new(self.log.identity().clone(), vec![0; PARTITIONS as usize]);
+        let entry = if self.two_phase {
+            // Its runtime completed that snapshot late, and the store published it.
+            CheckpointEntry::External(ExternalCheckpoint { marker, from: 0 })
+        } else {
+            CheckpointEntry::Commit(CheckpointCommit {
+                marker,
+                metadata: b"late".to_vec(),
+                completed: Vec::new(),
+                parts: 0,
+                from: 0,
+            })
+        };
+        let late = LogRecord::Checkpoint(CheckpointRecord {
+            key: checkpoint_key_id(PARTITIONS),
+            owner: owner.clone(),
+            epoch: z.epoch(),
+            id: u64::MAX - which as u64,
+            entry,
+        });
+        self.log.append(codec::encode_by(&late, z.epoch()).unwrap()).await.unwrap();
     }
 
     async fn fail_over(&mut self, i: usize) {
