@@ -50,9 +50,9 @@ mod shape;
 mod tidy;
 
 use anyhow::{Context, Result, bail};
-use services::fluss;
+use services::{fluss, workspace_root};
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
@@ -110,11 +110,6 @@ fn print_help() {
          services status      whether they run and answer
            shape                lines per crate, long files and functions, import circles between files"
     );
-}
-
-fn workspace_root() -> Result<PathBuf> {
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    Ok(manifest.parent().context("xtask has no parent directory")?.to_path_buf())
 }
 
 fn parse_time(args: &[String]) -> Result<u64> {

@@ -347,6 +347,37 @@ fn used_paths(file_module: &[String], code: &str) -> Vec<Use> {
             out.push(Use { path, must_exist, public });
         }
     }
+    out.extend(inline_paths(code));
+    out
+}
+
+/// The paths a file's code names inline, outside `use` statements and comments
+/// (`Arc<crate::a::B>`): a dependency as much as an import is, and one a `use`-only reading
+/// would miss.
+fn inline_paths(code: &str) -> Vec<Use> {
+    let mut out = Vec::new();
+    for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
+        let line = line.split("//").next().unwrap_or_default();
+        let statement = line.trim_start();
+        let statement =
+            if statement.starts_with("pub") { statement.split_once(' ').map_or("", |(_, r)| r) } else { statement };
+        if statement.starts_with("use ") {
+            continue;
+        }
+        let mut rest = line;
+        while let Some(at) = rest.find("crate::") {
+            let before = rest[..at].chars().last();
+            rest = &rest[at + "crate::".len()..];
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$') {
+                continue;
+            }
+            let end = rest.find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':')).unwrap_or(rest.len());
+            let path: Vec<String> = rest[..end].split("::").filter(|p| !p.is_empty()).map(str::to_owned).collect();
+            if !path.is_empty() {
+                out.push(Use { path, must_exist: 0, public: false });
+            }
+        }
+    }
     out
 }
 
@@ -569,7 +600,7 @@ pub(crate) fn report(root: &Path) {
             }
         }
     }
-    println!("\nimport circles between the files of one crate (from `use` statements)");
+    println!("\nimport circles between the files of one crate (from `use` statements and paths named inline)");
     for dir in crate_dirs(root) {
         for circle in import_circles(&dir) {
             println!("  {}: {}", rel(&dir), circle.join(" <-> "));
@@ -618,6 +649,14 @@ mod tests {
         assert_eq!((found[0].name.as_str(), found[0].lines, found[0].line), ("long", 87, 2));
         assert_eq!(found[0].reason.as_deref(), Some("one table."));
         assert_eq!((found[1].name.as_str(), found[1].lines, found[1].reason.as_deref()), ("other", 81, None));
+    }
+
+    #[test]
+    fn a_path_named_inline_is_a_dependency_and_a_comment_is_not() {
+        let code = "struct A { b: Arc<crate::soak_owners::Kept> }\n/// [`x`](crate::doc::Link)\nlet f = crate::m::g(); // crate::no::Way\n";
+        let paths: Vec<Vec<String>> = used_paths(&[], code).into_iter().map(|u| u.path).collect();
+        let named = |p: &[&str]| p.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(paths, vec![named(&["soak_owners", "Kept"]), named(&["m", "g"])]);
     }
 
     #[test]

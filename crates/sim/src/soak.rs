@@ -314,31 +314,6 @@ impl<L: StateLog> LaneCheckpoints<L> for WrittenToLog {
     }
 }
 
-/// Checkpoints kept by the runtime for one owner of a shared log: `snapshot`, then
-/// `checkpoint_complete` at once, every `checkpoint_every` inputs of the lane's owner; the
-/// runtime keeps the snapshots of the owner's last checkpoints to restore from.
-pub(crate) struct TwoPhaseOwner {
-    pub(crate) owner_done: Arc<AtomicU64>,
-    pub(crate) kept: Arc<crate::soak_owners::Kept>,
-}
-
-impl<L: StateLog> LaneCheckpoints<L> for TwoPhaseOwner {
-    type Form = TwoPhase;
-
-    async fn after_input(
-        &self,
-        store: &ActionStateStore<L, TwoPhase>,
-        _finished: u64,
-        every: u64,
-    ) -> Result<Option<usize>, StoreError> {
-        let mine = self.owner_done.fetch_add(1, Ordering::Relaxed) + 1;
-        if !mine.is_multiple_of(every) {
-            return Ok(None);
-        }
-        Ok(Some(self.kept.checkpoint(store, mine / every).await?))
-    }
-}
-
 /// One conversation slot: the store it writes to, the keys it may use, its number, and how
 /// its store checkpoints.
 pub(crate) struct Lane<L: StateLog, C: LaneCheckpoints<L>> {

@@ -9,9 +9,7 @@
 //! checkpoints ([`Kept`]), and a rescale restores each new owner from the newest snapshots of
 //! the former owners of its groups.
 
-use crate::soak::{
-    Lane, LaneCheckpoints, Lanes, Sampler, SoakConfig, SoakReport, SoakSample, TwoPhaseOwner, Workers, WrittenToLog,
-};
+use crate::soak::{Lane, LaneCheckpoints, Lanes, Sampler, SoakConfig, SoakReport, SoakSample, Workers, WrittenToLog};
 use actionstate_core::StateLog;
 use actionstate_recovery::{
     ActionStateStore, CheckpointForm, InLog, Ownership, RestoreFrom, Retention, Snapshot, StoreConfig, StoreError,
@@ -20,7 +18,7 @@ use actionstate_recovery::{
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The key groups the soak's owners split among themselves.
 pub const SOAK_GROUPS: u16 = 128;
@@ -77,6 +75,31 @@ impl Kept {
 
     fn newest(&self) -> Option<Snapshot> {
         self.snapshots.lock().back().cloned()
+    }
+}
+
+/// Checkpoints kept by the runtime for one owner of a shared log: `snapshot`, then
+/// `checkpoint_complete` at once, every `checkpoint_every` inputs of the lane's owner; the
+/// runtime keeps the snapshots of the owner's last checkpoints to restore from.
+pub(crate) struct TwoPhaseOwner {
+    pub(crate) owner_done: Arc<AtomicU64>,
+    pub(crate) kept: Arc<Kept>,
+}
+
+impl<L: StateLog> LaneCheckpoints<L> for TwoPhaseOwner {
+    type Form = TwoPhase;
+
+    async fn after_input(
+        &self,
+        store: &ActionStateStore<L, TwoPhase>,
+        _finished: u64,
+        every: u64,
+    ) -> Result<Option<usize>, StoreError> {
+        let mine = self.owner_done.fetch_add(1, Ordering::Relaxed) + 1;
+        if !mine.is_multiple_of(every) {
+            return Ok(None);
+        }
+        Ok(Some(self.kept.checkpoint(store, mine / every).await?))
     }
 }
 

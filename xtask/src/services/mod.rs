@@ -109,3 +109,10 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         other => bail!("unknown services action `{other}`\n{USAGE}"),
     }
 }
+
+/// The workspace's root directory: where the services keep their files, and where every task
+/// runs.
+pub(crate) fn workspace_root() -> anyhow::Result<std::path::PathBuf> {
+    let manifest = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    Ok(manifest.parent().ok_or_else(|| anyhow::anyhow!("xtask has no parent directory"))?.to_path_buf())
+}

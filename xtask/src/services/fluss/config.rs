@@ -168,7 +168,7 @@ impl Paths {
     }
 
     pub(super) fn current(layout: Layout) -> Result<Self> {
-        Ok(Self::new(&crate::workspace_root()?, layout))
+        Ok(Self::new(&crate::services::workspace_root()?, layout))
     }
 
     pub(super) fn classpath(&self) -> String {

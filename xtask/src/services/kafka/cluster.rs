@@ -104,7 +104,7 @@ impl ClusterPaths {
     }
 
     fn current() -> Result<Self> {
-        Ok(Self::new(&crate::workspace_root()?))
+        Ok(Self::new(&crate::services::workspace_root()?))
     }
 }
 

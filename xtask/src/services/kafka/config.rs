@@ -44,7 +44,7 @@ impl Paths {
     }
 
     pub(super) fn current() -> Result<Self> {
-        Ok(Self::new(&crate::workspace_root()?))
+        Ok(Self::new(&crate::services::workspace_root()?))
     }
 
     pub(super) fn classpath(&self) -> String {
