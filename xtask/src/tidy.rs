@@ -291,7 +291,7 @@ fn no_library_source_file_is_over_700_lines() {
 
 /// No two files of one crate import each other, directly or around a circle (ARCHITECTURE.md,
 /// invariant 15): a file's imports point one way, so each file can be read, and moved, after
-/// the files it uses. Derived from `use` statements, re-exports followed (`cargo xtask shape`).
+/// the files it uses. Derived from `use` statements and paths named inline, re-exports followed (`cargo xtask shape`).
 #[test]
 fn no_import_circles_between_the_files_of_a_crate() {
     let crates = crate::shape::crate_dirs(&root());
