@@ -16,15 +16,15 @@
 //! commit of its keys and a rollback record is void too: without it, a `Latest` restore after
 //! a crash, before the restoring owner checkpointed, would take the abandoned line's newest.
 
-use crate::coverage::{Coverage, Taken};
+use crate::checkpoint::coverage::{Coverage, Taken};
+use crate::checkpoint::floors::Floors;
+use crate::checkpoint::form::{CheckpointForm, InLog, TwoPhase, sealed};
+use crate::checkpoint::partition::{Landmark, Tail, landmarks, offset_of};
+use crate::checkpoint::rebuild::RebuildReport;
 use crate::error::{Result, StoreError};
-use crate::floors::Floors;
-use crate::form::{CheckpointForm, InLog, TwoPhase, sealed};
-use crate::rebuild::RebuildReport;
 use crate::store::ActionStateStore;
-use crate::store_config::StoreConfig;
-use crate::tail::{Landmark, Tail, landmarks, offset_of};
-use crate::vocab::Snapshot;
+use crate::store::config::StoreConfig;
+use crate::store::vocab::Snapshot;
 use actionstate_core::checkpoint::{CHECKPOINT_PARTITION, is_commit_key};
 use actionstate_core::{
     CHECKPOINT_KEY_LAYOUT, CheckpointCommit, CheckpointEntry, CheckpointRecord, CheckpointRollback, KeyId, LogRecord,

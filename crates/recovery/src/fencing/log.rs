@@ -1,10 +1,10 @@
 //! The store's fence records in the log: appending a restore's fences, and looking for a
-//! newer owner's (see `fencing.rs` for the rules).
+//! newer owner's (see `fencing/mod.rs` for the rules).
 
+use crate::checkpoint::form::CheckpointForm;
+use crate::checkpoint::partition::{Landmark, landmarks, offset_of};
 use crate::error::{Result, StoreError};
-use crate::form::CheckpointForm;
 use crate::store::ActionStateStore;
-use crate::tail::{Landmark, landmarks, offset_of};
 use actionstate_core::{
     CheckpointEntry, CheckpointRecord, CheckpointRollback, Fence, LogRecord, Ownership, Position, RangeRead, StateLog,
     checkpoint_key_id, codec, fence_key_id,

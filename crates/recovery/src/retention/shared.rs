@@ -13,8 +13,8 @@
 //! further back only if they run out before the scan is done; what lies below the point where
 //! the scan was done is dropped. Records reclaimed since are dropped with their landmarks.
 
-use crate::owners::{Outcome, OwnersScan};
-use crate::tail::{Landmark, Tail, landmarks, offset_of};
+use crate::checkpoint::partition::{Landmark, Tail, landmarks, offset_of};
+use crate::retention::owners::{Outcome, OwnersScan};
 use actionstate_core::checkpoint::CHECKPOINT_PARTITION;
 use actionstate_core::{Ownership, RangeRead, StateLog, WireRecord};
 
@@ -261,7 +261,8 @@ mod tests {
         // What a look read forwards continues the range; a read past a gap is not taken.
         let end = offset_of(&log.end_offsets().await.unwrap(), 0);
         commit(&log, groups(0..4), 5, 45, vec![44, 22]).await;
-        let read = crate::tail::landmarks(0, log.read(0, end, end + 1, 10).await.unwrap().records).unwrap();
+        let read =
+            crate::checkpoint::partition::landmarks(0, log.read(0, end, end + 1, 10).await.unwrap().records).unwrap();
         kept.extend(end + 1, end + 2, Vec::new());
         assert_eq!(kept.hi, end, "a gap is not bridged");
         kept.extend(end, end + 1, read);
