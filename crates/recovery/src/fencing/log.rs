@@ -2,7 +2,7 @@
 //! newer owner's (see `fencing/mod.rs` for the rules).
 
 use crate::checkpoint::form::CheckpointForm;
-use crate::checkpoint::partition::{Landmark, landmarks, offset_of};
+use crate::checkpoint::partition::{FenceAt, Landmark, landmarks, offset_of};
 use crate::error::{Result, StoreError};
 use crate::store::ActionStateStore;
 use actionstate_core::{
@@ -113,13 +113,13 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
         if seen.iter().zip(&earliest).any(|(s, e)| s < e) {
             return self.fence_out(&ownership, None);
         }
-        let mut newer: Option<Fence> = None;
+        let mut newer: Option<FenceAt> = None;
         let p = FIRST_FENCED;
         let (from, to) = (offset_of(&seen, p), offset_of(end, p));
         let mut range = RangeRead::new(p, from, to, self.config.read_batch.max(1));
         let mut read = Vec::new();
         while let Some(records) = range.next_batch(&*self.log).await? {
-            for (offset, landmark) in landmarks(p, records)? {
+            for landmark in landmarks(p, records)? {
                 if let Landmark::Fence(f) = &landmark
                     && f.epoch > epoch
                     && f.groups.overlaps(&ownership)
@@ -127,7 +127,7 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
                 {
                     newer = Some(f.clone());
                 }
-                read.push((offset, landmark));
+                read.push(landmark);
             }
         }
         // The fences and commits read are what the next shared reclaim scan reads first.

@@ -315,7 +315,7 @@ impl Reclaimer {
 
     /// Keeps the landmarks a look at partition 0 read in `[from, to)` for the next shared scan,
     /// when they continue the range kept (else the scan reads that range itself).
-    pub(crate) fn learn(&self, from: u64, to: u64, read: Vec<(u64, Landmark)>) {
+    pub(crate) fn learn(&self, from: u64, to: u64, read: Vec<Landmark>) {
         self.landmarks.lock().extend(from, to, read);
     }
 
