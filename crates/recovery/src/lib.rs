@@ -103,7 +103,6 @@ pub mod metrics;
 mod retention;
 mod store;
 
-pub use calls::handle::ActionHandle;
 pub use calls::{Call, CallOutput, CallSource, DurableCall, NoReconcile};
 pub use checkpoint::form::{CheckpointForm, InLog, TwoPhase};
 pub use checkpoint::in_log::LogCheckpoint;
@@ -114,5 +113,6 @@ pub use error::{Result, StoreError};
 pub use retention::{DEFAULT_RETAINED_CHECKPOINTS, ReclaimStatus, Retention};
 pub use store::ActionStateStore;
 pub use store::config::StoreConfig;
+pub use store::handle::ActionHandle;
 pub use store::round::OpenRound;
 pub use store::vocab::{Begin, Explanation, OperatorInvalidation, Ownership, Round, Snapshot};

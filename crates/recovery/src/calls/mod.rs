@@ -2,17 +2,16 @@
 //! returned, replayed from the journal after a crash, or handed to a reconciler.
 //!
 //! What lives where: this file holds `call`, [`DurableCall`] and the journal's words
-//! ([`Call`], [`CallOutput`], [`CallSource`]); `handle.rs` the [`ActionHandle`] an action's
-//! calls go through; `digest.rs` argument digests over canonical JSON.
+//! ([`Call`], [`CallOutput`], [`CallSource`]); `digest.rs` argument digests over canonical
+//! JSON. The [`ActionHandle`] the calls go through is the store's (`store/handle.rs`).
 
 pub(crate) mod digest;
-pub(crate) mod handle;
 
-use crate::calls::handle::ActionHandle;
 use crate::checkpoint::form::CheckpointForm;
 use crate::error::{Result, StoreError};
 use crate::metrics as m;
 use crate::store::ActionStateStore;
+use crate::store::handle::ActionHandle;
 use actionstate_core::{CallResult, CallStatus, IdempotencyKey, Progress, StateLog};
 use std::future::Future;
 

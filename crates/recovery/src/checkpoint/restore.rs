@@ -126,6 +126,25 @@ struct Voiding {
 }
 
 impl Voiding {
+    /// Learns what `landmark` can void, and hands back the commit it is, if it is one.
+    fn meet(&mut self, landmark: Landmark) -> Option<Commit> {
+        match landmark {
+            Landmark::Fence(f) => self.fences.push(f),
+            Landmark::Commit(commit, body) => {
+                for mark in &body.marker.fences {
+                    let offset = offset_of(&mark.offsets, CHECKPOINT_PARTITION);
+                    self.fences.push(FenceAt { offset, groups: mark.groups.clone(), epoch: mark.epoch });
+                }
+                return Some((commit, body));
+            }
+            Landmark::Rollback { offset, epoch, body } => self.rollbacks.push((offset, epoch, body)),
+            // A checkpoint its runtime keeps: restored with `rebuild` from what the runtime
+            // kept, never from the log, so a store cannot mix the two forms.
+            Landmark::External(_) => {}
+        }
+        None
+    }
+
     /// Whether `c`'s owner was replaced while it wrote it (a zombie's late checkpoint).
     fn replaced(&self, c: &CommitAt) -> bool {
         self.fences.iter().any(|f| c.voided_by(f))
@@ -235,21 +254,7 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
             found.scanned += records.len() as u64;
             let mut commits = Vec::new();
             for landmark in landmarks(p, records)? {
-                match landmark {
-                    Landmark::Fence(f) => voiding.fences.push(f),
-                    Landmark::Commit(commit, body) => {
-                        for mark in &body.marker.fences {
-                            let (offset, groups, epoch) =
-                                (offset_of(&mark.offsets, p), mark.groups.clone(), mark.epoch);
-                            voiding.fences.push(FenceAt { offset, groups, epoch });
-                        }
-                        commits.push((commit, body));
-                    }
-                    Landmark::Rollback { offset, epoch, body } => voiding.rollbacks.push((offset, epoch, body)),
-                    // A checkpoint its runtime keeps: restored with `rebuild` from what the
-                    // runtime kept, never from the log, so a store cannot mix the two forms.
-                    Landmark::External { .. } => {}
-                }
+                commits.extend(voiding.meet(landmark));
             }
             for c in commits.into_iter().rev() {
                 if c.0.owner.overlaps(ownership) {

@@ -8,12 +8,12 @@
 //! written. Kept, each record is read once per owner.
 //!
 //! The landmarks kept cover one contiguous range of partition 0, `[lo, hi)`, and hold every
-//! fence and commit in it (in the compact form the scan needs, [`Mark`]: no commit's metadata
-//! or completed rounds). A scan feeds them to
-//! [`OwnersScan`] newest first, exactly as the backward read would meet them, and reads
-//! further back only if they run out before the scan is done (through the one backward reader
-//! of partition 0, [`Tail`], with its window policy); what lies below the point where
-//! the scan was done is dropped. Records reclaimed since are dropped with their landmarks.
+//! fence and commit in it, in the compact form the scan needs ([`Mark`]: no commit's metadata
+//! or completed rounds). A scan feeds them to [`OwnersScan`] newest first, exactly as the
+//! backward read would meet them, and reads further back only if they run out before the scan
+//! is done (through the one backward reader of partition 0, [`Tail`], and its window policy);
+//! what lies below the point where the scan was done is dropped. Records reclaimed since are
+//! dropped with their landmarks.
 
 use crate::checkpoint::partition::{Landmark, Mark, Tail, landmarks, offset_of};
 use crate::retention::owners::{Outcome, OwnersScan};

@@ -2,17 +2,18 @@
 //!
 //! What lives where: this file holds [`ActionStateStore`] and its lookups and writes;
 //! `config.rs` [`StoreConfig`]; `vocab.rs` the words of the API (`Round`, `Begin`, `Snapshot`,
-//! `Explanation`, `OperatorInvalidation`); `round.rs` `OpenRound`; `key_lock.rs` the per-key
-//! locks. Other concepts add to the one `impl ActionStateStore` from their own folders:
-//! durable calls in `calls/`, checkpoints, restore and rebuild in `checkpoint/`, fencing in
-//! `fencing/` (its records in the log in `fencing/log.rs`), retention in `retention/`.
+//! `Explanation`, `OperatorInvalidation`); `round.rs` `OpenRound`; `handle.rs` the
+//! `ActionHandle` that `begin` hands an action; `key_lock.rs` the per-key locks. Other
+//! concepts add to the one `impl ActionStateStore` from their own folders: durable calls in
+//! `calls/`, checkpoints, restore and rebuild in `checkpoint/`, fencing in `fencing/` (its
+//! records in the log in `fencing/log.rs`), retention in `retention/`.
 
 pub(crate) mod config;
+pub(crate) mod handle;
 pub(crate) mod key_lock;
 pub(crate) mod round;
 pub(crate) mod vocab;
 
-use crate::calls::handle::ActionHandle;
 use crate::checkpoint::form::{CheckpointForm, InLog, TwoPhase};
 use crate::error::{Result, StoreError};
 use crate::fencing::Fencing;
@@ -20,6 +21,7 @@ use crate::metrics as m;
 use crate::retention::shared::SharedReclaim;
 use crate::retention::{ReclaimStatus, Reclaimer, Retained, Retention};
 use crate::store::config::StoreConfig;
+use crate::store::handle::ActionHandle;
 use crate::store::key_lock::KeyLocks;
 use crate::store::vocab::{Begin, Explanation, OperatorInvalidation, Round, Snapshot};
 use actionstate_core::{
