@@ -2,11 +2,11 @@
 //! caller's metadata as records of the checkpoint partition, then completion (see
 //! `actionstate_core::checkpoint` for the records, `restore.rs` for the way back).
 
+use crate::checkpoint::form::InLog;
 use crate::error::Result;
 use crate::error::StoreError;
-use crate::form::InLog;
 use crate::store::ActionStateStore;
-use crate::vocab::Snapshot;
+use crate::store::vocab::Snapshot;
 use actionstate_core::{
     CHECKPOINT_PART_ENTRIES, CheckpointCommit, CheckpointEntry, CheckpointRecord, Error, KeyId, LogRecord,
     MAX_CHECKPOINT_METADATA, Marker, Position, StateLog, checkpoint::CHECKPOINT_PARTITION, checkpoint_key_id, codec,

@@ -17,12 +17,22 @@
 //! reclaim back, and [`ReclaimStatus::waiting`] names it. A shared store whose runtime keeps
 //! its checkpoints (the two-phase form) reclaims the same way: once its runtime completes a
 //! checkpoint, the reclaim job first appends the checkpoint's marker to the checkpoint
-//! partition (`external.rs`), where every owner's scan reads it as it reads a commit.
+//! partition (`publish.rs`), where every owner's scan reads it as it reads a commit.
+//!
+//! What lives where: this file holds [`Retention`], the retained checkpoints' markers and the
+//! background reclaimer with its status; `shared.rs` the incremental scan of partition 0 that
+//! stores sharing a log reclaim by (its cache of compact landmarks); `owners.rs` the owners'
+//! rule that turns the landmarks met newest first into a reclaim point; `publish.rs` the
+//! record a two-phase owner appends so that the others learn its completed checkpoint.
 
+pub(crate) mod owners;
+pub(crate) mod publish;
+pub(crate) mod shared;
+
+use crate::checkpoint::partition::Landmark;
 use crate::metrics as m;
-use crate::owners::Outcome;
-use crate::shared_scan::{Landmarks, SharedReclaim, shared_point};
-use crate::tail::Landmark;
+use crate::retention::owners::Outcome;
+use crate::retention::shared::{Landmarks, SharedReclaim, shared_point};
 use actionstate_core::{Marker, Ownership, StateLog};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
@@ -117,7 +127,7 @@ impl Retained {
 pub(crate) struct Reclaimer {
     state: Mutex<State>,
     idle: tokio::sync::Notify,
-    /// What the last shared reclaim read of partition 0, for the next one (`shared_scan.rs`).
+    /// What the last shared reclaim read of partition 0, for the next one (`shared.rs`).
     landmarks: Mutex<Landmarks>,
 }
 
@@ -305,7 +315,7 @@ impl Reclaimer {
 
     /// Keeps the landmarks a look at partition 0 read in `[from, to)` for the next shared scan,
     /// when they continue the range kept (else the scan reads that range itself).
-    pub(crate) fn learn(&self, from: u64, to: u64, read: Vec<(u64, Landmark)>) {
+    pub(crate) fn learn(&self, from: u64, to: u64, read: Vec<Landmark>) {
         self.landmarks.lock().extend(from, to, read);
     }
 

@@ -1,11 +1,17 @@
 //! Durable calls: a call's result journaled in its action's pending state before it is
 //! returned, replayed from the journal after a crash, or handed to a reconciler.
+//!
+//! What lives where: this file holds `call`, [`DurableCall`] and the journal's words
+//! ([`Call`], [`CallOutput`], [`CallSource`]); `digest.rs` argument digests over canonical
+//! JSON. The [`ActionHandle`] the calls go through is the store's (`store/handle.rs`).
 
+pub(crate) mod digest;
+
+use crate::checkpoint::form::CheckpointForm;
 use crate::error::{Result, StoreError};
-use crate::form::CheckpointForm;
-use crate::handle::ActionHandle;
 use crate::metrics as m;
 use crate::store::ActionStateStore;
+use crate::store::handle::ActionHandle;
 use actionstate_core::{CallResult, CallStatus, IdempotencyKey, Progress, StateLog};
 use std::future::Future;
 
@@ -74,7 +80,7 @@ impl<'a, R> DurableCall<'a, R> {
     /// result (a different history). Arguments JSON cannot hold (a map whose keys are not
     /// strings or numbers, a non-finite float) are [`StoreError::Args`].
     pub fn args<T: serde::Serialize + ?Sized>(self, args: &T) -> Result<Self> {
-        let digest = crate::digest::of_args(args)
+        let digest = crate::calls::digest::of_args(args)
             .map_err(|detail| StoreError::Args { function: self.function.to_owned(), detail })?;
         Ok(DurableCall { digest, ..self })
     }

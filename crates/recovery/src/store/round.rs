@@ -1,10 +1,10 @@
 //! A round the runtime is working on, finished explicitly: dropping it unfinished is counted
 //! and logged, and never counts as completed.
 
-use crate::form::CheckpointForm;
+use crate::checkpoint::form::CheckpointForm;
 use crate::metrics as m;
 use crate::store::ActionStateStore;
-use crate::vocab::Round;
+use crate::store::vocab::Round;
 use actionstate_core::StateLog;
 use std::sync::atomic::Ordering;
 

@@ -8,15 +8,17 @@
 //! written. Kept, each record is read once per owner.
 //!
 //! The landmarks kept cover one contiguous range of partition 0, `[lo, hi)`, and hold every
-//! fence and commit in it (in the compact form the scan needs). A scan feeds them to
-//! [`OwnersScan`] newest first, exactly as the backward read would meet them, and reads
-//! further back only if they run out before the scan is done; what lies below the point where
-//! the scan was done is dropped. Records reclaimed since are dropped with their landmarks.
+//! fence and commit in it, in the compact form the scan needs ([`Mark`]: no commit's metadata
+//! or completed rounds). A scan feeds them to [`OwnersScan`] newest first, exactly as the
+//! backward read would meet them, and reads further back only if they run out before the scan
+//! is done (through the one backward reader of partition 0, [`Tail`], and its window policy);
+//! what lies below the point where the scan was done is dropped. Records reclaimed since are
+//! dropped with their landmarks.
 
-use crate::owners::{Outcome, OwnersScan};
-use crate::tail::{Landmark, Tail, landmarks, offset_of};
+use crate::checkpoint::partition::{Landmark, Mark, Tail, landmarks, offset_of};
+use crate::retention::owners::{Outcome, OwnersScan};
 use actionstate_core::checkpoint::CHECKPOINT_PARTITION;
-use actionstate_core::{Ownership, RangeRead, StateLog, WireRecord};
+use actionstate_core::{RangeRead, StateLog, WireRecord};
 
 /// A reclaim of a store that shares its log: the point comes from the checkpoints of every
 /// owner, read from the log (see `owners.rs`).
@@ -36,55 +38,20 @@ pub(crate) struct SharedReclaim {
     pub(crate) publish: Option<WireRecord>,
 }
 
-/// Offsets of the checkpoint partition read per step of a backward read.
-const SCAN_WINDOW: u64 = 4096;
-
-/// A fence or a commit, as the owners' scan reads it.
-#[derive(Clone, Debug)]
-enum Mark {
-    Fence { groups: Ownership, epoch: u64 },
-    Commit { from: u64, owner: Ownership, epoch: u64, offsets: Vec<u64> },
-}
-
-impl Mark {
-    /// The scan's form of `landmark` (a rollback tells the scan nothing: the fence after it
-    /// already keeps the commits it abandoned from counting). A checkpoint its runtime keeps
-    /// counts as a commit does: its record holds the same owner, epoch, marker and `from`.
-    fn of(landmark: Landmark) -> Option<Mark> {
-        match landmark {
-            Landmark::Fence(f) => Some(Mark::Fence { groups: f.groups, epoch: f.epoch }),
-            Landmark::Commit { owner, epoch, body, .. } => {
-                Some(Mark::Commit { from: body.from, owner, epoch, offsets: body.marker.offsets })
-            }
-            Landmark::External { owner, epoch, body } => {
-                Some(Mark::Commit { from: body.from, owner, epoch, offsets: body.marker.offsets })
-            }
-            Landmark::Rollback { .. } => None,
-        }
-    }
-
-    fn feed(&self, offset: u64, scan: &mut OwnersScan) {
-        match self {
-            Mark::Fence { groups, epoch } => scan.fence(offset, groups, *epoch),
-            Mark::Commit { from, owner, epoch, offsets } => scan.commit(offset, *from, owner, *epoch, offsets),
-        }
-    }
-}
-
 /// The landmarks of `[lo, hi)` of partition 0, in offset order.
 #[derive(Debug, Default)]
 pub(crate) struct Landmarks {
     lo: u64,
     hi: u64,
-    marks: Vec<(u64, Mark)>,
+    marks: Vec<Mark>,
     /// Whether a shared scan ran: only then are reads kept, since only a scan prunes them (a
     /// store that never scans, one owning every key, would keep every fence and commit).
     scanned: bool,
 }
 
 /// The scan's form of the landmarks `found`.
-fn marks(found: Vec<(u64, Landmark)>) -> impl Iterator<Item = (u64, Mark)> {
-    found.into_iter().filter_map(|(o, l)| Some((o, Mark::of(l)?)))
+fn marks(found: Vec<Landmark>) -> impl Iterator<Item = Mark> {
+    found.into_iter().filter_map(Landmark::compact)
 }
 
 impl Landmarks {
@@ -96,7 +63,7 @@ impl Landmarks {
 
     /// Adds what a read of `[from, to)` found (every landmark in it, in offset order), if it
     /// continues the range kept, or starts the range with it if none is kept.
-    pub(crate) fn extend(&mut self, from: u64, to: u64, read: Vec<(u64, Landmark)>) {
+    pub(crate) fn extend(&mut self, from: u64, to: u64, read: Vec<Landmark>) {
         if !self.scanned {
             return;
         }
@@ -107,7 +74,7 @@ impl Landmarks {
             return;
         }
         let hi = self.hi;
-        self.marks.extend(marks(read).filter(|(o, _)| *o >= hi && *o < to));
+        self.marks.extend(marks(read).filter(|m| m.offset() >= hi && m.offset() < to));
         self.hi = to;
     }
 
@@ -119,7 +86,7 @@ impl Landmarks {
             *self = Landmarks { lo: end, hi: end, marks: Vec::new(), scanned: true };
             return;
         }
-        self.marks.retain(|(o, _)| *o >= earliest);
+        self.marks.retain(|m| m.offset() >= earliest);
         self.lo = self.lo.max(earliest);
         self.scanned = true;
     }
@@ -157,10 +124,10 @@ async fn scan<L: StateLog>(
     cache.hi = end;
     let mut scan = OwnersScan::new(job.max_groups, job.keep);
     let mut done_at = None;
-    for (offset, mark) in cache.marks.iter().rev() {
-        mark.feed(*offset, &mut scan);
-        if scan.done(*offset) {
-            done_at = Some(*offset);
+    for mark in cache.marks.iter().rev() {
+        scan.meet(mark);
+        if scan.done(mark.offset()) {
+            done_at = Some(mark.offset());
             break;
         }
     }
@@ -169,12 +136,12 @@ async fn scan<L: StateLog>(
         None if scan.done(cache.lo) => cache.lo,
         // Not enough kept: read further back, as a scan without them does.
         None => {
-            let mut tail = Tail::new(p, earliest, cache.lo, SCAN_WINDOW, SCAN_WINDOW, job.read_batch);
+            let mut tail = Tail::new(p, earliest, cache.lo, job.read_batch);
             while !scan.done(tail.position()) {
                 let Some((lo, records)) = tail.next(log).await? else { break };
-                let older: Vec<(u64, Mark)> = marks(landmarks(p, records)?).collect();
-                for (offset, mark) in older.iter().rev() {
-                    mark.feed(*offset, &mut scan);
+                let older: Vec<Mark> = marks(landmarks(p, records)?).collect();
+                for mark in older.iter().rev() {
+                    scan.meet(mark);
                 }
                 cache.marks.splice(0..0, older);
                 cache.lo = lo;
@@ -183,7 +150,7 @@ async fn scan<L: StateLog>(
         }
     };
     // The next scan needs nothing older: it meets the same landmarks, and newer ones first.
-    cache.marks.retain(|(o, _)| *o >= lo);
+    cache.marks.retain(|m| m.offset() >= lo);
     cache.lo = lo;
     Ok(scan.finish())
 }
@@ -192,8 +159,9 @@ async fn scan<L: StateLog>(
 #[allow(clippy::unwrap_used, reason = "tests")]
 mod tests {
     use super::*;
+    use crate::checkpoint::partition::FenceAt;
     use actionstate_core::{
-        CheckpointCommit, CheckpointEntry, CheckpointRecord, LogRecord, Marker, checkpoint_key_id, codec,
+        CheckpointCommit, CheckpointEntry, CheckpointRecord, LogRecord, Marker, Ownership, checkpoint_key_id, codec,
     };
     use actionstate_memory::MemoryLog;
 
@@ -222,14 +190,7 @@ mod tests {
         let log = MemoryLog::new(2);
         let job = SharedReclaim { max_groups: 4, keep: 2, read_batch: 7, local: vec![u64::MAX; 2], publish: None };
         let mut kept = Landmarks::default();
-        kept.extend(
-            0,
-            1,
-            vec![(
-                0,
-                Landmark::Fence(actionstate_core::Fence { key: checkpoint_key_id(2), groups: groups(0..4), epoch: 1 }),
-            )],
-        );
+        kept.extend(0, 1, vec![Landmark::Fence(FenceAt { offset: 0, groups: groups(0..4), epoch: 1 })]);
         assert_eq!((kept.len(), kept.hi), (0, 0), "a store that never scanned keeps nothing");
         let mut most = 0;
         for n in 0..40u64 {
@@ -261,11 +222,12 @@ mod tests {
         // What a look read forwards continues the range; a read past a gap is not taken.
         let end = offset_of(&log.end_offsets().await.unwrap(), 0);
         commit(&log, groups(0..4), 5, 45, vec![44, 22]).await;
-        let read = crate::tail::landmarks(0, log.read(0, end, end + 1, 10).await.unwrap().records).unwrap();
+        let read =
+            crate::checkpoint::partition::landmarks(0, log.read(0, end, end + 1, 10).await.unwrap().records).unwrap();
         kept.extend(end + 1, end + 2, Vec::new());
         assert_eq!(kept.hi, end, "a gap is not bridged");
         kept.extend(end, end + 1, read);
-        assert_eq!((kept.hi, kept.marks.last().map(|(o, _)| *o)), (end + 1, Some(end)));
+        assert_eq!((kept.hi, kept.marks.last().map(Mark::offset)), (end + 1, Some(end)));
         let after = shared_point(&log, &job, &mut kept).await.unwrap();
         assert_eq!(after, shared_point(&log, &job, &mut Landmarks::default()).await.unwrap());
         assert_eq!(after, Outcome::Reclaim(vec![43, 21]));

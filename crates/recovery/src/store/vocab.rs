@@ -1,7 +1,7 @@
 //! The words of the store's API: a round, what a lookup decides, what a checkpoint captured,
 //! what `explain` and an operator's invalidation report.
 
-use crate::handle::ActionHandle;
+use crate::store::handle::ActionHandle;
 use actionstate_core::{
     ActionState, AuditDetail, Event, Fingerprint, InvalidationReason, KeyId, KeyLabel, Marker, MissReason, StateKey,
 };

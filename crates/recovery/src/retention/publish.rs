@@ -16,9 +16,9 @@
 //! The record is appended by the background reclaim job, not in `checkpoint_complete`, which
 //! stays synchronous. Jobs run one at a time and a newer request replaces a waiting one, so
 //! several completions may coalesce into the newest; an older marker left out only holds
-//! back more (retention.rs, `request_shared`).
+//! back more (`retention/mod.rs`, `request_shared`).
 
-use crate::form::TwoPhase;
+use crate::checkpoint::form::TwoPhase;
 use crate::retention::Retention;
 use crate::store::ActionStateStore;
 use actionstate_core::{

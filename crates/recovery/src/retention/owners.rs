@@ -8,7 +8,11 @@
 //! comes before any commit of its epoch) waits, and while any group waits nothing is
 //! reclaimed. Otherwise the reclaim point of a partition is the smallest offset that the
 //! markers of the retained checkpoints name there.
+//!
+//! The landmarks come in their compact form ([`Mark`]); whether a fence voids a commit is the
+//! one rule of the checkpoint partition, [`CommitAt::voided_by`], which a restore applies too.
 
+use crate::checkpoint::partition::{CommitAt, FenceAt, Mark};
 use actionstate_core::Ownership;
 use std::ops::Range;
 
@@ -29,17 +33,9 @@ pub(crate) enum Outcome {
 struct Group {
     /// The epoch of the commits kept, once one is.
     epoch: Option<u64>,
-    /// The commits kept, newest first.
-    commits: Vec<Kept>,
+    /// The commits kept, newest first, as indexes into the scan's commits.
+    commits: Vec<usize>,
     state: State,
-}
-
-/// A commit a group keeps: where it is, where its snapshot was taken, and its marker.
-#[derive(Clone, Copy, Debug)]
-struct Kept {
-    offset: u64,
-    from: u64,
-    marker: usize,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -57,7 +53,8 @@ pub(crate) struct OwnersScan {
     keep: usize,
     groups: Vec<Group>,
     open: usize,
-    markers: Vec<Vec<u64>>,
+    /// The commits some group keeps (or kept), each once however many groups it holds.
+    commits: Vec<CommitAt>,
     mixed: Option<Ownership>,
 }
 
@@ -70,7 +67,7 @@ impl OwnersScan {
             keep: keep.max(1),
             groups: vec![Group::default(); n],
             open: n,
-            markers: Vec::new(),
+            commits: Vec::new(),
             mixed: None,
         }
     }
@@ -79,7 +76,8 @@ impl OwnersScan {
     /// settled, and the window of every commit kept (where a fence that voids it would lie) is
     /// read.
     pub(crate) fn done(&self, lo: u64) -> bool {
-        self.mixed.is_some() || (self.open == 0 && self.groups.iter().flat_map(|g| &g.commits).all(|c| c.from >= lo))
+        self.mixed.is_some()
+            || (self.open == 0 && self.groups.iter().flat_map(|g| &g.commits).all(|&c| self.commits[c].from >= lo))
     }
 
     fn range(&mut self, owner: &Ownership) -> Option<Range<u16>> {
@@ -108,12 +106,20 @@ impl OwnersScan {
         self.groups[g].state = state;
     }
 
-    /// A fence at `offset`, met going backwards. A kept commit whose window holds a fence of a
-    /// newer epoch is void: its owner was replaced while writing it. Every commit of the
-    /// fence's owner lies after it, so a group that keeps none of its epoch or a newer one
-    /// waits, and one that keeps commits of its epoch has all of them.
-    pub(crate) fn fence(&mut self, offset: u64, groups: &Ownership, epoch: u64) {
-        let Some(range) = self.range(groups) else { return };
+    /// A landmark met going backwards.
+    pub(crate) fn meet(&mut self, mark: &Mark) {
+        match mark {
+            Mark::Fence(f) => self.fence(f),
+            Mark::Commit(c) => self.commit(c),
+        }
+    }
+
+    /// A fence, met going backwards. A kept commit it voids ([`CommitAt::voided_by`]) no longer
+    /// counts. Every commit of the fence's owner lies after it, so a group that keeps none of
+    /// its epoch or a newer one waits, and one that keeps commits of its epoch has all of them.
+    pub(crate) fn fence(&mut self, fence: &FenceAt) {
+        let epoch = fence.epoch;
+        let Some(range) = self.range(&fence.groups) else { return };
         for g in range.map(usize::from) {
             let group = &mut self.groups[g];
             if group.state == State::Waiting {
@@ -121,9 +127,8 @@ impl OwnersScan {
             }
             let kept = group.epoch;
             let before = group.commits.len();
-            if kept.is_some_and(|k| k < epoch) {
-                group.commits.retain(|c| !(c.from <= offset && offset < c.offset));
-            }
+            let commits = &self.commits;
+            group.commits.retain(|&c| !commits[c].voided_by(fence));
             if group.commits.len() < before {
                 self.set(g, State::Open);
             }
@@ -143,11 +148,11 @@ impl OwnersScan {
         }
     }
 
-    /// A commit at `offset`, met going backwards, of `owner` with `epoch`, whose snapshot read
-    /// partition 0 up to `from` and whose marker names `offsets`.
-    pub(crate) fn commit(&mut self, offset: u64, from: u64, owner: &Ownership, epoch: u64, offsets: &[u64]) {
-        let Some(range) = self.range(owner) else { return };
-        let marker = self.markers.len();
+    /// A commit (or a completed checkpoint its runtime keeps), met going backwards.
+    pub(crate) fn commit(&mut self, commit: &CommitAt) {
+        let epoch = commit.epoch;
+        let Some(range) = self.range(&commit.owner) else { return };
+        let index = self.commits.len();
         let mut used = false;
         for g in range.map(usize::from) {
             let keep = self.keep;
@@ -168,13 +173,13 @@ impl OwnersScan {
                     group.epoch = Some(epoch);
                 }
             }
-            group.commits.push(Kept { offset, from, marker });
+            group.commits.push(index);
             used = true;
             let full = group.commits.len() >= keep;
             self.set(g, if full { State::Done } else { State::Open });
         }
         if used {
-            self.markers.push(offsets.to_vec());
+            self.commits.push(commit.clone());
         }
     }
 
@@ -185,7 +190,7 @@ impl OwnersScan {
             return Outcome::Mixed(owner);
         }
         let mut waiting: Vec<Range<u16>> = Vec::new();
-        let mut used = vec![false; self.markers.len()];
+        let mut used = vec![false; self.commits.len()];
         for (g, group) in (0u16..).zip(&self.groups) {
             if group.state == State::Waiting || group.commits.is_empty() {
                 match waiting.last_mut() {
@@ -194,15 +199,15 @@ impl OwnersScan {
                 }
                 continue;
             }
-            for c in &group.commits {
-                used[c.marker] = true;
+            for &c in &group.commits {
+                used[c] = true;
             }
         }
         if !waiting.is_empty() {
             return Outcome::Waiting(waiting);
         }
         let mut point: Option<Vec<u64>> = None;
-        for (offsets, _) in self.markers.iter().zip(&used).filter(|(_, u)| **u) {
+        for (offsets, _) in self.commits.iter().map(|c| &c.offsets).zip(&used).filter(|(_, u)| **u) {
             match &mut point {
                 None => point = Some(offsets.clone()),
                 Some(p) => p.iter_mut().zip(offsets).for_each(|(p, o)| *p = (*p).min(*o)),
@@ -220,14 +225,22 @@ mod tests {
         Ownership::Groups { max_groups: 4, owned }
     }
 
+    fn commit(offset: u64, from: u64, owner: &Ownership, epoch: u64, offsets: &[u64]) -> CommitAt {
+        CommitAt { offset, owner: owner.clone(), epoch, id: 0, from, offsets: offsets.to_vec() }
+    }
+
+    fn fence(offset: u64, groups: &Ownership, epoch: u64) -> FenceAt {
+        FenceAt { offset, groups: groups.clone(), epoch }
+    }
+
     #[test]
     fn the_point_is_the_smallest_offset_of_each_owners_last_checkpoints() {
         let mut scan = OwnersScan::new(4, 2);
-        scan.commit(100, 99, &groups(0..2), 5, &[30, 40]);
-        scan.commit(98, 97, &groups(2..4), 6, &[35, 20]);
-        scan.commit(96, 95, &groups(0..2), 5, &[25, 38]);
+        scan.commit(&commit(100, 99, &groups(0..2), 5, &[30, 40]));
+        scan.commit(&commit(98, 97, &groups(2..4), 6, &[35, 20]));
+        scan.commit(&commit(96, 95, &groups(0..2), 5, &[25, 38]));
         assert!(!scan.done(95), "groups 2..4 have one of two");
-        scan.commit(94, 93, &groups(2..4), 6, &[33, 18]);
+        scan.commit(&commit(94, 93, &groups(2..4), 6, &[33, 18]));
         assert!(!scan.done(94), "the last commit's window is not read yet");
         assert!(scan.done(93));
         assert_eq!(scan.finish(), Outcome::Reclaim(vec![25, 18]));
@@ -236,8 +249,8 @@ mod tests {
     #[test]
     fn an_owner_that_has_not_checkpointed_holds_reclaim_back() {
         let mut scan = OwnersScan::new(4, 1);
-        scan.commit(50, 49, &groups(0..2), 5, &[30, 40]);
-        scan.fence(48, &groups(2..4), 7);
+        scan.commit(&commit(50, 49, &groups(0..2), 5, &[30, 40]));
+        scan.fence(&fence(48, &groups(2..4), 7));
         assert!(scan.done(48));
         assert_eq!(scan.finish(), Outcome::Waiting(std::iter::once(2..4).collect()));
     }
@@ -247,15 +260,15 @@ mod tests {
         // Newest first: the zombie's commit (epoch 5, snapshot at 80), then the new owner's
         // fence (epoch 9) inside its window.
         let mut scan = OwnersScan::new(4, 1);
-        scan.commit(90, 80, &Ownership::All, 5, &[90, 90]);
+        scan.commit(&commit(90, 80, &Ownership::All, 5, &[90, 90]));
         assert!(!scan.done(85));
-        scan.fence(85, &Ownership::All, 9);
+        scan.fence(&fence(85, &Ownership::All, 9));
         assert_eq!(scan.finish(), Outcome::Waiting(std::iter::once(0..4).collect()));
         // Once the new owner checkpointed, its commit counts and the zombie's does not.
         let mut scan = OwnersScan::new(4, 1);
-        scan.commit(90, 80, &Ownership::All, 5, &[90, 90]);
-        scan.commit(88, 87, &Ownership::All, 9, &[10, 12]);
-        scan.fence(85, &Ownership::All, 9);
+        scan.commit(&commit(90, 80, &Ownership::All, 5, &[90, 90]));
+        scan.commit(&commit(88, 87, &Ownership::All, 9, &[10, 12]));
+        scan.fence(&fence(85, &Ownership::All, 9));
         assert!(scan.done(80));
         assert_eq!(scan.finish(), Outcome::Reclaim(vec![10, 12]));
     }
@@ -263,20 +276,20 @@ mod tests {
     #[test]
     fn after_a_rescale_the_former_owners_checkpoints_no_longer_count() {
         let mut scan = OwnersScan::new(4, 3);
-        scan.commit(60, 59, &groups(0..4), 8, &[50, 50]);
-        scan.fence(40, &groups(0..4), 8);
+        scan.commit(&commit(60, 59, &groups(0..4), 8, &[50, 50]));
+        scan.fence(&fence(40, &groups(0..4), 8));
         assert!(scan.done(40), "the new owner's commits are all after its fence");
-        scan.commit(30, 29, &groups(0..2), 3, &[1, 1]);
+        scan.commit(&commit(30, 29, &groups(0..2), 3, &[1, 1]));
         assert_eq!(scan.finish(), Outcome::Reclaim(vec![50, 50]));
     }
 
     #[test]
     fn a_group_no_record_names_waits_and_other_group_counts_stop_reclaim() {
         let mut scan = OwnersScan::new(4, 1);
-        scan.commit(10, 9, &groups(0..3), 5, &[30, 40]);
+        scan.commit(&commit(10, 9, &groups(0..3), 5, &[30, 40]));
         assert_eq!(scan.finish(), Outcome::Waiting(std::iter::once(3..4).collect()));
         let mut scan = OwnersScan::new(4, 1);
-        scan.commit(10, 9, &Ownership::Groups { max_groups: 8, owned: 0..8 }, 5, &[1, 1]);
+        scan.commit(&commit(10, 9, &Ownership::Groups { max_groups: 8, owned: 0..8 }, 5, &[1, 1]));
         assert!(scan.done(10));
         assert!(matches!(scan.finish(), Outcome::Mixed(_)));
     }

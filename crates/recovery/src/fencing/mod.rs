@@ -4,8 +4,10 @@
 //! [`StoreError::Fenced`]). The replay rule is [`actionstate_index::Fences`]; the mechanism
 //! and why it was chosen: docs/design.md, section 7.1.
 //!
-//! This file holds the state and its rules; `fence_log.rs` the store's reads and appends of
-//! fence records.
+//! This file holds the state and its rules; `log.rs` the store's reads and appends of fence
+//! records.
+
+pub(crate) mod log;
 
 use crate::error::{Result, StoreError};
 use actionstate_core::{Fence, FenceMark, Ownership};

@@ -1,17 +1,29 @@
-//! The store: lookups, the put contract, invalidation and the checkpoint lifecycle. Durable
-//! calls are in `calls.rs`, rebuild in `rebuild.rs`, fencing in `fencing.rs` and
-//! `fence_log.rs`: each adds to the one `impl ActionStateStore`.
+//! The store: lookups, the put contract, invalidation and the checkpoint lifecycle.
+//!
+//! What lives where: this file holds [`ActionStateStore`] and its lookups and writes;
+//! `config.rs` [`StoreConfig`]; `vocab.rs` the words of the API (`Round`, `Begin`, `Snapshot`,
+//! `Explanation`, `OperatorInvalidation`); `round.rs` `OpenRound`; `handle.rs` the
+//! `ActionHandle` that `begin` hands an action; `key_lock.rs` the per-key locks. Other
+//! concepts add to the one `impl ActionStateStore` from their own folders: durable calls in
+//! `calls/`, checkpoints, restore and rebuild in `checkpoint/`, fencing in `fencing/` (its
+//! records in the log in `fencing/log.rs`), retention in `retention/`.
 
+pub(crate) mod config;
+pub(crate) mod handle;
+pub(crate) mod key_lock;
+pub(crate) mod round;
+pub(crate) mod vocab;
+
+use crate::checkpoint::form::{CheckpointForm, InLog, TwoPhase};
 use crate::error::{Result, StoreError};
 use crate::fencing::Fencing;
-use crate::form::{CheckpointForm, InLog, TwoPhase};
-use crate::handle::ActionHandle;
-use crate::key_lock::KeyLocks;
 use crate::metrics as m;
+use crate::retention::shared::SharedReclaim;
 use crate::retention::{ReclaimStatus, Reclaimer, Retained, Retention};
-use crate::shared_scan::SharedReclaim;
-use crate::store_config::StoreConfig;
-use crate::vocab::{Begin, Explanation, OperatorInvalidation, Round, Snapshot};
+use crate::store::config::StoreConfig;
+use crate::store::handle::ActionHandle;
+use crate::store::key_lock::KeyLocks;
+use crate::store::vocab::{Begin, Explanation, OperatorInvalidation, Round, Snapshot};
 use actionstate_core::{
     ActionId, ActionState, CallResult, Event, Evidence, InvalidationReason, KeyId, LogRecord, Marker, MemoryUpdate,
     Ownership, Progress, StateKey, StateLog, Trigger, WireRecord, checkpoint::CHECKPOINT_PARTITION, codec,

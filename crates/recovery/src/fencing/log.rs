@@ -1,10 +1,10 @@
 //! The store's fence records in the log: appending a restore's fences, and looking for a
-//! newer owner's (see `fencing.rs` for the rules).
+//! newer owner's (see `fencing/mod.rs` for the rules).
 
+use crate::checkpoint::form::CheckpointForm;
+use crate::checkpoint::partition::{FenceAt, Landmark, landmarks, offset_of};
 use crate::error::{Result, StoreError};
-use crate::form::CheckpointForm;
 use crate::store::ActionStateStore;
-use crate::tail::{Landmark, landmarks, offset_of};
 use actionstate_core::{
     CheckpointEntry, CheckpointRecord, CheckpointRollback, Fence, LogRecord, Ownership, Position, RangeRead, StateLog,
     checkpoint_key_id, codec, fence_key_id,
@@ -113,13 +113,13 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
         if seen.iter().zip(&earliest).any(|(s, e)| s < e) {
             return self.fence_out(&ownership, None);
         }
-        let mut newer: Option<Fence> = None;
+        let mut newer: Option<FenceAt> = None;
         let p = FIRST_FENCED;
         let (from, to) = (offset_of(&seen, p), offset_of(end, p));
         let mut range = RangeRead::new(p, from, to, self.config.read_batch.max(1));
         let mut read = Vec::new();
         while let Some(records) = range.next_batch(&*self.log).await? {
-            for (offset, landmark) in landmarks(p, records)? {
+            for landmark in landmarks(p, records)? {
                 if let Landmark::Fence(f) = &landmark
                     && f.epoch > epoch
                     && f.groups.overlaps(&ownership)
@@ -127,7 +127,7 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
                 {
                     newer = Some(f.clone());
                 }
-                read.push((offset, landmark));
+                read.push(landmark);
             }
         }
         // The fences and commits read are what the next shared reclaim scan reads first.

@@ -4,11 +4,12 @@
 //!
 //! Which checkpoint serves a key group: the newest valid commit in the log whose owner holds
 //! the group. A commit is void when a fence with a newer epoch over its owner's keys lies
-//! between the offset its snapshot read ([`CheckpointCommit::from`]) and the commit: its
-//! owner was replaced while writing it (a zombie's late checkpoint). An owner that was not
-//! replaced by then has read every fence below `from` at its snapshot (a newer one would
-//! have failed it), so no checkpoint of a newer owner of its keys lies before its commit:
-//! the first valid commit met going backwards is the newest owner's newest checkpoint.
+//! between the offset its snapshot read ([`CheckpointCommit::from`]) and the commit
+//! ([`CommitAt::voided_by`], the rule the owners' reclaim applies too): its owner was replaced
+//! while writing it (a zombie's late checkpoint). An owner that was not replaced by then has
+//! read every fence below `from` at its snapshot (a newer one would have failed it), so no
+//! checkpoint of a newer owner of its keys lies before its commit: the first valid commit met
+//! going backwards is the newest owner's newest checkpoint.
 //!
 //! A restore of a checkpoint older than the newest valid one of its keys abandons the commits
 //! after it. It writes a rollback record naming the commits it restored before its fence
@@ -16,15 +17,15 @@
 //! commit of its keys and a rollback record is void too: without it, a `Latest` restore after
 //! a crash, before the restoring owner checkpointed, would take the abandoned line's newest.
 
-use crate::coverage::{Coverage, Taken};
+use crate::checkpoint::coverage::{Coverage, Taken};
+use crate::checkpoint::floors::Floors;
+use crate::checkpoint::form::{CheckpointForm, InLog, TwoPhase, sealed};
+use crate::checkpoint::partition::{CommitAt, FenceAt, Landmark, Tail, landmarks, offset_of};
+use crate::checkpoint::rebuild::RebuildReport;
 use crate::error::{Result, StoreError};
-use crate::floors::Floors;
-use crate::form::{CheckpointForm, InLog, TwoPhase, sealed};
-use crate::rebuild::RebuildReport;
 use crate::store::ActionStateStore;
-use crate::store_config::StoreConfig;
-use crate::tail::{Landmark, Tail, landmarks, offset_of};
-use crate::vocab::Snapshot;
+use crate::store::config::StoreConfig;
+use crate::store::vocab::Snapshot;
 use actionstate_core::checkpoint::{CHECKPOINT_PARTITION, is_commit_key};
 use actionstate_core::{
     CHECKPOINT_KEY_LAYOUT, CheckpointCommit, CheckpointEntry, CheckpointRecord, CheckpointRollback, KeyId, LogRecord,
@@ -99,14 +100,8 @@ impl Restored {
     }
 }
 
-/// A commit read from the checkpoint partition, at its offset.
-struct Commit {
-    offset: u64,
-    owner: Ownership,
-    epoch: u64,
-    id: u64,
-    body: CheckpointCommit,
-}
+/// A commit read from the checkpoint partition, with its full body.
+type Commit = (CommitAt, CheckpointCommit);
 
 /// What the backward scan chose.
 struct Found {
@@ -125,29 +120,41 @@ struct Voiding {
     /// Fences of partition 0: their offset there, their keys, their epoch. From the fence
     /// records read, and from the fence marks of the commits read (a fence record below the
     /// earliest offset is gone, but the commits of the owner that appended it still name it).
-    fences: Vec<(u64, Ownership, u64)>,
+    fences: Vec<FenceAt>,
     /// Rollback records: their offset, their writer's epoch, what they restored.
     rollbacks: Vec<(u64, u64, CheckpointRollback)>,
 }
 
 impl Voiding {
+    /// Learns what `landmark` can void, and hands back the commit it is, if it is one.
+    fn meet(&mut self, landmark: Landmark) -> Option<Commit> {
+        match landmark {
+            Landmark::Fence(f) => self.fences.push(f),
+            Landmark::Commit(commit, body) => {
+                for mark in &body.marker.fences {
+                    let offset = offset_of(&mark.offsets, CHECKPOINT_PARTITION);
+                    self.fences.push(FenceAt { offset, groups: mark.groups.clone(), epoch: mark.epoch });
+                }
+                return Some((commit, body));
+            }
+            Landmark::Rollback { offset, epoch, body } => self.rollbacks.push((offset, epoch, body)),
+            // A checkpoint its runtime keeps: restored with `rebuild` from what the runtime
+            // kept, never from the log, so a store cannot mix the two forms.
+            Landmark::External(_) => {}
+        }
+        None
+    }
+
     /// Whether `c`'s owner was replaced while it wrote it (a zombie's late checkpoint).
-    fn replaced(&self, c: &Commit) -> bool {
-        self.fences.iter().any(|(at, groups, epoch)| {
-            (c.body.from..c.offset).contains(at) && *epoch > c.epoch && groups.overlaps(&c.owner)
-        })
+    fn replaced(&self, c: &CommitAt) -> bool {
+        self.fences.iter().any(|f| c.voided_by(f))
     }
 
     /// Whether a later restore of older checkpoints abandoned `c`.
-    fn abandoned(&self, c: &Commit) -> bool {
+    fn abandoned(&self, c: &CommitAt) -> bool {
         self.rollbacks.iter().any(|(at, epoch, r)| *at > c.offset && *epoch > c.epoch && r.abandons(c.offset, &c.owner))
     }
 }
-
-/// The first window of the backward scan, in offsets; each further one is four times larger,
-/// up to [`MAX_WINDOW`].
-const FIRST_WINDOW: u64 = 32;
-const MAX_WINDOW: u64 = 65_536;
 
 impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
     /// Opens a store on `log` for the keys of `ownership` and restores it: the one way in
@@ -202,21 +209,20 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
         let mut completed: HashMap<KeyId, u64> = HashMap::new();
         let mut restored = Vec::new();
         let mut floors = Floors::default();
-        for (commit, taken) in found.chosen {
-            let (entries, read) = self.load_parts(&commit).await?;
+        for ((commit, body), taken) in found.chosen {
+            let (entries, read) = self.load_parts(&commit, &body).await?;
             scanned += read;
-            completed.extend(
-                commit.body.completed.iter().chain(&entries).filter(|(k, _)| taken.holds(k)).map(|(k, s)| (*k, *s)),
-            );
-            markers.push(commit.body.marker.clone());
-            floors.push(taken, commit.body.marker.offsets.clone());
+            completed
+                .extend(body.completed.iter().chain(&entries).filter(|(k, _)| taken.holds(k)).map(|(k, s)| (*k, *s)));
+            markers.push(body.marker.clone());
+            floors.push(taken, commit.offsets);
             restored.push(RestoredCheckpoint {
                 id: commit.id,
                 owner: commit.owner,
                 epoch: commit.epoch,
                 offset: commit.offset,
-                marker: commit.body.marker,
-                metadata: commit.body.metadata,
+                marker: body.marker,
+                metadata: body.metadata,
             });
         }
         if found.uncovered {
@@ -242,34 +248,22 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
         let mut found = Found { chosen: Vec::new(), uncovered: false, scanned: 0, newest_id: 0, passed_over: false };
         let mut pending: VecDeque<Commit> = VecDeque::new();
         let mut voiding = Voiding::default();
-        let mut tail = Tail::new(p, lo_limit, end, FIRST_WINDOW, MAX_WINDOW, self.config.read_batch);
+        let mut tail = Tail::new(p, lo_limit, end, self.config.read_batch);
         while !coverage.done() {
             let Some((lo, records)) = tail.next(&*self.log).await? else { break };
             found.scanned += records.len() as u64;
             let mut commits = Vec::new();
-            for (offset, landmark) in landmarks(p, records)? {
-                match landmark {
-                    Landmark::Fence(f) => voiding.fences.push((offset, f.groups, f.epoch)),
-                    Landmark::Commit { owner, epoch, id, body } => {
-                        for mark in &body.marker.fences {
-                            voiding.fences.push((offset_of(&mark.offsets, p), mark.groups.clone(), mark.epoch));
-                        }
-                        commits.push(Commit { offset, owner, epoch, id, body });
-                    }
-                    Landmark::Rollback { epoch, body } => voiding.rollbacks.push((offset, epoch, body)),
-                    // A checkpoint its runtime keeps: restored with `rebuild` from what the
-                    // runtime kept, never from the log, so a store cannot mix the two forms.
-                    Landmark::External { .. } => {}
-                }
+            for landmark in landmarks(p, records)? {
+                commits.extend(voiding.meet(landmark));
             }
             for c in commits.into_iter().rev() {
-                if c.owner.overlaps(ownership) {
+                if c.0.owner.overlaps(ownership) {
                     pending.push_back(c);
                 }
             }
             // A commit is judged once the scan has read back to where its snapshot was taken
             // (the fences that could void it lie there), newest first.
-            while pending.front().is_some_and(|c| c.body.from >= lo) {
+            while pending.front().is_some_and(|(c, _)| c.from >= lo) {
                 let Some(c) = pending.pop_front() else { break };
                 self.judge(c, &voiding, from, ownership, &mut coverage, &mut found)?;
             }
@@ -300,7 +294,7 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
     /// it is void or not the one asked for.
     fn judge(
         &self,
-        c: Commit,
+        (c, body): Commit,
         voiding: &Voiding,
         from: RestoreFrom,
         ownership: &Ownership,
@@ -330,20 +324,21 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
             offset: c.offset,
         })?;
         if let Some(taken) = taken {
-            found.chosen.push((c, taken));
+            found.chosen.push(((c, body), taken));
         }
         Ok(())
     }
 
-    /// The completed rounds in `commit`'s parts, and the records read to find them.
-    async fn load_parts(&self, commit: &Commit) -> Result<(Vec<(KeyId, u64)>, u64)> {
-        if commit.body.parts == 0 {
+    /// The completed rounds in the parts of `commit` (whose body is `body`), and the records
+    /// read to find them.
+    async fn load_parts(&self, commit: &CommitAt, body: &CheckpointCommit) -> Result<(Vec<(KeyId, u64)>, u64)> {
+        if body.parts == 0 {
             return Ok((Vec::new(), 0));
         }
         let p = CHECKPOINT_PARTITION;
         let mut parts: BTreeMap<u32, Vec<(KeyId, u64)>> = BTreeMap::new();
         let mut read = 0;
-        let mut range = RangeRead::new(p, commit.body.from, commit.offset, self.config.read_batch.max(1));
+        let mut range = RangeRead::new(p, commit.from, commit.offset, self.config.read_batch.max(1));
         while let Some(records) = range.next_batch(&*self.log).await? {
             read += records.len() as u64;
             for r in records {
@@ -360,22 +355,22 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
                     && owner == commit.owner
                     && epoch == commit.epoch
                     && id == commit.id
-                    && index < commit.body.parts
+                    && index < body.parts
                 {
                     parts.entry(index).or_insert(completed);
                 }
             }
         }
         let found = u32::try_from(parts.len()).unwrap_or(u32::MAX);
-        if found != commit.body.parts {
+        if found != body.parts {
             return Err(StoreError::CheckpointIncomplete {
                 id: commit.id,
                 owner: commit.owner.clone(),
                 epoch: commit.epoch,
                 partition: p,
                 offset: commit.offset,
-                from: commit.body.from,
-                expected: commit.body.parts,
+                from: commit.from,
+                expected: body.parts,
                 found,
             });
         }

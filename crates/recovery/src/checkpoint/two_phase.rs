@@ -2,10 +2,10 @@
 //! store follows their lifecycle (docs/design.md, section 5.5). A runtime restores with
 //! [`ActionStateStore::restore`] from the snapshots it kept.
 
+use crate::checkpoint::form::TwoPhase;
 use crate::error::Result;
-use crate::form::TwoPhase;
 use crate::store::ActionStateStore;
-use crate::vocab::Snapshot;
+use crate::store::vocab::Snapshot;
 use actionstate_core::{Ownership, StateLog};
 
 impl<L: StateLog> ActionStateStore<L, TwoPhase> {

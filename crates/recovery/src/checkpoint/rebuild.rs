@@ -1,9 +1,9 @@
 //! Rebuild: restore the index from covering markers.
 
+use crate::checkpoint::floors::Floors;
+use crate::checkpoint::form::CheckpointForm;
 use crate::error::{Result, StoreError};
 use crate::fencing::{self, FenceRead, Fencing};
-use crate::floors::Floors;
-use crate::form::CheckpointForm;
 use crate::store::ActionStateStore;
 use actionstate_core::codec::{self, Peeked};
 use actionstate_core::{

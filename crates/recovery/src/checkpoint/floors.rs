@@ -12,7 +12,7 @@
 //! several former owners; the same rule applies there, each marker's keys being its owner's
 //! ([`Floors::of_snapshots`]).
 
-use crate::coverage::Taken;
+use crate::checkpoint::coverage::Taken;
 use actionstate_core::{KeyId, Marker, Ownership};
 
 /// Per chosen checkpoint, the keys it was chosen for and its marker's offsets.
