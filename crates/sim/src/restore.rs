@@ -7,7 +7,7 @@ use crate::outcome::Outcome;
 use crate::plan::{InputChange, RunPlan, key_id};
 use crate::source::LogSource;
 use actionstate_core::KeyId;
-use actionstate_recovery::{ActionStateStore, Ownership, StoreConfig, StoreError};
+use actionstate_recovery::{ActionStateStore, Ownership, Retention, StoreConfig, StoreError};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -26,6 +26,21 @@ fn ownerships(owners: u32) -> Vec<Ownership> {
         .collect()
 }
 
+/// The stores' configuration for `owners`. One owner keeps what its last checkpoints need,
+/// which the runs' model of retention (`checkpoint::retained_floor`: the runtime's last
+/// completed checkpoints) never passes, since a store counts only those completed since it
+/// restored. Owners that share the log reclaim by each owner's checkpoints since it restored
+/// instead, which a restore of an older checkpoint after a rescale may need more of: the
+/// owners' campaign (`tests/tests/all/owners_campaign.rs`) and property test check that
+/// retention, so here they keep everything, and the runs check replay alone.
+fn store_config(owners: &[Ownership]) -> StoreConfig {
+    if owners.len() > 1 {
+        StoreConfig { retention: Retention::KeepAll, ..StoreConfig::default() }
+    } else {
+        StoreConfig::default()
+    }
+}
+
 /// Attempt number `attempt` over `log` with `owners` owners, each store rebuilt from the
 /// checkpoint `from` (or from nothing).
 pub(crate) async fn restore<S: LogSource>(
@@ -42,7 +57,7 @@ pub(crate) async fn restore<S: LogSource>(
         let snapshots = cp.snapshots();
         for ownership in &owners {
             let (store, restored) =
-                ActionStateStore::restore(Arc::clone(&log), StoreConfig::default(), ownership, &snapshots[..]).await?;
+                ActionStateStore::restore(Arc::clone(&log), store_config(&owners), ownership, &snapshots[..]).await?;
             outcome.rebuild_records += restored.rebuild.records;
             outcome.rebuilds += 1;
             stores.push(store);
@@ -55,7 +70,7 @@ pub(crate) async fn restore<S: LogSource>(
         // before it, and learns its keys (so that its retention never reclaims what the
         // other owners' checkpoints need).
         for ownership in &owners {
-            let fresh = ActionStateStore::restore(Arc::clone(&log), StoreConfig::default(), ownership, Vec::new());
+            let fresh = ActionStateStore::restore(Arc::clone(&log), store_config(&owners), ownership, Vec::new());
             let (store, restored) = fresh.await?;
             outcome.rebuild_records += restored.rebuild.records;
             outcome.rebuilds += 1;
