@@ -188,6 +188,47 @@ async fn a_failover_holds_reclaim_until_the_new_owner_completes_a_checkpoint(bac
 }
 on_every_backend!(failover, a_failover_holds_reclaim_until_the_new_owner_completes_a_checkpoint);
 
+/// After a failover the runtime's retained checkpoints span both owners (Flink restores 3,
+/// completes 4, and may restore 3 again): the former owner's checkpoints count until the
+/// successor has as many of its own as retention keeps, so the one it restored from still
+/// restores after the successor's first checkpoint and the reclaim that follows.
+async fn a_former_owners_retained_checkpoints_restore_after_the_successors_first(backend: Backend) {
+    let env = Env::new(backend);
+    let log = env.shared().await;
+    let mut left = restore(&log, 0..4, 2, &[]).await;
+    let mut right = restore(&log, 4..8, 2, &[]).await;
+    for seq in 0..4 {
+        round(&left, seq).await;
+        round(&right, seq).await;
+        left.checkpoint(seq + 1).await;
+        right.checkpoint(seq + 1).await;
+    }
+    let restored_from = right.newest().clone();
+    let mut successor = restore(&log, 4..8, 2, &[&restored_from]).await;
+    drop(right);
+    let before = earliest(&log).await;
+    for seq in 4..6 {
+        round(&successor, seq).await;
+        round(&left, seq).await;
+        // The successor completes one checkpoint; the left owner goes on.
+        if seq == 4 {
+            successor.checkpoint(5).await;
+        }
+        left.checkpoint(seq + 1).await;
+    }
+    for o in [&successor, &left] {
+        let status = o.store.wait_for_reclaim().await;
+        assert!(status.waiting.is_empty() && status.failures == 0, "{status:?}");
+    }
+    assert!(earliest(&log).await.iter().zip(&before).any(|(now, then)| now > then), "the owners reclaimed");
+    // The successor crashes; its runtime restores the checkpoint the successor restored from,
+    // still among its last two, and replays round 4 from the log.
+    drop(successor);
+    let o = restore(&log, 4..8, 2, &[&restored_from]).await;
+    reuses(&o, 4).await;
+}
+on_every_backend!(former_owners, a_former_owners_retained_checkpoints_restore_after_the_successors_first);
+
 /// A zombie that completes a checkpoint it snapshotted before its successor's fence (its
 /// runtime did not learn of the failover in time) publishes a marker whose window holds that
 /// fence: it is void, and the successor's groups keep waiting, even where it would fill the

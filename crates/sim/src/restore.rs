@@ -28,11 +28,11 @@ fn ownerships(owners: u32) -> Vec<Ownership> {
 
 /// The stores' configuration for `owners`. One owner keeps what its last checkpoints need,
 /// which the runs' model of retention (`checkpoint::retained_floor`: the runtime's last
-/// completed checkpoints) never passes, since a store counts only those completed since it
-/// restored. Owners that share the log reclaim by each owner's checkpoints since it restored
-/// instead, which a restore of an older checkpoint after a rescale may need more of: the
-/// owners' campaign (`tests/tests/all/owners_campaign.rs`) and property test check that
-/// retention, so here they keep everything, and the runs check replay alone.
+/// completed checkpoints, in step) never passes. Owners that share the log reclaim in the
+/// background, each as its own completions land, while the runs' zombies keep writing: the
+/// model cannot say in step what they have reclaimed, so here they keep everything and the
+/// runs check replay alone. The owners' campaign (`tests/tests/all/owners_campaign.rs`) and
+/// property test check shared retention.
 fn store_config(owners: &[Ownership]) -> StoreConfig {
     if owners.len() > 1 {
         StoreConfig { retention: Retention::KeepAll, ..StoreConfig::default() }

@@ -2,12 +2,14 @@
 //! checkpoints and fences the log itself holds, read newest first.
 //!
 //! For every key group, its current owner is the one of the newest epoch that fenced it or
-//! checkpointed it; the group's retained checkpoints are that owner's last `keep` valid
-//! commits. A commit of an older epoch than a fence after it over its keys is a replaced
-//! owner's and does not count. A group whose current owner has not checkpointed yet (its fence
-//! comes before any commit of its epoch) waits, and while any group waits nothing is
-//! reclaimed. Otherwise the reclaim point of a partition is the smallest offset that the
-//! markers of the retained checkpoints name there.
+//! checkpointed it; the group's retained checkpoints are its last `keep` valid commits: its
+//! current owner's, and, while the current owner has fewer than `keep`, those of the owners
+//! before it (the runtime's retained checkpoints span failovers and rescales, as a store owning
+//! every key keeps its `n` before its first restore). A commit a fence voids (its owner was
+//! replaced while writing it) does not count. A group whose current owner has not checkpointed
+//! yet (its fence comes before any commit of its epoch) waits, and while any group waits
+//! nothing is reclaimed. Otherwise the reclaim point of a partition is the smallest offset that
+//! the markers of the retained checkpoints name there.
 //!
 //! The landmarks come in their compact form ([`Mark`]); whether a fence voids a commit is the
 //! one rule of the checkpoint partition, [`CommitAt::voided_by`], which a restore applies too.
@@ -31,8 +33,11 @@ pub(crate) enum Outcome {
 
 #[derive(Clone, Debug, Default)]
 struct Group {
-    /// The epoch of the commits kept, once one is.
+    /// The epoch of the group's current owner, once a commit of it is kept.
     epoch: Option<u64>,
+    /// Whether the scan has read back past the current owner's fence: the commits met from
+    /// there on are its former owners', and count while the group has fewer than `keep`.
+    passed: bool,
     /// The commits kept, newest first, as indexes into the scan's commits.
     commits: Vec<usize>,
     state: State,
@@ -116,7 +121,8 @@ impl OwnersScan {
 
     /// A fence, met going backwards. A kept commit it voids ([`CommitAt::voided_by`]) no longer
     /// counts. Every commit of the fence's owner lies after it, so a group that keeps none of
-    /// its epoch or a newer one waits, and one that keeps commits of its epoch has all of them.
+    /// its epoch or a newer one waits, and one that keeps commits of its epoch has all of them:
+    /// it is done if they are `keep`, and takes its former owners' commits otherwise.
     pub(crate) fn fence(&mut self, fence: &FenceAt) {
         let epoch = fence.epoch;
         let Some(range) = self.range(&fence.groups) else { return };
@@ -136,12 +142,18 @@ impl OwnersScan {
                 continue;
             }
             match kept {
-                Some(kept) if kept >= epoch => self.set(g, State::Done),
+                Some(kept) if kept >= epoch => {
+                    self.groups[g].passed = true;
+                    if self.groups[g].commits.len() >= self.keep {
+                        self.set(g, State::Done);
+                    }
+                }
                 // Its owner, or a newer one, never checkpointed: commits of an older epoch
                 // kept so far are a replaced owner's.
                 _ => {
                     self.groups[g].commits.clear();
                     self.groups[g].epoch = None;
+                    self.groups[g].passed = false;
                     self.set(g, State::Waiting);
                 }
             }
@@ -158,19 +170,20 @@ impl OwnersScan {
             let keep = self.keep;
             let group = &mut self.groups[g];
             // A group that waits, or keeps all it needs of an owner this one does not
-            // replace, takes nothing more. (Commits of an older epoch met before a newer
-            // owner's are a replaced owner's late ones.)
+            // replace, takes nothing more. (Commits of an older epoch met before the current
+            // owner's fence are a replaced owner's late ones; met past it, a former owner's.)
             let newer = group.epoch.is_some_and(|kept| epoch > kept);
             if group.state == State::Waiting || (group.state == State::Done && !newer) {
                 continue;
             }
             match group.epoch {
-                Some(kept) if kept > epoch => continue,
-                Some(kept) if kept == epoch => {}
+                Some(kept) if kept > epoch && !group.passed => continue,
+                Some(kept) if kept >= epoch => {}
                 // A newer owner's commit before a replaced owner's late one: the newer counts.
                 _ => {
                     group.commits.clear();
                     group.epoch = Some(epoch);
+                    group.passed = false;
                 }
             }
             group.commits.push(index);
@@ -192,7 +205,7 @@ impl OwnersScan {
         let mut waiting: Vec<Range<u16>> = Vec::new();
         let mut used = vec![false; self.commits.len()];
         for (g, group) in (0u16..).zip(&self.groups) {
-            if group.state == State::Waiting || group.commits.is_empty() {
+            if group.state == State::Waiting || group.commits.len() < self.keep {
                 match waiting.last_mut() {
                     Some(r) if r.end == g => r.end = g + 1,
                     _ => waiting.push(g..g + 1),
@@ -274,9 +287,24 @@ mod tests {
     }
 
     #[test]
-    fn after_a_rescale_the_former_owners_checkpoints_no_longer_count() {
+    fn after_a_rescale_the_former_owners_checkpoints_count_until_the_new_owner_has_its_own() {
+        // Keeping three: the new owner has one, so the former owners' last two count too.
         let mut scan = OwnersScan::new(4, 3);
         scan.commit(&commit(60, 59, &groups(0..4), 8, &[50, 50]));
+        scan.fence(&fence(40, &groups(0..4), 8));
+        assert!(!scan.done(40), "the new owner has one of three");
+        scan.commit(&commit(30, 29, &groups(0..2), 3, &[20, 21]));
+        scan.commit(&commit(28, 27, &groups(2..4), 4, &[22, 19]));
+        scan.commit(&commit(26, 25, &groups(0..2), 3, &[10, 11]));
+        scan.commit(&commit(24, 23, &groups(2..4), 4, &[12, 9]));
+        assert!(scan.done(23));
+        scan.commit(&commit(20, 19, &groups(0..2), 3, &[1, 1]));
+        assert_eq!(scan.finish(), Outcome::Reclaim(vec![10, 9]), "a fourth checkpoint back does not count");
+        // Once the new owner has three of its own, the former owners' no longer count.
+        let mut scan = OwnersScan::new(4, 3);
+        for (at, m) in [(70, 60), (65, 55), (60, 50)] {
+            scan.commit(&commit(at, at - 1, &groups(0..4), 8, &[m, m]));
+        }
         scan.fence(&fence(40, &groups(0..4), 8));
         assert!(scan.done(40), "the new owner's commits are all after its fence");
         scan.commit(&commit(30, 29, &groups(0..2), 3, &[1, 1]));
