@@ -212,10 +212,19 @@ fn state_view(s: &ActionState, position: Option<Position>, index: &Index) -> Sta
                 .zip(calls)
                 .map(|(i, c)| {
                     let derived = || IdempotencyKey::derive("", &s.key, incarnation, i, &c.function_id, &c.args_digest);
+                    // A wait shows where it stands, never its secret (the token) or its reply.
+                    let wait = |w: &actionstate_core::WaitSlot, what: String| {
+                        let deadline = w.deadline_ms.map_or_else(String::new, |d| format!(" deadline {d}"));
+                        format!("{} wait {what} since {}{deadline}", c.function_id, w.since_ms)
+                    };
                     let (what, key) = match &c.status {
                         CallStatus::Pending { key } => ("pending".to_owned(), key.clone().unwrap_or_else(derived)),
                         CallStatus::Succeeded { result } => (format!("ok ({} bytes)", result.len()), derived()),
                         CallStatus::Failed { error } => (format!("failed ({} bytes)", error.len()), derived()),
+                        CallStatus::Waiting { wait: w } => return wait(w, "pending".to_owned()),
+                        CallStatus::Resolved { wait: w, outcome } => {
+                            return wait(w, format!("resolved ({})", outcome.name()));
+                        }
                     };
                     format!("{} {what} key {key}", c.function_id)
                 })

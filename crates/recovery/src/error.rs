@@ -158,6 +158,32 @@ pub enum StoreError {
         /// Why encoding failed.
         detail: String,
     },
+    /// No wait of this store's has the token: it never existed, an invalidation voided it (a
+    /// divergence, an operator's repair), or its action completed. Nothing was written.
+    #[error("no wait of key {key} has this token: unknown, voided by an invalidation, or its action completed")]
+    UnknownWait {
+        /// The key the token names.
+        key: actionstate_core::KeyId,
+    },
+    /// A reply or rejection larger than [`MAX_WAIT_REPLY`](actionstate_core::MAX_WAIT_REPLY).
+    /// Nothing was written.
+    #[error("a wait's reply of {len} bytes exceeds {max}")]
+    WaitReplyTooLarge {
+        /// Its length.
+        len: usize,
+        /// The most a wait records.
+        max: usize,
+    },
+    /// A text that is not a wait token (the reason, never the text).
+    #[error("not a wait token: {0}")]
+    BadWaitToken(#[from] actionstate_core::BadWaitToken),
+    /// The handle's action suspended on a durable wait: it does nothing more until the runtime
+    /// begins it again.
+    #[error("the action of {key:?} suspended on a wait; begin it again once the wait is resolved")]
+    Suspended {
+        /// The state.
+        key: StateKey,
+    },
     /// Typed checkpoint metadata could not be encoded, or the metadata restored does not
     /// decode as the type asked for.
     #[error("checkpoint metadata as `{type_name}` ({len} bytes): {detail}")]

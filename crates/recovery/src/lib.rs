@@ -102,6 +102,7 @@ mod fencing;
 pub mod metrics;
 mod retention;
 mod store;
+mod waits;
 
 pub use calls::{Call, CallOutput, CallSource, DurableCall, NoReconcile};
 pub use checkpoint::form::{CheckpointForm, InLog, TwoPhase};
@@ -116,3 +117,5 @@ pub use store::config::StoreConfig;
 pub use store::handle::ActionHandle;
 pub use store::round::OpenRound;
 pub use store::vocab::{Begin, Explanation, OperatorInvalidation, Ownership, Round, Snapshot};
+pub use waits::clock::Clock;
+pub use waits::{Resolution, Wait, WaitInfo, WaitStatus, Waited};

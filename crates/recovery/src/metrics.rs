@@ -25,6 +25,7 @@
 //! | `actionstate_fenced_records_total` | counter | | records | records a rebuild skipped as a fenced writer's (written with an older epoch after a fence over their key) |
 //! | `actionstate_fenced_total` | counter | | stores | stores that learned a newer owner fenced them (a zombie) |
 //! | `actionstate_rounds_dropped_total` | counter | | rounds | rounds started with `ActionStateStore::round` and dropped unfinished (replayed after a restore) |
+//! | `actionstate_waits_total` | counter | `event` = `suspended` \| `reply` \| `rejected` \| `timed_out` \| `resumed` | waits | durable waits begun, ended by each outcome, and returned to their resumed actions |
 //!
 //! Histograms carry no labels. The command line renders `actionstate_put_seconds` with the
 //! buckets [`PUT_SECONDS_BUCKETS`] and `actionstate_rebuild_seconds` as a summary (quantiles,
@@ -63,6 +64,8 @@ pub const FENCED_RECORDS: &str = "actionstate_fenced_records_total";
 pub const FENCED: &str = "actionstate_fenced_total";
 /// Rounds dropped unfinished.
 pub const ROUNDS_DROPPED: &str = "actionstate_rounds_dropped_total";
+/// Durable waits (`event`).
+pub const WAITS: &str = "actionstate_waits_total";
 
 /// Bucket bounds for [`PUT_SECONDS`], in seconds: 50 µs to 5 s, covering an embedded store's
 /// sub-millisecond appends and a broker's milliseconds to a slow acknowledgement.
@@ -94,6 +97,7 @@ pub fn describe() {
     metrics::describe_counter!(FENCED_RECORDS, Unit::Count, "Records rebuilds skipped as a fenced writer's");
     metrics::describe_counter!(FENCED, Unit::Count, "Stores that learned a newer owner fenced them");
     metrics::describe_counter!(ROUNDS_DROPPED, Unit::Count, "Rounds dropped unfinished, replayed after a restore");
+    metrics::describe_counter!(WAITS, Unit::Count, "Durable waits begun, ended and resumed, by event");
 }
 
 pub(crate) fn hit(kind: &'static str) {
@@ -148,6 +152,10 @@ pub(crate) fn round_dropped() {
     metrics::counter!(ROUNDS_DROPPED).increment(1);
 }
 
+pub(crate) fn wait(event: &'static str) {
+    metrics::counter!(WAITS, "event" => event).increment(1);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,6 +178,7 @@ mod tests {
             FENCED_RECORDS,
             FENCED,
             ROUNDS_DROPPED,
+            WAITS,
         ];
         let rows: Vec<&str> = include_str!("metrics.rs")
             .lines()

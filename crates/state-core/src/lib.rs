@@ -55,6 +55,7 @@ mod state;
 pub mod url;
 mod value;
 mod view;
+mod wait;
 
 pub use backend::{BackendConfig, DEFAULT_PARTITIONS};
 pub use checkpoint::{
@@ -78,3 +79,6 @@ pub use state::{
     ActionState, CallResult, CallStatus, KeyLabel, MAX_KEY_LABEL, MemoryOp, MemoryUpdate, Progress, TaggedBytes,
 };
 pub use value::{Attributes, Value, normalize_float};
+pub use wait::{
+    BadWaitToken, MAX_WAIT_REPLY, WAIT_TOKEN_LEN, WAIT_TOKEN_PREFIX, WaitOutcome, WaitSecret, WaitSlot, WaitToken,
+};

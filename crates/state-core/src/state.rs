@@ -4,6 +4,7 @@ use crate::event::Event;
 use crate::id::{ActionId, EventId, Fingerprint};
 use crate::idempotency::IdempotencyKey;
 use crate::key::{StateKey, Trigger};
+use crate::wait::{WaitOutcome, WaitSlot};
 use serde::{Deserialize, Serialize};
 
 /// The whole current state of one action, as written to the log by an `Upsert` record.
@@ -177,17 +178,41 @@ pub enum CallStatus {
         /// Encoded error.
         error: Vec<u8>,
     },
+    /// A durable wait (not a call: `function_id` names the wait), not resolved yet.
+    Waiting {
+        /// Its secret, start and deadline.
+        wait: WaitSlot,
+    },
+    /// A durable wait's first outcome.
+    Resolved {
+        /// Its secret, start and deadline, as recorded when it began.
+        wait: WaitSlot,
+        /// How it ended.
+        outcome: WaitOutcome,
+    },
+}
+
+impl CallStatus {
+    /// The wait this slot records, if it records one rather than a call.
+    pub fn wait(&self) -> Option<&WaitSlot> {
+        match self {
+            CallStatus::Waiting { wait } | CallStatus::Resolved { wait, .. } => Some(wait),
+            _ => None,
+        }
+    }
 }
 
 /// How a [`CallStatus`] is encoded (docs/format.md, section 3): variants 0 to 2 as the first
-/// format had them, the keyed PENDING slot added as variant 3, so that every record written
-/// before it reads as it did.
+/// format had them, the keyed PENDING slot added as variant 3 and durable waits as 4 and 5, so
+/// that every record written before them reads as it did.
 #[derive(Serialize, Deserialize)]
 enum WireCallStatus {
     Pending,
     Succeeded { result: Vec<u8> },
     Failed { error: Vec<u8> },
     PendingKeyed { key: IdempotencyKey },
+    Waiting { wait: WaitSlot },
+    Resolved { wait: WaitSlot, outcome: WaitOutcome },
 }
 
 impl From<WireCallStatus> for CallStatus {
@@ -197,6 +222,8 @@ impl From<WireCallStatus> for CallStatus {
             WireCallStatus::PendingKeyed { key } => CallStatus::Pending { key: Some(key) },
             WireCallStatus::Succeeded { result } => CallStatus::Succeeded { result },
             WireCallStatus::Failed { error } => CallStatus::Failed { error },
+            WireCallStatus::Waiting { wait } => CallStatus::Waiting { wait },
+            WireCallStatus::Resolved { wait, outcome } => CallStatus::Resolved { wait, outcome },
         }
     }
 }
@@ -210,6 +237,8 @@ enum WireCallStatusRef<'a> {
     Succeeded { result: &'a [u8] },
     Failed { error: &'a [u8] },
     PendingKeyed { key: &'a IdempotencyKey },
+    Waiting { wait: &'a WaitSlot },
+    Resolved { wait: &'a WaitSlot, outcome: &'a WaitOutcome },
 }
 
 impl Serialize for CallStatus {
@@ -219,6 +248,8 @@ impl Serialize for CallStatus {
             CallStatus::Pending { key: Some(key) } => WireCallStatusRef::PendingKeyed { key },
             CallStatus::Succeeded { result } => WireCallStatusRef::Succeeded { result },
             CallStatus::Failed { error } => WireCallStatusRef::Failed { error },
+            CallStatus::Waiting { wait } => WireCallStatusRef::Waiting { wait },
+            CallStatus::Resolved { wait, outcome } => WireCallStatusRef::Resolved { wait, outcome },
         }
         .serialize(serializer)
     }

@@ -44,16 +44,7 @@ pub(crate) fn evidence(payload: &[u8], labeled: bool) -> Option<Evidence> {
         // Pending { calls: Vec<CallResult> }
         0 => {
             for _ in 0..r.len()? {
-                r.skip_str()?; // function id
-                r.array::<32>()?; // args digest
-                match r.variant()? {
-                    0 => {}
-                    1 | 2 => {
-                        r.bytes()?; // result or error
-                    }
-                    3 => r.skip_str()?, // the PENDING slot's idempotency key
-                    _ => return None,
-                }
+                r.call_slot()?;
             }
             None
         }
@@ -159,6 +150,44 @@ impl<'a> Reader<'a> {
 
     fn varint_u128(&mut self) -> Option<u128> {
         self.varint(128)
+    }
+
+    /// One slot of a pending state's journal (`CallResult`).
+    fn call_slot(&mut self) -> Option<()> {
+        self.skip_str()?; // function id
+        self.array::<32>()?; // args digest
+        match self.variant()? {
+            0 => {}
+            1 | 2 => {
+                self.bytes()?; // result or error
+            }
+            3 => self.skip_str()?, // the PENDING slot's idempotency key
+            // A wait, then a resolved wait's outcome.
+            v @ (4 | 5) => {
+                self.wait_slot()?;
+                if v == 5 {
+                    match self.variant()? {
+                        0 | 1 => {
+                            self.bytes()?; // the reply or the rejection
+                        }
+                        2 => {}
+                        _ => return None,
+                    }
+                }
+            }
+            _ => return None,
+        }
+        Some(())
+    }
+
+    /// A wait slot: its secret, start and optional deadline.
+    fn wait_slot(&mut self) -> Option<()> {
+        self.array::<16>()?;
+        self.varint_u64()?;
+        if self.option()? {
+            self.varint_u64()?;
+        }
+        Some(())
     }
 
     /// An enum variant index.
@@ -291,12 +320,17 @@ mod tests {
             MemoryUpdate { path: "r".into(), op: MemoryOp::Delete },
         ];
         let call = |status| CallResult { function_id: "f".into(), args_digest: [5; 32], status };
+        let wait = |deadline_ms| crate::WaitSlot { secret: crate::WaitSecret([3; 16]), since_ms: 1 << 40, deadline_ms };
         let key = state(Progress::Pending { calls: Vec::new() }).key;
         let calls = vec![
             call(CallStatus::Pending { key: None }),
             call(CallStatus::Pending { key: Some(crate::IdempotencyKey::derive("", &key, 1, 2, "f", &[5; 32])) }),
             call(CallStatus::Succeeded { result: vec![] }),
             call(CallStatus::Failed { error: vec![4] }),
+            call(CallStatus::Waiting { wait: wait(Some(300)) }),
+            call(CallStatus::Resolved { wait: wait(None), outcome: crate::WaitOutcome::Reply(vec![1]) }),
+            call(CallStatus::Resolved { wait: wait(Some(9)), outcome: crate::WaitOutcome::Rejected(vec![]) }),
+            call(CallStatus::Resolved { wait: wait(Some(u64::MAX)), outcome: crate::WaitOutcome::TimedOut }),
         ];
         for progress in [Progress::Completed { outputs, memory }, Progress::Pending { calls }] {
             let s = state(progress);

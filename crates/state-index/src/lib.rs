@@ -440,6 +440,19 @@ impl Index {
             .collect()
     }
 
+    /// Every pending state (its action began and has not completed), in no particular order: what
+    /// a restore reads to find the durable waits in their journals. A scan of the whole index,
+    /// once per restore; pending states are bounded by the work in flight.
+    pub fn pending(&self) -> Vec<Recorded> {
+        let _scope = maps::allow_scans();
+        self.keys
+            .scan("keys")
+            .flat_map(|(_, ki)| ki.rounds.iter().flat_map(|(_, r)| r.iter()))
+            .filter(|e| !e.state.is_completed())
+            .map(|e| e.state.clone())
+            .collect()
+    }
+
     /// The highest round recorded for `key`, if any.
     pub fn last_seq(&self, key: &KeyId) -> Option<u64> {
         let ki = self.keys.get(key)?;

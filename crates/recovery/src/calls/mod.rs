@@ -145,6 +145,7 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
         RFut: Future<Output = CallOutput>,
     {
         self.check_owned(&handle.key.key)?;
+        handle.check_live()?;
         let DurableCall { function: function_id, digest: args_digest, reconcile } = call;
         let derived = handle.next_call_key(function_id, &args_digest);
         let recorded = match (&reconcile, handle.journal.get(handle.cursor)) {
@@ -179,7 +180,7 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
     /// in the handle. If the write fails, or the caller drops the future first, the handle keeps
     /// the journal the log is known to hold, so a retry never returns a result that is not
     /// durable and never loses a durable PENDING slot.
-    async fn persist_slot(&self, handle: &mut ActionHandle, slot: CallResult) -> Result<()> {
+    pub(crate) async fn persist_slot(&self, handle: &mut ActionHandle, slot: CallResult) -> Result<()> {
         let mut journal: Vec<CallResult> = handle.journal.iter().take(handle.cursor).cloned().collect();
         journal.push(slot);
         self.put(handle.state(Progress::Pending { calls: journal.clone() })).await?;
@@ -196,7 +197,7 @@ fn journaled(handle: &ActionHandle, function_id: &str, args_digest: &[u8; 32]) -
     match &s.status {
         CallStatus::Succeeded { result } => Some(Ok(result.clone())),
         CallStatus::Failed { error } => Some(Err(error.clone())),
-        CallStatus::Pending { .. } => None,
+        CallStatus::Pending { .. } | CallStatus::Waiting { .. } | CallStatus::Resolved { .. } => None,
     }
 }
 

@@ -1,6 +1,7 @@
 //! The tuning of a store: rebuild reads and limits, pending checkpoints, retention, fencing.
 
 use crate::retention::Retention;
+use crate::waits::clock::Clock;
 use std::time::Duration;
 
 /// Tuning of an [`ActionStateStore`](crate::ActionStateStore).
@@ -39,6 +40,9 @@ pub struct StoreConfig {
     /// deduplicate one's calls against the other's. Empty by default: the key then depends on
     /// the history alone. Changing it changes the key of every call not yet journaled.
     pub call_key_scope: String,
+    /// What durable waits are timed by: their start and deadline are recorded in the log, so by
+    /// default the system's wall clock ([`Clock::System`]).
+    pub clock: Clock,
 }
 
 impl Default for StoreConfig {
@@ -51,6 +55,7 @@ impl Default for StoreConfig {
             retention: Retention::default(),
             fence_on_rebuild: true,
             call_key_scope: String::new(),
+            clock: Clock::System,
         }
     }
 }

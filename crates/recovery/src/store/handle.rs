@@ -21,6 +21,8 @@ pub struct ActionHandle {
     pub(crate) incarnation: u32,
     /// The store's [`call_key_scope`](crate::StoreConfig::call_key_scope).
     pub(crate) scope: std::sync::Arc<str>,
+    /// A durable wait suspended the action: the handle refuses further work.
+    pub(crate) suspended: bool,
 }
 
 impl ActionHandle {
@@ -51,6 +53,20 @@ impl ActionHandle {
     /// [`call`](crate::ActionStateStore::call) hands its closure.
     pub fn next_call_key(&self, function_id: &str, args_digest: &[u8; 32]) -> IdempotencyKey {
         IdempotencyKey::derive(&self.scope, &self.key, self.incarnation, self.cursor, function_id, args_digest)
+    }
+
+    /// Whether a durable wait suspended the action: its handle then refuses calls, waits and
+    /// completion, and the action goes on when the runtime begins it again.
+    pub fn is_suspended(&self) -> bool {
+        self.suspended
+    }
+
+    /// [`StoreError::Suspended`](crate::StoreError::Suspended) once a wait suspended the action.
+    pub(crate) fn check_live(&self) -> crate::Result<()> {
+        if self.suspended {
+            return Err(crate::StoreError::Suspended { key: self.key });
+        }
+        Ok(())
     }
 
     /// The action's state with `progress`, to be written.

@@ -24,6 +24,7 @@ use crate::store::config::StoreConfig;
 use crate::store::handle::ActionHandle;
 use crate::store::key_lock::KeyLocks;
 use crate::store::vocab::{Begin, Explanation, OperatorInvalidation, Round, Snapshot};
+use crate::waits::registry::Waits;
 use actionstate_core::{
     ActionId, ActionState, CallResult, Event, Evidence, InvalidationReason, KeyId, LogRecord, Marker, MemoryUpdate,
     Ownership, Progress, StateKey, StateLog, Trigger, WireRecord, checkpoint::CHECKPOINT_PARTITION, codec,
@@ -52,6 +53,8 @@ pub(crate) struct Shared {
     retained: Retained,
     /// The owner epoch, the fences markers carry, and whether a newer owner fenced the store.
     pub(crate) fencing: Fencing,
+    /// The durable waits the pending states record (`waits/registry.rs`).
+    pub(crate) waits: Waits,
 }
 
 /// The last completed round of a key, an offset past every upsert of its pruned rounds (0:
@@ -107,7 +110,7 @@ pub struct ActionStateStore<L: StateLog, F: CheckpointForm = InLog> {
     pub(crate) log: Arc<L>,
     pub(crate) shared: Mutex<Shared>,
     /// Serializes the writes (and lookups) of one key.
-    keys: KeyLocks,
+    pub(crate) keys: KeyLocks,
     /// Writers and lookups hold it shared; a snapshot holds it exclusively so that the marker
     /// and the flushed invalidations describe one consistent moment.
     pub(crate) epoch: tokio::sync::RwLock<()>,
@@ -164,6 +167,7 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
                 draining: vec![VecDeque::new(); partitions],
                 retained: Retained::default(),
                 fencing: Fencing::default(),
+                waits: Waits::default(),
             }),
             keys: KeyLocks::default(),
             epoch: tokio::sync::RwLock::new(()),
@@ -218,6 +222,7 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
             cursor: 0,
             incarnation,
             scope: Arc::clone(&self.call_key_scope),
+            suspended: false,
         };
         Ok(match decision {
             // A replayed state is decoded here, when it is used (see `Recorded`).
@@ -313,15 +318,22 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
         outputs: Vec<Event>,
         memory: Vec<MemoryUpdate>,
     ) -> Result<Arc<ActionState>> {
+        handle.check_live()?;
         self.put(handle.state(Progress::Completed { outputs, memory })).await
     }
 
     /// The put contract: encode, append durably, and only then index. On error — or if the
     /// returned future is dropped before it completes — the index is unchanged.
     pub(crate) async fn put(&self, state: ActionState) -> Result<Arc<ActionState>> {
-        let key = state.key;
         let _epoch = self.epoch.read().await;
-        let _key = self.keys.lock(key.key).await;
+        let _key = self.keys.lock(state.key.key).await;
+        self.put_locked(state).await
+    }
+
+    /// [`put`](Self::put), by a caller that holds the epoch shared and the key's lock (a
+    /// resolve, which reads the state it rewrites under them).
+    pub(crate) async fn put_locked(&self, state: ActionState) -> Result<Arc<ActionState>> {
+        let key = state.key;
         self.check_owned(&key.key)?;
         self.flush_key(&key.key).await?;
         let epoch = self.writer_epoch()?;
@@ -349,6 +361,7 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
         if vanished {
             return Err(StoreError::StaleHandle { key, detail: "state vanished after indexing" });
         }
+        sh.waits.note(&state);
         Ok(state)
     }
 
@@ -588,6 +601,16 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
         sh.checkpoints.clear();
         sh.draining.iter_mut().for_each(VecDeque::clear);
         sh.retained.clear();
+        // The waits are in the journals of the pending states the rebuild replayed.
+        sh.waits.clear();
+        for recorded in sh.index.pending() {
+            match recorded.state() {
+                Ok(state) => sh.waits.note(&state),
+                Err(e) => {
+                    tracing::warn!(key = ?recorded.key(), error = %e, "a pending state did not decode; its waits are not listed")
+                }
+            }
+        }
         self.reclaimer.disable(not_reclaiming(&self.config, &*self.log));
     }
 }
@@ -640,6 +663,9 @@ impl Shared {
                 tracing::info!(key = %probe.key, seq = probe.seq, %reason, removed = inv.removed.len(), "divergence");
             }
             None => {}
+        }
+        for removed in &inv.removed {
+            self.waits.forget(&removed.key);
         }
         self.pending.entry(probe.key).or_default().extend(inv.records(probe, action));
     }

@@ -36,6 +36,17 @@ impl<L: StateLog, F: CheckpointForm> OpenRound<'_, L, F> {
     }
 }
 
+impl<L: StateLog, F: CheckpointForm> OpenRound<'_, L, F> {
+    /// An action of the round suspended on a durable wait
+    /// ([`Waited::Suspended`](crate::Waited::Suspended)): the round stays live (a checkpoint
+    /// keeps it, a restore replays it) without counting as dropped. Begin the round's action
+    /// again, in a new `OpenRound`, once [`waits`](ActionStateStore::waits) lists the wait as
+    /// resolved.
+    pub fn suspend(mut self) {
+        self.finished = true;
+    }
+}
+
 impl<L: StateLog, F: CheckpointForm> std::ops::Deref for OpenRound<'_, L, F> {
     type Target = Round;
 

@@ -3,7 +3,7 @@
 use actionstate_core::{
     ActionDigest, ActionId, ActionState, Attributes, Audit, AuditDetail, CallResult, CallStatus, Event, EventId,
     Fingerprint, IdempotencyKey, InvalidationReason, KeyId, KeyLabel, LogRecord, MemoryOp, MemoryUpdate, MissReason,
-    OccurrenceId, Progress, StateKey, TaggedBytes, Trigger, Value,
+    OccurrenceId, Progress, StateKey, TaggedBytes, Trigger, Value, WaitOutcome, WaitSecret, WaitSlot,
 };
 use proptest::prelude::*;
 
@@ -89,6 +89,21 @@ pub(crate) fn arb_call_status() -> impl Strategy<Value = CallStatus> {
         Just(CallStatus::Succeeded { result: Vec::new() }),
         proptest::collection::vec(any::<u8>(), 0..32).prop_map(|result| CallStatus::Succeeded { result }),
         proptest::collection::vec(any::<u8>(), 0..32).prop_map(|error| CallStatus::Failed { error }),
+        arb_wait_slot().prop_map(|wait| CallStatus::Waiting { wait }),
+        (arb_wait_slot(), arb_wait_outcome()).prop_map(|(wait, outcome)| CallStatus::Resolved { wait, outcome }),
+    ]
+}
+
+pub(crate) fn arb_wait_slot() -> impl Strategy<Value = WaitSlot> {
+    (any::<[u8; 16]>(), any::<u64>(), proptest::option::of(any::<u64>()))
+        .prop_map(|(secret, since_ms, deadline_ms)| WaitSlot { secret: WaitSecret(secret), since_ms, deadline_ms })
+}
+
+pub(crate) fn arb_wait_outcome() -> impl Strategy<Value = WaitOutcome> {
+    prop_oneof![
+        proptest::collection::vec(any::<u8>(), 0..32).prop_map(WaitOutcome::Reply),
+        proptest::collection::vec(any::<u8>(), 0..32).prop_map(WaitOutcome::Rejected),
+        Just(WaitOutcome::TimedOut),
     ]
 }
 
