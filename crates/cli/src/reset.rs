@@ -11,6 +11,7 @@
 use actionstate_core::{InvalidationReason, KeyId, Marker, Progress, StateLog};
 use actionstate_recovery::{
     ActionStateStore, AnyLog, CheckpointForm, OperatorInvalidation, Ownership, Retention, Snapshot, StoreConfig,
+    TwoPhase,
 };
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
@@ -47,17 +48,10 @@ pub(crate) struct ResetArgs {
     json: bool,
 }
 
-/// Opens the log `reset` repairs: an existing one only. It is first opened read-only, which
-/// creates, migrates and writes nothing, and that is all a dry run or a run without `--yes`
-/// gets; only `--yes` opens it for writing, with the partition count it has.
-async fn open_log(args: &ResetArgs) -> Result<AnyLog> {
-    let existing = crate::inspect::open(&args.log).await?;
-    if !args.writes() {
-        return Ok(existing);
-    }
-    let partitions = existing.identity().partitions;
-    // A data directory admits one handle at a time.
-    drop(existing);
+/// Opens the log `reset` writes the repair into, with the partition count it has, once the
+/// plan made on the read-only log found something to remove: a data directory opened for
+/// writing changes its file's bytes, so nothing opens it that way before then.
+async fn open_for_writing(args: &ResetArgs, partitions: u32) -> Result<AnyLog> {
     let config = crate::inspect::config(&args.log)?.with_partitions(partitions);
     actionstate_recovery::open(&config).await.map_err(|e| {
         crate::hint::with_hint(anyhow::Error::new(e).context(format!("opening {config} for writing")), &config)
@@ -87,13 +81,37 @@ pub(crate) async fn run(args: ResetArgs) -> Result<ExitCode> {
         bail!("--reason is empty: say why the key's history is removed (it is written into the audit record)");
     }
     InvalidationReason::operator(args.reason.as_str()).context("--reason")?;
-    let log = open_log(&args).await?;
-    reset(log, &args).await
+    // The plan is made on the log opened read-only, which creates, migrates and writes nothing:
+    // a refused reset (nothing to remove, no `--yes`) leaves every byte as it was.
+    let log = crate::inspect::open(&args.log).await?;
+    let partitions = log.identity().partitions;
+    let (store, planned) = rebuild_and_plan(log, &args).await?;
+    if planned.states.is_empty() {
+        // An audit record that removes nothing would report a repair that did not happen
+        // (often a mistyped key): refused, whatever the flags.
+        return Err(nothing_to_remove(&store, &args, &planned));
+    }
+    if !args.writes() {
+        return report(&args, &planned, None);
+    }
+    // A data directory admits one handle at a time.
+    drop(store);
+    let (store, planned) = rebuild_and_plan(open_for_writing(&args, partitions).await?, &args).await?;
+    if planned.states.is_empty() {
+        return Err(nothing_to_remove(&store, &args, &planned));
+    }
+    if !args.json {
+        // What it removes is on the screen before anything is written.
+        print_plan(&args, &planned, true);
+    }
+    let key = planned.key;
+    let written = store.invalidate(key, args.from_seq, &args.reason).await.context("writing the invalidation")?;
+    report(&args, &planned, Some(&written))
 }
 
-async fn reset<L: StateLog>(log: L, args: &ResetArgs) -> Result<ExitCode> {
-    // The index of the whole log: every key, every retained record, nothing pruned. The store
-    // never reclaims: it takes no checkpoint.
+/// An index of the whole `log` (every key, every retained record, nothing pruned; the store
+/// takes no checkpoint, so it never reclaims), and what the reset would remove from it.
+async fn rebuild_and_plan<L: StateLog>(log: L, args: &ResetArgs) -> Result<(ActionStateStore<L, TwoPhase>, Plan)> {
     // An operator is not an owner: the repair writes with the newest epoch and fences nobody.
     let config = StoreConfig { retention: Retention::KeepAll, fence_on_rebuild: false, ..StoreConfig::default() };
     let earliest = log.earliest_offsets().await?;
@@ -101,46 +119,35 @@ async fn reset<L: StateLog>(log: L, args: &ResetArgs) -> Result<ExitCode> {
         Snapshot { checkpoint: 0, marker: Marker::new(log.identity().clone(), earliest), completed: Arc::default() };
     let (store, restored) =
         ActionStateStore::restore(log, config, &Ownership::All, &[start]).await.context("rebuilding the index")?;
-    let rebuilt = restored.rebuild;
     let key = KeyId::of(args.key.as_bytes());
     let states = plan(&store, &key, args.from_seq)?;
     let rounds = states.iter().map(|p| p.round).collect::<std::collections::BTreeSet<u64>>().len();
-    let planned = Plan { key, states, rounds, records_read: rebuilt.records };
-    if planned.states.is_empty() {
-        // An audit record that removes nothing would report a repair that did not happen
-        // (often a mistyped key): refused, whatever the flags.
-        return Err(nothing_to_remove(&store, args, &planned));
-    }
+    Ok((store, Plan { key, states, rounds, records_read: restored.rebuild.records }))
+}
 
-    let write = args.writes();
-    if !args.json {
-        // What it removes is on the screen before anything is written.
-        print_plan(args, &planned, write);
-    }
-    let written = if write {
-        Some(store.invalidate(key, args.from_seq, &args.reason).await.context("writing the invalidation")?)
-    } else {
-        None
-    };
+/// Prints what the reset removed (`written`) or would remove, and refuses a run that would
+/// write without `--yes`.
+fn report(args: &ResetArgs, planned: &Plan, written: Option<&OperatorInvalidation>) -> Result<ExitCode> {
     if args.json {
-        print_json(args, &planned, written.as_ref())?;
-    } else {
-        match &written {
-            Some(w) => outln!(
-                "wrote an audit record (operator: {:?}) and {} tombstones: a replay of round {} and later rounds runs \
-                 their actions again",
-                args.reason,
-                w.records - 1,
-                args.from_seq
-            ),
-            None if args.dry_run => outln!("dry run: nothing written"),
-            None => {}
-        }
+        print_json(args, planned, written)?;
+    } else if written.is_none() {
+        print_plan(args, planned, false);
     }
-    if !write && !args.dry_run {
+    match written {
+        Some(w) if !args.json => outln!(
+            "wrote an audit record (operator: {:?}) and {} tombstones: a replay of round {} and later rounds runs \
+             their actions again",
+            args.reason,
+            w.records - 1,
+            args.from_seq
+        ),
+        None if args.dry_run && !args.json => outln!("dry run: nothing written"),
+        _ => {}
+    }
+    if written.is_none() && !args.dry_run {
         bail!(
             "refusing to write without --yes: reset would remove {} states of key {} from round {} (pass --yes \
-             to write the invalidation, or --dry-run to only print)",
+             to write the invalidation, or --dry-run to only print); nothing written",
             planned.states.len(),
             args.key,
             args.from_seq

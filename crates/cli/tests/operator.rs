@@ -101,10 +101,13 @@ fn soak_and_demo_refuse_a_log_that_holds_anything() {
 /// and an empty reason, and writes nothing.
 #[test]
 fn reset_refuses_unknown_keys_and_empty_reasons_and_writes_nothing() {
+    // Refused with `--yes` too: the plan is made on the log opened read-only, so the data
+    // file stays byte-identical (it was opened for writing first, and its bytes changed).
     let dir = tempfile::tempdir().unwrap();
     let (data, url) = demo_store(dir.path());
     let before = actionstate(&["verify", "--log", &url, "--json"]);
     assert!(before.status.success(), "{}", text(&before));
+    let bytes = contents(&data);
     for (args, expected) in [
         (vec!["--key", "no-such-key", "--from-seq", "0", "--reason", "x", "--yes"], "has no recorded state"),
         (vec!["--key", "sim-key-0", "--from-seq", "100000", "--reason", "x", "--yes"], "has no state from round"),
@@ -118,6 +121,7 @@ fn reset_refuses_unknown_keys_and_empty_reasons_and_writes_nothing() {
         assert!(!out.status.success(), "{args:?} was accepted: {}", text(&out));
         assert!(text(&out).contains(expected), "{args:?}: {}", text(&out));
         assert!(text(&out).contains("nothing written") || expected == "--reason is empty", "{}", text(&out));
+        assert_eq!(contents(&data), bytes, "{args:?}: a refused reset changed the data directory's bytes");
     }
     let after = actionstate(&["verify", "--log", &url, "--json"]);
     let records = |o: &Output| serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["records"].clone();
