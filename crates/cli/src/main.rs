@@ -16,8 +16,10 @@ mod bench;
 mod demo;
 mod inspect;
 mod metrics;
+mod offline;
 mod reset;
 mod soak;
+mod waits;
 
 // Shared with the benchmark crate; `crate::claim` and `crate::hint` name them here as before.
 use actionstate_cli::{claim, hint, write_line};
@@ -77,6 +79,12 @@ enum Command {
     /// Invalidate every state of a key's rounds from one on (an operator's repair, audited in
     /// the log): prints what it removes, and writes only with `--yes`.
     Reset(reset::ResetArgs),
+    /// List the durable waits of a log: pending, and resolved but not resumed (key, round,
+    /// action, wait, age, deadline). Read-only; never shows a token or a reply.
+    Waits(waits::WaitsArgs),
+    /// Resolve (or reject) a durable wait by its token, offline: checks everything before it
+    /// writes, and the owner receives the outcome when it restores.
+    Resolve(waits::ResolveArgs),
     /// Decode every record and check the index invariants; exits non-zero on any problem.
     Verify {
         /// The log.
@@ -139,6 +147,8 @@ fn main() -> ExitCode {
             Command::Explain { log, key, seq, action, json } => inspect::explain(&log, &key, seq, &action, json).await,
             Command::Verify { log, json } => inspect::verify(&log, json).await,
             Command::Reset(args) => reset::run(args).await,
+            Command::Waits(args) => waits::list(args).await,
+            Command::Resolve(args) => waits::resolve(args).await,
             Command::Bench(args) => bench::run(args).await,
             Command::Soak(args) => soak::run(args).await,
         };

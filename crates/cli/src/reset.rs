@@ -8,15 +8,11 @@
 //! What would be removed is printed first; nothing is written without `--yes`, and
 //! `--dry-run` only prints.
 
-use actionstate_core::{InvalidationReason, KeyId, Marker, Progress, StateLog};
-use actionstate_recovery::{
-    ActionStateStore, AnyLog, CheckpointForm, OperatorInvalidation, Ownership, Retention, Snapshot, StoreConfig,
-    TwoPhase,
-};
+use actionstate_core::{InvalidationReason, KeyId, Progress, StateLog};
+use actionstate_recovery::{ActionStateStore, CheckpointForm, OperatorInvalidation, TwoPhase};
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct ResetArgs {
@@ -46,16 +42,6 @@ pub(crate) struct ResetArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
-}
-
-/// Opens the log `reset` writes the repair into, with the partition count it has, once the
-/// plan made on the read-only log found something to remove: a data directory opened for
-/// writing changes its file's bytes, so nothing opens it that way before then.
-async fn open_for_writing(args: &ResetArgs, partitions: u32) -> Result<AnyLog> {
-    let config = crate::inspect::config(&args.log)?.with_partitions(partitions);
-    actionstate_recovery::open(&config).await.map_err(|e| {
-        crate::hint::with_hint(anyhow::Error::new(e).context(format!("opening {config} for writing")), &config)
-    })
 }
 
 impl ResetArgs {
@@ -96,7 +82,8 @@ pub(crate) async fn run(args: ResetArgs) -> Result<ExitCode> {
     }
     // A data directory admits one handle at a time.
     drop(store);
-    let (store, planned) = rebuild_and_plan(open_for_writing(&args, partitions).await?, &args).await?;
+    let (store, planned) =
+        rebuild_and_plan(crate::offline::open_for_writing(&args.log, partitions).await?, &args).await?;
     if planned.states.is_empty() {
         return Err(nothing_to_remove(&store, &args, &planned));
     }
@@ -112,17 +99,11 @@ pub(crate) async fn run(args: ResetArgs) -> Result<ExitCode> {
 /// An index of the whole `log` (every key, every retained record, nothing pruned; the store
 /// takes no checkpoint, so it never reclaims), and what the reset would remove from it.
 async fn rebuild_and_plan<L: StateLog>(log: L, args: &ResetArgs) -> Result<(ActionStateStore<L, TwoPhase>, Plan)> {
-    // An operator is not an owner: the repair writes with the newest epoch and fences nobody.
-    let config = StoreConfig { retention: Retention::KeepAll, fence_on_rebuild: false, ..StoreConfig::default() };
-    let earliest = log.earliest_offsets().await?;
-    let start =
-        Snapshot { checkpoint: 0, marker: Marker::new(log.identity().clone(), earliest), completed: Arc::default() };
-    let (store, restored) =
-        ActionStateStore::restore(log, config, &Ownership::All, &[start]).await.context("rebuilding the index")?;
+    let (store, records_read) = crate::offline::whole(log).await?;
     let key = KeyId::of(args.key.as_bytes());
     let states = plan(&store, &key, args.from_seq)?;
     let rounds = states.iter().map(|p| p.round).collect::<std::collections::BTreeSet<u64>>().len();
-    Ok((store, Plan { key, states, rounds, records_read: restored.rebuild.records }))
+    Ok((store, Plan { key, states, rounds, records_read }))
 }
 
 /// Prints what the reset removed (`written`) or would remove, and refuses a run that would

@@ -58,6 +58,7 @@ fn read_only_commands(url: &str) -> Vec<Vec<String>> {
     vec![
         owned(&["inspect", "--log", url, "--json"]),
         owned(&["verify", "--log", url]),
+        owned(&["waits", "--log", url, "--json"]),
         owned(&["explain", "--log", url, "--key", "sim-key-0", "--seq", "0", "--action", "plan"]),
         owned(&["reset", "--log", url, "--key", "sim-key-0", "--from-seq", "0", "--reason", "audit", "--dry-run"]),
     ]

@@ -362,6 +362,7 @@ fn check_binary_line(subcommand: &str, line: &str, stdout: &str, what: &str) {
             assert!(stdout.contains("nothing written"), "{what}:\n{stdout}");
         }
         "reset" => assert!(stdout.contains("wrote an audit record"), "{what}:\n{stdout}"),
+        "waits" => assert!(stdout.contains(" waits (index rebuilt from "), "{what}: no waits header:\n{stdout}"),
         other => panic!("{what}: `{other}` is a command this test does not check yet: add what it must show"),
     }
 }

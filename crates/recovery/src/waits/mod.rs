@@ -145,7 +145,7 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
                 let now = if expired {
                     Some(self.settle(&token(wait.secret), WaitOutcome::TimedOut).await?.outcome)
                 } else {
-                    self.recorded_outcome(&token(wait.secret))?
+                    self.wait_outcome(&token(wait.secret))?
                 };
                 match now {
                     Some(outcome) => {
@@ -251,8 +251,11 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
         out
     }
 
-    /// The outcome recorded for the wait `token` names, if it has one.
-    fn recorded_outcome(&self, token: &WaitToken) -> Result<Option<WaitOutcome>> {
+    /// Where the wait `token` names stands, without writing anything: its outcome, or `None`
+    /// while it is pending. A token no wait of this store's has is
+    /// [`StoreError::UnknownWait`], as for [`resolve`](Self::resolve). The outcome holds the
+    /// reply: show it only to whoever holds the token.
+    pub fn wait_outcome(&self, token: &WaitToken) -> Result<Option<WaitOutcome>> {
         let (state, slot) = self.recorded_wait(token)?;
         Ok(match &state.calls()[slot].status {
             CallStatus::Resolved { outcome, .. } => Some(outcome.clone()),
