@@ -390,6 +390,7 @@ impl ChildArgs {
                 abort_every: num("abort_every", take("abort_every")?)?,
                 owners: num("owners", take("owners")?)?,
                 reconcile: num("reconcile", take("reconcile")?)?,
+                approval_every: 0,
             },
             external: values.remove("external"),
         };

@@ -78,7 +78,22 @@ struct Summary {
     external_duplicates: u64,
     /// Questions the reconciler asked the service that cannot deduplicate.
     external_lookups: u64,
+    /// The approval step's durable waits: made, approved, rejected, timed out, resumed, and
+    /// outcomes delivered twice or lost (both must be 0).
+    waits: Waits,
     elapsed_ms: f64,
+}
+
+/// The durable waits of the demo's approval step.
+#[derive(Serialize, Debug)]
+struct Waits {
+    made: u64,
+    resolved: u64,
+    rejected: u64,
+    timed_out: u64,
+    resumed: u64,
+    delivered_twice: u64,
+    lost: u64,
 }
 
 /// The log `--log` names, or a fresh data directory.
@@ -105,6 +120,8 @@ pub(crate) async fn run(args: DemoArgs) -> Result<ExitCode> {
         // `tool.fetch` goes to the service that cannot deduplicate and is reconciled by
         // asking it about the call's key.
         reconcile: true,
+        // About one round in five asks for a person's approval.
+        approval_every: 5,
     };
     // The log is claimed before anything else runs, so that a second command started during
     // the rehearsals below finds it taken (`claim`). The rehearsals run on as many partitions
@@ -137,6 +154,8 @@ pub(crate) async fn run(args: DemoArgs) -> Result<ExitCode> {
     }
     let ok = summary.duplicate_side_effects == 0
         && summary.lost_acknowledged == 0
+        && summary.waits.delivered_twice == 0
+        && summary.waits.lost == 0
         && summary.matches_crash_free_run
         && (!summary.idempotency || summary.external_duplicates == 0);
     if !ok {
@@ -279,6 +298,15 @@ fn summary_of(
         external_deduplicated: external.deduplicated,
         external_duplicates: external.duplicates,
         external_lookups: external.lookups,
+        waits: Waits {
+            made: outcome.waits.made,
+            resolved: outcome.waits.resolved,
+            rejected: outcome.waits.rejected,
+            timed_out: outcome.waits.timed_out,
+            resumed: outcome.waits.resumed,
+            delivered_twice: outcome.waits.delivered_twice,
+            lost: outcome.waits.lost,
+        },
         elapsed_ms: (started.elapsed().as_secs_f64() * 1e5).round() / 100.0,
     }
 }
@@ -309,6 +337,12 @@ fn missed_plan(s: &Summary, crashes: &Crashes) -> Vec<String> {
     }
     if s.reused == 0 {
         missed.push("no completed action was reused after a restore".to_owned());
+    }
+    if s.waits.made == 0 || s.waits.resumed == 0 {
+        missed.push(format!(
+            "{} approvals waited for and {} resumed: the run showed no wait",
+            s.waits.made, s.waits.resumed
+        ));
     }
     missed
 }
@@ -346,6 +380,16 @@ fn print_summary(s: &Summary) {
         s.external_deduplicated,
         if s.idempotency { "idempotency keys sent" } else { "no idempotency keys: --no-idempotency" }
     );
+    let w = &s.waits;
+    outln!(
+        "  approvals waited for        {} ({} approved, {} rejected, {} timed out; {} resumed)",
+        w.made,
+        w.resolved,
+        w.rejected,
+        w.timed_out,
+        w.resumed
+    );
+    outln!("  approvals twice / lost      {} / {}", w.delivered_twice, w.lost);
     outln!("  duplicate external effects  {}", s.external_duplicates);
     outln!("  duplicate side effects      {}", s.duplicate_side_effects);
     outln!("  acknowledged states lost    {}", s.lost_acknowledged);

@@ -53,6 +53,8 @@ async fn run_to_approval(store: &ActionStateStore<AnyLog>) -> (ActionHandle, Wai
     (h, waited)
 }
 
+// Long: one operator's session, from the suspended owner through the refusals and the resolve
+// to the restored owner, reads as one story.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_offline_resolve_reaches_the_restored_owner_and_refusals_write_nothing() {
     let dir = tempfile::tempdir().unwrap();

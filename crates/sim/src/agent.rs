@@ -10,6 +10,8 @@
 //!                                               ▼
 //!                                           summarize ──▶ memory
 //! run_begin (bootstrap, minted every attempt) ──▶ greet ──▶ note ──▶ jot ──▶ memory
+//!
+//! plan ──▶ approval (some rounds) ──▶ approve ──(durable wait: a person)──▶ memory
 //! ```
 
 use actionstate_core::{ActionId, Attributes, Event, EventId, Value};
@@ -27,6 +29,9 @@ pub enum Kind {
     Greet,
     /// Triggered by the `note`; writes memory.
     Jot,
+    /// Triggered by an `approval` that `plan` emits in some rounds: waits durably for a
+    /// person's answer ([`APPROVAL_WAIT`]) and writes it into memory.
+    Approve,
 }
 
 impl Kind {
@@ -43,6 +48,7 @@ impl Kind {
             Kind::Summarize => "summarize",
             Kind::Greet => "greet",
             Kind::Jot => "jot",
+            Kind::Approve => "approve",
         }
     }
 
@@ -52,6 +58,7 @@ impl Kind {
             "task" => &[Kind::Work],
             "result" => &[Kind::Summarize],
             "note" => &[Kind::Jot],
+            "approval" => &[Kind::Approve],
             _ => &[],
         }
     }
@@ -66,6 +73,8 @@ pub const PLAN_CALL: &str = "llm.plan";
 pub const SEARCH_CALL: &str = "tool.search";
 /// The second durable call of `work` (a tool; reconciled when the simulation says so).
 pub const FETCH_CALL: &str = "tool.fetch";
+/// The durable wait of `approve`.
+pub const APPROVAL_WAIT: &str = "approval";
 /// Every durable call the agent makes.
 pub const CALLS: [&str; 3] = [PLAN_CALL, SEARCH_CALL, FETCH_CALL];
 

@@ -1,6 +1,7 @@
 //! One attempt of a run: the process between two crashes, with its stores and where it
 //! stands in the input source; and what every attempt of a run shares.
 
+use crate::approvals::Approver;
 use crate::crash::{CrashLog, Crashes};
 use crate::external::ExternalClient;
 use crate::ledger::Ledger;
@@ -9,9 +10,9 @@ use crate::plan::mix;
 use crate::results::Memory;
 use crate::source::LogSource;
 use actionstate_core::{EventId, KeyId};
-use actionstate_recovery::{ActionStateStore, Ownership, TwoPhase};
+use actionstate_recovery::{ActionStateStore, Clock, Ownership, TwoPhase};
 use parking_lot::Mutex;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
 /// The log every store of an attempt writes through: the source's, with crashes injected.
@@ -22,7 +23,18 @@ pub(crate) struct Run<'a> {
     pub(crate) source: &'a [(u32, i64)],
     pub(crate) crashes: &'a Crashes,
     pub(crate) ledger: &'a Mutex<Ledger>,
+    /// The person who approves (see `approvals.rs`): outside the runtime, like the ledger.
+    pub(crate) approver: &'a Mutex<Approver>,
     pub(crate) outcome: &'a mut Outcome,
+}
+
+/// A round whose action waits durably: key number, input value and sequence number, enough
+/// to run the round again (its completed actions reused) once the wait ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Parked {
+    pub(crate) k: u32,
+    pub(crate) v: i64,
+    pub(crate) seq: u64,
 }
 
 /// One attempt: a store per owner, the input position, and the runtime's own state.
@@ -39,6 +51,12 @@ pub(crate) struct Attempt<S: LogSource> {
     pub(crate) checkpoint_id: u64,
     /// Where the agent's durable calls go, when not computed in process.
     pub(crate) external: Option<Arc<ExternalClient>>,
+    /// Per key, its round that waits (at most one: later inputs queue behind it).
+    pub(crate) parked: BTreeMap<KeyId, Parked>,
+    /// Per key with a parked round, the inputs queued behind it (key number, value).
+    pub(crate) deferred: BTreeMap<KeyId, VecDeque<(u32, i64)>>,
+    /// The clock the stores time waits by: moved by the runtime, one step at a time.
+    pub(crate) clock: Clock,
 }
 
 impl<S: LogSource> Attempt<S> {

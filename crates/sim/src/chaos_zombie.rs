@@ -24,6 +24,7 @@ pub async fn zombie_episodes<S: LogSource>(mut source: impl FnMut(u64) -> S, epi
             abort_every: 0,
             owners: 1 + u32::try_from(episode % 2).unwrap_or(0),
             reconcile: episode % 3 == 0,
+            approval_every: 0,
         };
         let plan = RunPlan {
             crashes: vec![CrashPoint::BeforeOperation(30 + (episode * 17) % 40)],

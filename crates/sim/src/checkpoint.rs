@@ -1,7 +1,7 @@
 //! Checkpoints: what a completed one holds, where they are kept, which ones retention keeps,
 //! and taking one (snapshots of every store, some aborted).
 
-use crate::attempt::Attempt;
+use crate::attempt::{Attempt, Parked};
 use crate::crash::Crashes;
 use crate::outcome::{Outcome, SimError, crash_or};
 use crate::plan::{SimConfig, mix};
@@ -9,11 +9,11 @@ use crate::results::Memory;
 use crate::source::LogSource;
 use actionstate_core::{KeyId, Marker};
 use actionstate_recovery::{Retention, Snapshot, StoreConfig};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
 /// A completed checkpoint: the runtime's own state (input position, next sequence number per
-/// key, memory) and the store's (every owner's marker, and the last completed round per key).
+/// key, memory, the rounds that wait and the inputs queued behind them) and the store's (every owner's marker, and the last completed round per key).
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Checkpoint {
     pub(crate) id: u64,
@@ -22,6 +22,10 @@ pub(crate) struct Checkpoint {
     pub(crate) memory: Memory,
     pub(crate) markers: Vec<Marker>,
     pub(crate) completed: HashMap<KeyId, u64>,
+    #[serde(default)]
+    pub(crate) parked: BTreeMap<KeyId, Parked>,
+    #[serde(default)]
+    pub(crate) deferred: BTreeMap<KeyId, VecDeque<(u32, i64)>>,
 }
 
 impl Checkpoint {
@@ -102,6 +106,8 @@ pub(crate) async fn take<S: LogSource>(
         memory: a.memory.clone(),
         markers: snapshots.into_iter().map(|s| s.marker).collect(),
         completed,
+        parked: a.parked.clone(),
+        deferred: a.deferred.clone(),
     };
     keep.keep(&cp)?;
     for store in &a.stores {

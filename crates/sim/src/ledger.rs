@@ -66,6 +66,13 @@ pub struct Ledger {
     /// Completions and durable-call results acknowledged to a zombie: appended to the log,
     /// and never to be replayed.
     pub zombie_acks: u64,
+    /// Outcomes of durable waits delivered: completions of a waiting action acknowledged, by
+    /// the outcome's name, once per incarnation of the action.
+    pub waits_delivered: BTreeMap<&'static str, u64>,
+    /// Completions of a waiting action acknowledged again in the same incarnation: an outcome
+    /// delivered twice.
+    pub waits_delivered_twice: u64,
+    delivered: HashSet<(StateKey, u32)>,
     /// Whether what is recorded now is a zombie's (see [`set_zombie`](Self::set_zombie)).
     zombie: bool,
     attempt: u64,
@@ -247,6 +254,19 @@ impl Ledger {
         self.journal(format_args!("done {}", hex::encode(key.to_bytes())));
         self.history.push(LedgerEntry::Completed { attempt: self.attempt, key });
         self.acked.insert(key);
+    }
+
+    /// The completion of the waiting action `key` (incarnation `incarnation`), which received
+    /// the outcome named `outcome`, was acknowledged.
+    pub fn wait_delivered(&mut self, key: StateKey, incarnation: u32, outcome: &'static str) {
+        if self.zombie {
+            return;
+        }
+        if self.delivered.insert((key, incarnation)) {
+            *self.waits_delivered.entry(outcome).or_default() += 1;
+        } else {
+            self.waits_delivered_twice += 1;
+        }
     }
 
     /// Completions acknowledged so far.

@@ -16,6 +16,7 @@
 #![warn(missing_docs)]
 
 pub mod agent;
+mod approvals;
 mod attempt;
 pub mod chaos;
 mod chaos_report;
@@ -36,8 +37,10 @@ mod runtime;
 pub mod soak;
 pub mod soak_owners;
 mod source;
+mod waiting;
 mod zombie;
 
+pub use approvals::WaitFigures;
 pub use crash::{CrashLog, CrashPoint, Crashes, InjectedCrash};
 pub use ledger::{CallKey, Ledger, LedgerEntry, ReplayedJournal};
 pub use outcome::{Outcome, SimError};

@@ -1,5 +1,6 @@
 //! What a run produced and observed ([`Outcome`]), and why it stopped early ([`SimError`]).
 
+use crate::approvals::WaitFigures;
 use crate::crash::{CrashPoint, Crashes, InjectedCrash};
 use crate::ledger::Ledger;
 use crate::results::{Memory, RoundResults};
@@ -93,6 +94,10 @@ pub struct Outcome {
     /// Of those, how many a rebuild of a retained checkpoint (the oldest and the newest)
     /// indexed: must be 0.
     pub zombie_appends_replayed: u64,
+    /// Inputs that queued behind their key's round while it waited for an approval.
+    pub queued: u64,
+    /// The durable waits of the approval step ([`SimConfig::approval_every`](crate::SimConfig::approval_every)).
+    pub waits: WaitFigures,
 }
 
 impl Outcome {
@@ -124,6 +129,8 @@ impl Outcome {
             zombies_fenced: 0,
             zombie_appends: 0,
             zombie_appends_replayed: 0,
+            queued: 0,
+            waits: WaitFigures::default(),
         }
     }
 }

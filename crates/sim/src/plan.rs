@@ -21,11 +21,23 @@ pub struct SimConfig {
     pub owners: u32,
     /// Whether `work` uses reconcile mode for its second call.
     pub reconcile: bool,
+    /// About one round in this many asks for a person's approval, which the `approve` action
+    /// waits for durably (0: none; see `approvals.rs`).
+    pub approval_every: u32,
 }
 
 impl Default for SimConfig {
     fn default() -> Self {
-        SimConfig { seed: 1, keys: 4, inputs: 24, checkpoint_every: 4, abort_every: 3, owners: 1, reconcile: false }
+        SimConfig {
+            seed: 1,
+            keys: 4,
+            inputs: 24,
+            checkpoint_every: 4,
+            abort_every: 3,
+            owners: 1,
+            reconcile: false,
+            approval_every: 0,
+        }
     }
 }
 

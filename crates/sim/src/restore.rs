@@ -7,7 +7,7 @@ use crate::outcome::Outcome;
 use crate::plan::{InputChange, RunPlan, key_id};
 use crate::source::LogSource;
 use actionstate_core::KeyId;
-use actionstate_recovery::{ActionStateStore, Ownership, Retention, StoreConfig, StoreError};
+use actionstate_recovery::{ActionStateStore, Clock, Ownership, Retention, StoreConfig, StoreError};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -33,22 +33,20 @@ fn ownerships(owners: u32) -> Vec<Ownership> {
 /// model cannot say in step what they have reclaimed, so here they keep everything and the
 /// runs check replay alone. The owners' campaign (`tests/tests/all/owners_campaign.rs`) and
 /// property test check shared retention.
-fn store_config(owners: &[Ownership]) -> StoreConfig {
-    if owners.len() > 1 {
-        StoreConfig { retention: Retention::KeepAll, ..StoreConfig::default() }
-    } else {
-        StoreConfig::default()
-    }
+fn store_config(owners: &[Ownership], clock: &Clock) -> StoreConfig {
+    let config = StoreConfig { clock: clock.clone(), ..StoreConfig::default() };
+    if owners.len() > 1 { StoreConfig { retention: Retention::KeepAll, ..config } } else { config }
 }
 
 /// Attempt number `attempt` over `log` with `owners` owners, each store rebuilt from the
-/// checkpoint `from` (or from nothing).
+/// checkpoint `from` (or from nothing), timing waits by `clock`.
 pub(crate) async fn restore<S: LogSource>(
     log: Log<S>,
     owners: u32,
     attempt: u64,
     from: Option<&Checkpoint>,
     outcome: &mut Outcome,
+    clock: &Clock,
 ) -> Result<Attempt<S>, StoreError> {
     let owners = ownerships(owners);
     let mut stores = Vec::with_capacity(owners.len());
@@ -57,7 +55,8 @@ pub(crate) async fn restore<S: LogSource>(
         let snapshots = cp.snapshots();
         for ownership in &owners {
             let (store, restored) =
-                ActionStateStore::restore(Arc::clone(&log), store_config(&owners), ownership, &snapshots[..]).await?;
+                ActionStateStore::restore(Arc::clone(&log), store_config(&owners, clock), ownership, &snapshots[..])
+                    .await?;
             outcome.rebuild_records += restored.rebuild.records;
             outcome.rebuilds += 1;
             stores.push(store);
@@ -70,7 +69,8 @@ pub(crate) async fn restore<S: LogSource>(
         // before it, and learns its keys (so that its retention never reclaims what the
         // other owners' checkpoints need).
         for ownership in &owners {
-            let fresh = ActionStateStore::restore(Arc::clone(&log), store_config(&owners), ownership, Vec::new());
+            let fresh =
+                ActionStateStore::restore(Arc::clone(&log), store_config(&owners, clock), ownership, Vec::new());
             let (store, restored) = fresh.await?;
             outcome.rebuild_records += restored.rebuild.records;
             outcome.rebuilds += 1;
@@ -87,6 +87,9 @@ pub(crate) async fn restore<S: LogSource>(
         attempt,
         checkpoint_id: outcome.checkpoints,
         external: None,
+        parked: from.map(|c| c.parked.clone()).unwrap_or_default(),
+        deferred: from.map(|c| c.deferred.clone()).unwrap_or_default(),
+        clock: clock.clone(),
     })
 }
 

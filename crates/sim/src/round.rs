@@ -2,7 +2,8 @@
 //! its durable calls journaled, its completion written, its memory applied.
 
 use crate::agent::{self, BOOTSTRAP, Kind};
-use crate::attempt::Attempt;
+use crate::approvals::{self, Approver};
+use crate::attempt::{Attempt, Parked, Run};
 use crate::crash::Crashes;
 use crate::external::{Api, ExternalError};
 use crate::ledger::Ledger;
@@ -11,31 +12,66 @@ use crate::plan::{SimConfig, key_id, key_name};
 use crate::source::LogSource;
 use actionstate_core::{
     ActionState, Attributes, Event, IdempotencyKey, MemoryOp, MemoryUpdate, StateKey, TaggedBytes, Trigger, Value,
+    WaitOutcome,
 };
-use actionstate_recovery::{ActionHandle, Begin, CallSource, DurableCall, Round};
+use actionstate_recovery::{ActionHandle, Begin, CallSource, DurableCall, Round, Wait, Waited};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
+use std::time::Duration;
 
-/// Processes input `v` of key number `k` as the key's next round: the input's `plan` and the
-/// bootstrap's `greet`, then every action their outputs trigger.
+/// What a round needs of the run besides the attempt: crash injection, the ledger, the
+/// approver (none for a zombie, whose tokens no one receives) and where results go.
+pub(crate) struct Ctx<'a> {
+    pub(crate) crashes: &'a Crashes,
+    pub(crate) ledger: &'a Mutex<Ledger>,
+    pub(crate) approver: Option<&'a Mutex<Approver>>,
+    pub(crate) outcome: &'a mut Outcome,
+}
+
+impl Run<'_> {
+    /// What a round of the surviving attempt needs.
+    pub(crate) fn ctx(&mut self) -> Ctx<'_> {
+        Ctx { crashes: self.crashes, ledger: self.ledger, approver: Some(self.approver), outcome: &mut *self.outcome }
+    }
+}
+
+/// Processes input `v` of key number `k` as the key's next round, or queues it behind the
+/// key's round that waits for an approval.
 pub(crate) async fn round<S: LogSource>(
     config: &SimConfig,
     a: &mut Attempt<S>,
     k: u32,
     v: i64,
-    crashes: &Crashes,
-    ledger: &Mutex<Ledger>,
-    outcome: &mut Outcome,
+    cx: &mut Ctx<'_>,
 ) -> Result<(), SimError> {
     let key = key_id(k);
-    let owner = a.owners.iter().position(|o| o.owns(&key)).unwrap_or(0);
+    if a.parked.contains_key(&key) {
+        cx.outcome.queued += 1;
+        a.deferred.entry(key).or_default().push_back((k, v));
+        return Ok(());
+    }
     let seq = {
         let next = a.next_seq.entry(key).or_insert(0);
         let seq = *next;
         *next += 1;
         seq
     };
+    play(config, a, Parked { k, v, seq }, cx).await
+}
+
+/// Runs round `r`: the input's `plan` and the bootstrap's `greet`, then every action their
+/// outputs trigger. A round run again (once its wait ended) reuses what it completed. If an
+/// action suspends on a wait, the round is parked: its other actions go on, and it stays live.
+pub(crate) async fn play<S: LogSource>(
+    config: &SimConfig,
+    a: &mut Attempt<S>,
+    r: Parked,
+    cx: &mut Ctx<'_>,
+) -> Result<(), SimError> {
+    let Parked { k, v, seq } = r;
+    let key = key_id(k);
+    let owner = a.owners.iter().position(|o| o.owns(&key)).unwrap_or(0);
     let input =
         agent::event(a.fresh_id(config.seed), "input", [("key", Value::Int(i64::from(k))), ("v", Value::Int(v))]);
     let boot = agent::event(a.fresh_id(config.seed), BOOTSTRAP, []);
@@ -45,21 +81,34 @@ pub(crate) async fn round<S: LogSource>(
         (Kind::Greet, boot, Trigger::Bootstrap { label: BOOTSTRAP.into() }),
     ]);
     let mut results: Vec<(String, Vec<Attributes>)> = Vec::new();
+    let mut waiting = false;
     while let Some((kind, event, trigger)) = queue.pop_front() {
-        crashes.operation()?;
+        cx.crashes.operation()?;
         let store = &a.stores[owner];
-        let begun = store.begin(&round, &kind.action(), &event, &trigger).await.map_err(|e| crash_or(e, crashes))?;
+        let begun = store.begin(&round, &kind.action(), &event, &trigger).await.map_err(|e| crash_or(e, cx.crashes))?;
         let state: Arc<ActionState> = match begun {
             Begin::Reuse(state) => {
-                outcome.reused += 1;
+                cx.outcome.reused += 1;
                 state
             }
             Begin::Resume(handle) => {
-                outcome.resumed += 1;
-                execute(config, a, owner, kind, &event, seq, handle, "resumed", crashes, ledger).await?
+                cx.outcome.resumed += 1;
+                match execute(config, a, owner, kind, &event, seq, handle, "resumed", cx).await? {
+                    Some(state) => state,
+                    None => {
+                        waiting = true;
+                        continue;
+                    }
+                }
             }
             Begin::Fresh(handle, reason) => {
-                execute(config, a, owner, kind, &event, seq, handle, reason.as_str(), crashes, ledger).await?
+                match execute(config, a, owner, kind, &event, seq, handle, reason.as_str(), cx).await? {
+                    Some(state) => state,
+                    None => {
+                        waiting = true;
+                        continue;
+                    }
+                }
             }
         };
         apply_memory(a.memory.entry(key).or_default(), &state);
@@ -71,8 +120,15 @@ pub(crate) async fn round<S: LogSource>(
             }
         }
     }
-    ledger.lock().round_done(key, seq, &results);
-    outcome.results.insert((key, seq), results);
+    if waiting {
+        // The round stays live (`suspend`, not `finish`): a checkpoint keeps what it did, and
+        // it is run again once its wait ended.
+        a.stores[owner].round(round).suspend();
+        a.parked.insert(key, r);
+        return Ok(());
+    }
+    cx.ledger.lock().round_done(key, seq, &results);
+    cx.outcome.results.insert((key, seq), results);
     // The store learns of the round only once all its actions are done: in between, the
     // actions need the attempt mutably, and a crash that cuts the round short leaves it for the
     // next attempt to replay, as it did before open rounds were counted.
@@ -80,7 +136,8 @@ pub(crate) async fn round<S: LogSource>(
     Ok(())
 }
 
-/// Runs action `kind` on `event` (its side effects go to the ledger) and completes it.
+/// Runs action `kind` on `event` (its side effects go to the ledger) and completes it; `None`
+/// if it suspended on a durable wait.
 #[allow(clippy::too_many_arguments, reason = "internal; the pieces are the run's state")]
 async fn execute<S: LogSource>(
     config: &SimConfig,
@@ -91,12 +148,13 @@ async fn execute<S: LogSource>(
     seq: u64,
     mut handle: ActionHandle,
     reason: &str,
-    crashes: &Crashes,
-    ledger: &Mutex<Ledger>,
-) -> Result<Arc<ActionState>, SimError> {
+    cx: &Ctx<'_>,
+) -> Result<Option<Arc<ActionState>>, SimError> {
+    let (crashes, ledger) = (cx.crashes, cx.ledger);
     let sk: StateKey = *handle.key();
     ledger.lock().execute(&sk, reason);
     let seed = config.seed;
+    let mut delivered = None;
     let (outputs, memory) = match kind {
         Kind::Plan => {
             let v = agent::int(event, "v");
@@ -105,7 +163,34 @@ async fn execute<S: LogSource>(
             let task = [("topic", Value::Int(v % 3))];
             let t1 = agent::event(a.fresh_id(seed), "task", task.clone());
             let t2 = agent::event(a.fresh_id(seed), "task", task);
-            (vec![t1, t2], vec![set("plan/last", plan)])
+            let mut outputs = vec![t1, t2];
+            if approvals::needs_approval(config, &sk.key, seq) {
+                outputs.push(agent::event(a.fresh_id(seed), "approval", [("amount", Value::Int(v))]));
+            }
+            (outputs, vec![set("plan/last", plan)])
+        }
+        Kind::Approve => {
+            let wait = Wait::new(agent::APPROVAL_WAIT)
+                .args(&agent::int(event, "amount"))?
+                .timeout(Duration::from_millis(approvals::APPROVAL_TIMEOUT_MS));
+            crashes.operation()?;
+            let waited = a.stores[owner].wait(&mut handle, wait).await.map_err(|e| crash_or(e, crashes))?;
+            let outcome = match waited {
+                Waited::Done(outcome) => outcome,
+                Waited::Suspended(token) => {
+                    if let Some(approver) = cx.approver {
+                        approver.lock().hand(seed, token, seq, a.clock.now_ms());
+                    }
+                    return Ok(None);
+                }
+            };
+            if outcome == WaitOutcome::TimedOut
+                && let Some(approver) = cx.approver
+            {
+                approver.lock().timed_out(sk.key, seq);
+            }
+            delivered = Some((handle.incarnation(), outcome.name()));
+            (Vec::new(), vec![set(&approvals::memory_path(seq), approvals::remembered(&outcome))])
         }
         Kind::Work => {
             let topic = agent::int(event, "topic");
@@ -127,8 +212,12 @@ async fn execute<S: LogSource>(
     };
     crashes.operation()?;
     let state = a.stores[owner].complete(handle, outputs, memory).await.map_err(|e| crash_or(e, crashes))?;
-    ledger.lock().completion_acked(sk);
-    Ok(state)
+    let mut l = ledger.lock();
+    l.completion_acked(sk);
+    if let Some((incarnation, outcome)) = delivered {
+        l.wait_delivered(sk, incarnation, outcome);
+    }
+    Ok(Some(state))
 }
 
 /// Makes durable call `function` of the action behind `handle` (replayed from its journal,

@@ -1,6 +1,7 @@
 //! The runtime: processes keyed inputs round by round through the store, takes checkpoints,
 //! crashes where told, restores and replays.
 
+use crate::approvals::{Approver, CLOCK_START_MS};
 use crate::attempt::{Attempt, Log, Run};
 use crate::check::lost_acknowledged;
 use crate::checkpoint::{self, Checkpoint, KeepCheckpoints, retained_floor};
@@ -13,9 +14,10 @@ use crate::restore::{change_source, restore};
 use crate::round::round;
 use crate::run_dir::RunDir;
 use crate::source::LogSource;
+use crate::waiting;
 use crate::zombie::{overlap, zombie_records};
 use actionstate_core::KeyId;
-use actionstate_recovery::{ActionStateStore, StoreError};
+use actionstate_recovery::{ActionStateStore, Clock, StoreError};
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -33,6 +35,10 @@ pub struct Sim<S: LogSource> {
 struct Campaign<S: LogSource> {
     crashes: Arc<Crashes>,
     ledger: Mutex<Ledger>,
+    /// The person who approves, outside the runtime.
+    approver: Mutex<Approver>,
+    /// The clock of the waits: the runs' time, which no crash turns back.
+    clock: Clock,
     /// The input source, as changed after the first restore.
     source: Vec<(u32, i64)>,
     outcome: Outcome,
@@ -115,6 +121,8 @@ impl<S: LogSource> Sim<S> {
         let mut c = Campaign {
             crashes: Crashes::new(plan.crashes.iter().copied()),
             ledger: Mutex::new(Ledger::default()),
+            approver: Mutex::new(Approver::default()),
+            clock: Clock::manual(CLOCK_START_MS),
             outcome: Outcome::new(self.source.backend(), source.len()),
             source,
             checkpoints: Vec::new(),
@@ -131,7 +139,13 @@ impl<S: LogSource> Sim<S> {
             if let Some((z, _)) = &c.zombie {
                 c.zombie_epochs.extend(z.stores.iter().map(ActionStateStore::epoch));
             }
-            let mut run = Run { source: &c.source, crashes: &c.crashes, ledger: &c.ledger, outcome: &mut c.outcome };
+            let mut run = Run {
+                source: &c.source,
+                crashes: &c.crashes,
+                ledger: &c.ledger,
+                approver: &c.approver,
+                outcome: &mut c.outcome,
+            };
             let result = self.process(&mut attempt, &mut run, &mut c.zombie, &mut c.checkpoints, progress).await;
             if let Some((z, rounds)) = c.zombie.take() {
                 // The source ended first.
@@ -157,7 +171,7 @@ impl<S: LogSource> Sim<S> {
             Some((z, _)) => Arc::clone(z.stores[0].log()),
             None => Arc::new(CrashLog::new(self.source.open().await?, Arc::clone(&c.crashes))),
         };
-        let restored = restore(log, c.owners, c.attempt_no, c.restore_point.as_ref(), &mut c.outcome).await;
+        let restored = restore(log, c.owners, c.attempt_no, c.restore_point.as_ref(), &mut c.outcome, &c.clock).await;
         let mut attempt = match restored {
             Ok(attempt) => attempt,
             // A crash during the restore (its fences are appends too): the next attempt
@@ -249,8 +263,13 @@ impl<S: LogSource> Sim<S> {
 
     /// The outcome of the whole run, with its final check: acknowledged states lost.
     async fn conclude(&self, c: Campaign<S>) -> Result<Outcome, StoreError> {
-        let Campaign { crashes, ledger, source, mut outcome, checkpoints, changed_keys, .. } = c;
+        let Campaign { crashes, ledger, approver, source, mut outcome, checkpoints, changed_keys, .. } = c;
         outcome.ledger = ledger.into_inner();
+        outcome.waits = approver.into_inner().figures(
+            &outcome.memory,
+            &outcome.ledger.waits_delivered,
+            outcome.ledger.waits_delivered_twice,
+        );
         outcome.source = source;
         outcome.operations = crashes.operations();
         outcome.appends = crashes.appends();
@@ -292,18 +311,29 @@ impl<S: LogSource> Sim<S> {
         let mut outcome = Outcome::new(self.source.backend(), source.len());
         let saved = dir.latest_checkpoint()?;
         let log: Log<S> = Arc::new(CrashLog::new(self.source.open().await?, Arc::clone(&crashes)));
-        let mut a = restore(log, self.config.owners, attempt, saved.as_ref(), &mut outcome).await?;
+        // A new process: the clock goes on from where an earlier one may have left it.
+        let clock = Clock::manual(CLOCK_START_MS + attempt * 3_600_000);
+        let mut a = restore(log, self.config.owners, attempt, saved.as_ref(), &mut outcome, &clock).await?;
         a.external = self.external.clone();
         let mut keep = dir;
         match &saved {
             Some(cp) => a.checkpoint_id = cp.id + 1,
             None => checkpoint::take(&self.config, &mut a, 0, &crashes, &mut outcome, &mut keep).await?,
         }
-        let mut run = Run { source: &source, crashes: &crashes, ledger: &ledger, outcome: &mut outcome };
+        // The approver of this process: a kill loses the tokens it held, and the next process
+        // hands them out again when it re-enters the waiting rounds.
+        let approver = Mutex::new(Approver::default());
+        let mut run =
+            Run { source: &source, crashes: &crashes, ledger: &ledger, approver: &approver, outcome: &mut outcome };
         self.process(&mut a, &mut run, &mut None, &mut keep, progress).await?;
         dir.save_final_memory(&a.memory)?;
         outcome.memory = std::mem::take(&mut a.memory);
         outcome.ledger = ledger.into_inner();
+        outcome.waits = approver.into_inner().figures(
+            &outcome.memory,
+            &outcome.ledger.waits_delivered,
+            outcome.ledger.waits_delivered_twice,
+        );
         outcome.source = source;
         outcome.operations = crashes.operations();
         outcome.appends = crashes.appends();
@@ -321,9 +351,12 @@ impl<S: LogSource> Sim<S> {
         checkpoints: &mut dyn KeepCheckpoints,
         progress: &(dyn Fn(usize) + Sync),
     ) -> Result<(), SimError> {
+        waiting::reenter(&self.config, a, &mut run.ctx()).await?;
         while a.pos < run.source.len() {
             let (k, v) = run.source[a.pos];
-            round(&self.config, a, k, v, run.crashes, run.ledger, run.outcome).await?;
+            let mut cx = run.ctx();
+            waiting::step(&self.config, a, &mut cx).await?;
+            round(&self.config, a, k, v, &mut cx).await?;
             a.pos += 1;
             progress(a.pos);
             if let Some((z, rounds)) = zombie.take() {
@@ -338,7 +371,7 @@ impl<S: LogSource> Sim<S> {
                 checkpoint::take(&self.config, a, id, run.crashes, run.outcome, checkpoints).await?;
             }
         }
-        Ok(())
+        waiting::drain(&self.config, a, &mut run.ctx()).await
     }
 
     /// Reads the whole log and counts the completions `ledger` saw acknowledged that are not

@@ -7,7 +7,7 @@ use crate::attempt::{Attempt, Run};
 use crate::checkpoint::Checkpoint;
 use crate::outcome::Outcome;
 use crate::plan::SimConfig;
-use crate::round::round;
+use crate::round::{Ctx, round};
 use crate::source::LogSource;
 use actionstate_core::{KeyId, LogRecord, Position, RangeRead, StateKey, StateLog, codec};
 use actionstate_recovery::{ActionStateStore, Ownership, Retention, StoreConfig, StoreError};
@@ -18,14 +18,15 @@ use std::sync::Arc;
 /// replaced it restored, with crash injection held back (the crashes are the surviving
 /// attempts'), then takes its snapshot, which must fail with [`StoreError::Fenced`].
 pub(crate) async fn overlap<S: LogSource>(config: &SimConfig, mut z: Attempt<S>, rounds: u64, run: &mut Run<'_>) {
-    let Run { source, crashes, ledger, outcome } = run;
+    let Run { source, crashes, ledger, outcome, .. } = run;
     crashes.pause(true);
     ledger.lock().set_zombie(true);
     // Its rounds' results go nowhere: downstream listens to the surviving attempt.
     let mut unseen = Outcome::new(outcome.backend, 0);
     for _ in 0..rounds {
         let Some(&(k, v)) = source.get(z.pos) else { break };
-        if round(config, &mut z, k, v, crashes, ledger, &mut unseen).await.is_err() {
+        let mut cx = Ctx { crashes, ledger, approver: None, outcome: &mut unseen };
+        if round(config, &mut z, k, v, &mut cx).await.is_err() {
             break;
         }
         z.pos += 1;

@@ -77,3 +77,35 @@ async fn attempts_over_a_run_dir_match_a_clean_run_and_read_back() {
     assert_eq!(dir.final_memory().unwrap(), Some(clean.memory.clone()));
     assert_eq!(sim.acknowledged_missing(&journal.ledger, &dir).await.unwrap(), 0);
 }
+
+/// The approval step: every round asks for approval; each wait ends once (approved, rejected or
+/// timed out) and its action resumes with it; later inputs of a key queue behind its waiting
+/// round; crashes anywhere, with restores from older checkpoints, end as the crash-free run.
+#[tokio::test]
+async fn approvals_end_once_and_crashed_runs_end_as_the_clean_one() {
+    let config = SimConfig { approval_every: 1, inputs: 30, ..SimConfig::default() };
+    let clean = Sim::new(MemorySource { log: MemoryLog::new(4) }, config.clone());
+    let a = clean.run(&RunPlan::clean(), &|_| {}).await.unwrap();
+    let w = &a.waits;
+    assert_eq!(w.made, 30, "one wait per round: {w:?}");
+    assert_eq!(w.resolved + w.rejected + w.timed_out, w.made, "{w:?}");
+    assert!(w.resolved > 0 && w.rejected > 0 && w.timed_out > 0, "{w:?}");
+    assert_eq!((w.resumed, w.delivered_twice, w.lost), (30, 0, 0), "{w:?}");
+    assert!(a.queued > 0, "no input queued behind a waiting round");
+    let approvals = a.memory.values().flat_map(|m| m.keys()).filter(|p| p.starts_with("approval/")).count();
+    assert_eq!(approvals, 30, "every round remembers its approval");
+    for points in [
+        vec![CrashPoint::BeforeOperation(120)],
+        vec![CrashPoint::AfterAppend(60), CrashPoint::BeforeAppend(140)],
+        vec![CrashPoint::BeforeOperation(40), CrashPoint::AfterAppend(200), CrashPoint::BeforeOperation(500)],
+    ] {
+        let plan = RunPlan { restore_from: vec![RestoreFrom::Back(1)], ..RunPlan::crashing(points.clone()) };
+        let sim = Sim::new(MemorySource { log: MemoryLog::new(4) }, config.clone());
+        let b = sim.run(&plan, &|_| {}).await.unwrap();
+        assert_eq!(b.crashes, points.len() as u64, "{points:?}");
+        assert_eq!(a.results, b.results, "{points:?}");
+        assert_eq!(a.memory, b.memory, "{points:?}");
+        assert_eq!((b.waits.delivered_twice, b.waits.lost), (0, 0), "{points:?}: {:?}", b.waits);
+        assert_eq!(b.ledger.duplicates(), 0, "{points:?}");
+    }
+}

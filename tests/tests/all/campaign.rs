@@ -55,6 +55,8 @@ fn config(backend: Backend, seed: u64) -> SimConfig {
         abort_every: rng.pick(&[0, 2, 3]),
         owners: rng.range(1, 2) as u32,
         reconcile: rng.range(0, 1) == 1,
+        // Some runs' rounds ask for approvals, which the actions wait for durably.
+        approval_every: rng.pick(&[0, 2, 3]),
     }
 }
 
@@ -109,6 +111,8 @@ struct Totals {
     zombie_effects: u64,
     zombie_appends: u64,
     zombie_replayed: u64,
+    waits: u64,
+    waits_resumed: u64,
 }
 
 impl Totals {
@@ -128,6 +132,8 @@ impl Totals {
         self.zombie_effects += o.ledger.zombie_effects;
         self.zombie_appends += o.zombie_appends;
         self.zombie_replayed += o.zombie_appends_replayed;
+        self.waits += o.waits.made;
+        self.waits_resumed += o.waits.resumed;
     }
 }
 
@@ -158,6 +164,12 @@ async fn one(backend: Backend, seed: u64, zombies: bool) -> (Case, Option<Outcom
     }
     if outcome.memory != clean.memory {
         problems.push("memory differs from the crash-free run".into());
+    }
+    if outcome.waits.delivered_twice != 0 || outcome.waits.lost != 0 {
+        problems.push(format!(
+            "wait outcomes delivered twice: {}, lost: {}",
+            outcome.waits.delivered_twice, outcome.waits.lost
+        ));
     }
     if outcome.zombie_appends_replayed != 0 {
         problems.push(format!("{} records of zombies replayed", outcome.zombie_appends_replayed));
@@ -243,7 +255,7 @@ async fn campaign(backend: Backend, default_runs: u64, first_seed: u64, zombies:
     println!(
         "{} backend={} runs={} crashes={} restores={} rescaled={} reused={} resumed={} calls_replayed={} \
          calls_reconciled={} duplicates={} lost={} zombies={} zombie_effects={} zombie_appends={} \
-         zombie_appends_replayed={} failures={} time={:.1}s",
+         zombie_appends_replayed={} waits={} waits_resumed={} failures={} time={:.1}s",
         if zombies { "zombie-campaign" } else { "campaign" },
         backend.name(),
         totals.runs,
@@ -260,6 +272,8 @@ async fn campaign(backend: Backend, default_runs: u64, first_seed: u64, zombies:
         totals.zombie_effects,
         totals.zombie_appends,
         totals.zombie_replayed,
+        totals.waits,
+        totals.waits_resumed,
         failures.len(),
         elapsed.as_secs_f64()
     );
@@ -277,6 +291,7 @@ async fn campaign(backend: Backend, default_runs: u64, first_seed: u64, zombies:
         // The campaign must actually crash, restore, resume and reconcile, or it proves nothing.
         assert!(totals.crashes >= totals.runs, "only {} crashes in {} runs", totals.crashes, totals.runs);
         assert!(totals.reused > 0 && totals.resumed > 0 && totals.calls_replayed > 0 && totals.calls_reconciled > 0);
+        assert!(totals.waits > 0 && totals.waits_resumed > 0, "no run waited: {totals:?}");
     }
     if zombies && single.is_none() {
         // Zombies must have run and written after their fence, or the campaign proves nothing.

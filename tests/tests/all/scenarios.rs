@@ -40,7 +40,16 @@ on_every_backend!("scenarios":
 /// inputs at 12 and 14 have the same key as the one at 8, the one at 13 another key, and the
 /// keys are split among two owners.
 fn config() -> SimConfig {
-    SimConfig { seed: 9, keys: 4, inputs: 20, checkpoint_every: 4, abort_every: 0, owners: 1, reconcile: false }
+    SimConfig {
+        seed: 9,
+        keys: 4,
+        inputs: 20,
+        checkpoint_every: 4,
+        abort_every: 0,
+        owners: 1,
+        reconcile: false,
+        approval_every: 0,
+    }
 }
 
 fn counter(point: &CrashPoint) -> (u8, u64) {

@@ -95,6 +95,7 @@ fn config(target: Target, seed: u64) -> SimConfig {
         abort_every: rng.pick(&[0, 2, 3]),
         owners: rng.range(1, 2) as u32,
         reconcile: rng.range(0, 1) == 1,
+        approval_every: 0,
     }
 }
 
