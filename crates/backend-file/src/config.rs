@@ -28,8 +28,8 @@ pub struct FileConfig {
     /// created and read permission is enough; the partition count is the stored one
     /// (`partitions` is not checked); [`append`](actionstate_core::StateLog::append),
     /// [`reclaim`](actionstate_core::StateLog::reclaim) and [`FileLog::truncate_before`] fail with
-    /// [`Error::Unsupported`]. A file that was not closed cleanly is refused with
-    /// [`FileError::NeedsRecovery`](crate::FileError::NeedsRecovery). Default `false`.
+    /// [`Error::Unsupported`]. A file that was not closed cleanly (its writer crashed) is
+    /// recovered in memory and read as recovered, still without writing. Default `false`.
     pub read_only: bool,
 }
 

@@ -35,6 +35,10 @@ pub(crate) enum Db {
     Write(redb::Database),
     /// Opened by [`FileConfig::read_only`]: appends and reclaims are refused.
     Read(redb::ReadOnlyDatabase),
+    /// Opened by [`FileConfig::read_only`] on a file its writer did not close: recovered as a
+    /// writer recovers it, with the recovery's writes kept in memory (`overlay.rs`), so the
+    /// file is read as it is and never written. Appends and reclaims are refused.
+    Recovered(redb::Database),
     /// Closed (while dropping).
     Closed,
 }
@@ -44,6 +48,7 @@ impl fmt::Debug for Db {
         f.write_str(match self {
             Db::Write(_) => "Db::Write",
             Db::Read(_) => "Db::Read",
+            Db::Recovered(_) => "Db::Recovered",
             Db::Closed => "Db::Closed",
         })
     }
@@ -52,7 +57,7 @@ impl fmt::Debug for Db {
 impl Db {
     pub(crate) fn begin_read(&self) -> Result<redb::ReadTransaction, redb::Error> {
         match self {
-            Db::Write(db) => Ok(db.begin_read()?),
+            Db::Write(db) | Db::Recovered(db) => Ok(db.begin_read()?),
             Db::Read(db) => Ok(db.begin_read()?),
             Db::Closed => Err(redb::Error::DatabaseClosed),
         }
@@ -62,7 +67,7 @@ impl Db {
     pub(crate) fn writable(&self, path: &Path, operation: &'static str) -> Result<&redb::Database, FileError> {
         match self {
             Db::Write(db) => Ok(db),
-            Db::Read(_) => Err(FileError::ReadOnly { path: path.to_path_buf(), operation }),
+            Db::Read(_) | Db::Recovered(_) => Err(FileError::ReadOnly { path: path.to_path_buf(), operation }),
             Db::Closed => Err(engine_error(path, operation, redb::Error::DatabaseClosed)),
         }
     }
@@ -206,7 +211,7 @@ impl Drop for Inner {
 
 impl Inner {
     pub(crate) fn is_read_only(&self) -> bool {
-        matches!(self.db, Db::Read(_))
+        matches!(self.db, Db::Read(_) | Db::Recovered(_))
     }
 
     /// Runs engine work `f`, turning a panic into [`FileError::Corrupt`] and breaking the

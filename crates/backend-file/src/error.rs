@@ -74,12 +74,12 @@ pub enum FileError {
         /// The database file.
         path: PathBuf,
     },
-    /// A read-only open found a file its writer did not close (the writer crashed). Recovering
-    /// it writes, which a read-only open never does; opening it for writing once (restarting
-    /// its writer) does.
+    /// A file its writer did not close (the writer crashed), which redb's read-only database
+    /// refuses. A read-only [`FileLog::open`](crate::FileLog::open) no longer returns it: it
+    /// recovers such a file in memory, without writing.
     #[error(
-        "{path} was not closed cleanly (its writer crashed); a read-only open does not recover \
-         it: open it for writing once, e.g. by restarting its writer, then retry"
+        "{path} was not closed cleanly (its writer crashed): open it for writing once, e.g. by \
+         restarting its writer, then retry"
     )]
     NeedsRecovery {
         /// The database file.

@@ -65,9 +65,9 @@
 //! - A read-only open ([`FileConfig::read_only`]) uses redb's read-only database: the file is
 //!   opened for reading only, nothing is written or created, and read permission is enough.
 //!   Its checksum pass ([`FileConfig::verify_on_open`]) runs redb's integrity check with every
-//!   write it makes kept in memory. A file its writer did not close (a crash, or a writer still
-//!   running) is [`FileError::NeedsRecovery`]: recovery writes, which a read-only open does
-//!   not do.
+//!   write it makes kept in memory. A file its writer did not close (it crashed) is recovered
+//!   the same way, in memory, and read as recovered: the file is never written, so `inspect`,
+//!   `waits` and the plan of `resolve` work on a store whose owner was killed.
 //!
 //! [`FileError::find`] finds the [`FileError`] behind an [`Error`] this crate returned, for a
 //! caller that tells its user what to do about it.

@@ -16,7 +16,7 @@ impl FileLog {
     ///
     /// Errors name the file or directory at fault: [`FileError::UnknownFormat`],
     /// [`FileError::Corrupt`], [`FileError::PartitionsChanged`], [`FileError::Locked`],
-    /// [`FileError::NeedsRecovery`], [`FileError::Io`]. This call blocks on disk I/O.
+    /// [`FileError::Io`]. This call blocks on disk I/O.
     pub fn open(config: FileConfig) -> Result<FileLog, FileError> {
         if config.read_only {
             return FileLog::open_read_only(&config);
@@ -51,11 +51,11 @@ impl FileLog {
             Ok(db) => Db::Read(db),
             // redb refuses a read-only open alike for a file its writer did not close and for
             // one whose length is not the one its header records (truncated). The integrity
-            // check, run without writing, tells them apart: it recovers the first and finds the
-            // second corrupt.
+            // check, run without writing, tells them apart: it recovers the first (in memory,
+            // and the log reads the recovered database) and finds the second corrupt.
             Err(FileError::NeedsRecovery { path }) => {
-                verify_without_writing(&path, config.cache_bytes)?;
-                return Err(FileError::NeedsRecovery { path });
+                let db = recovered_in_memory(&path, config.cache_bytes)?;
+                return FileLog::finish_open(db, path, None);
             }
             Err(e) => return Err(e),
         };
@@ -171,6 +171,21 @@ fn engine_open<D>(path: &Path, open: impl FnOnce() -> Result<D, redb::DatabaseEr
         Ok(Err(e)) => Err(open_error(path, e)),
         Err(detail) => Err(corrupt(path, detail)),
     }
+}
+
+/// The database at `path`, whose writer did not close it (it crashed), recovered as a writer
+/// recovers it (redb's integrity check, which also verifies every page) with the recovery's
+/// writes kept in memory: the file is read as it is and never written, so an operator can read
+/// a crashed store without changing a byte of it. No lock is held on the file: a writer that
+/// opens it meanwhile recovers it for real, and what this reads may then be refused as corrupt
+/// (never taken for a different store: redb checks every page it reads here).
+fn recovered_in_memory(path: &Path, cache_bytes: usize) -> Result<Db, FileError> {
+    let io = |source| FileError::Io { path: path.to_path_buf(), source };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let overlay = overlay::Overlay::new(file).map_err(io)?;
+    let mut builder = redb::Database::builder();
+    builder.set_check_integrity_on_open(true).set_cache_size(cache_bytes);
+    Ok(Db::Recovered(engine_open(path, || builder.create_with_backend(overlay))?))
 }
 
 /// Runs redb's integrity check (every page's checksum, the allocator state) on the file at

@@ -106,8 +106,10 @@ fn a_missing_store_is_not_created_by_a_read_only_open() {
     assert!(snapshot(dir.path()).is_empty());
 }
 
+/// A file its writer did not close (the copy a crash leaves) opens read-only: recovered in
+/// memory, read whole, and never written; appends are refused. A writer recovers it for real.
 #[tokio::test]
-async fn a_file_its_writer_did_not_close_needs_a_writer_to_recover_it() {
+async fn a_file_its_writer_did_not_close_is_recovered_in_memory_and_left_as_it_is() {
     let dir = tempfile::tempdir().unwrap();
     let copy = tempfile::tempdir().unwrap();
     {
@@ -120,14 +122,16 @@ async fn a_file_its_writer_did_not_close_needs_a_writer_to_recover_it() {
     }
     let before = snapshot(copy.path());
     for verify in [true, false] {
-        let err = FileLog::open(read_only(copy.path(), verify)).unwrap_err();
-        let path = copy.path().join(DB_FILE_NAME);
-        assert!(matches!(&err, FileError::NeedsRecovery { path: p } if *p == path), "{err:?}");
-        assert!(err.to_string().contains("open it for writing once"), "{err}");
+        let log = FileLog::open(read_only(copy.path(), verify)).unwrap();
+        assert_eq!(read_everything(&log).await, 40);
+        let err = log.append(record(99)).await.unwrap_err();
+        assert!(err.to_string().contains("read-only"), "{err}");
+        drop(log);
         assert_eq!(snapshot(copy.path()), before, "a read-only open repaired the file");
     }
-    // A writer recovers it, after which it opens read-only.
+    // A writer recovers it, after which it opens read-only as a cleanly closed file does.
     drop(FileLog::open(FileConfig::new(copy.path(), PARTITIONS)).unwrap());
+    assert_ne!(snapshot(copy.path()), before, "the writer did not recover the file");
     let log = FileLog::open(read_only(copy.path(), true)).unwrap();
     assert_eq!(read_everything(&log).await, 40);
 }
