@@ -150,6 +150,12 @@ impl StateLog for FlussLog {
         self.list_offsets("end_offsets", OffsetSpec::Latest).await.map_err(|e| with_operation(e, "end_offsets"))
     }
 
+    /// Both lists asked at once (Fluss answers each offset spec in a request of its own).
+    async fn offsets(&self) -> Result<(Vec<u64>, Vec<u64>), CoreError> {
+        let (earliest, end) = tokio::join!(self.earliest_offsets(), self.end_offsets());
+        Ok((earliest?, end?))
+    }
+
     async fn read(&self, partition: u32, from: u64, to: u64, max: usize) -> Result<ReadBatch, CoreError> {
         if partition >= self.identity.partitions {
             return Err(with_operation(

@@ -163,6 +163,11 @@ impl StateLog for KafkaLog {
         Ok(self.watermarks("end_offsets").await?.into_iter().map(|(_, hi)| hi).collect())
     }
 
+    /// One request per partition for both (a watermark request answers both).
+    async fn offsets(&self) -> Result<(Vec<u64>, Vec<u64>), CoreError> {
+        Ok(self.watermarks("offsets").await?.into_iter().unzip())
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities::RECLAIM
     }

@@ -204,6 +204,12 @@ macro_rules! backends {
                 }
             }
 
+            async fn offsets(&self) -> Result<(Vec<u64>, Vec<u64>), Error> {
+                match *self {
+                    $(#[cfg(feature = $feature)] AnyLog::$variant(ref log) => log.offsets().await,)*
+                }
+            }
+
             async fn read(&self, partition: u32, from: u64, to: u64, max: usize) -> Result<ReadBatch, Error> {
                 match *self {
                     $(#[cfg(feature = $feature)] AnyLog::$variant(ref log) => log.read(partition, from, to, max).await,)*

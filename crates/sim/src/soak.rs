@@ -49,7 +49,8 @@ pub struct SoakSample {
     pub inputs: u64,
     /// Time since the start.
     pub elapsed_s: f64,
-    /// Resident memory of the process (0 where it cannot be read).
+    /// The most resident memory of the process since the previous sample, read every 20 ms (0
+    /// where it cannot be read).
     pub rss_bytes: u64,
     /// The most bytes the backend held since the previous sample, as the caller measures
     /// them (measured every 20 ms: a backend that frees disk in steps, as a Kafka broker does
@@ -74,7 +75,9 @@ pub struct SoakReport {
     pub inputs_per_s: f64,
     /// Bytes held at the end over bytes held at half the run (each the most held in its tenth).
     pub disk_growth: f64,
-    /// Resident memory at the end over resident memory at half the run.
+    /// Resident memory at the end over resident memory at half the run (each the most resident
+    /// in its tenth: one reading of a process whose resident size moves by a few megabytes
+    /// from one moment to the next says little).
     pub rss_growth: f64,
     /// The most entries a snapshot's completion map held.
     pub snapshot_entries: usize,
@@ -147,6 +150,8 @@ pub(crate) struct Sampler<'a> {
     tenth: u64,
     mark: u64,
     peak: u64,
+    /// The most resident memory seen in the current tenth.
+    rss_peak: u64,
     bytes_held: &'a (dyn Fn() -> u64 + Sync),
     samples: Vec<SoakSample>,
 }
@@ -154,7 +159,16 @@ pub(crate) struct Sampler<'a> {
 impl<'a> Sampler<'a> {
     pub(crate) fn new(inputs: u64, bytes_held: &'a (dyn Fn() -> u64 + Sync)) -> Self {
         let tenth = (inputs / 10).max(1);
-        Sampler { started: Instant::now(), inputs, tenth, mark: tenth, peak: 0, bytes_held, samples: Vec::new() }
+        Sampler {
+            started: Instant::now(),
+            inputs,
+            tenth,
+            mark: tenth,
+            peak: 0,
+            rss_peak: 0,
+            bytes_held,
+            samples: Vec::new(),
+        }
     }
 
     /// Samples until every worker has finished; `counts` gives the records reclaimed so far
@@ -171,13 +185,14 @@ impl<'a> Sampler<'a> {
             let finished = workers.is_empty();
             let now = done.load(Ordering::Relaxed);
             self.peak = self.peak.max((self.bytes_held)());
+            self.rss_peak = self.rss_peak.max(resident_bytes());
             while now >= self.mark && self.mark <= self.inputs {
                 let (records_reclaimed, indexed_states) = counts();
                 let mut p = progress.lock();
                 let s = SoakSample {
                     inputs: now,
                     elapsed_s: self.started.elapsed().as_secs_f64(),
-                    rss_bytes: resident_bytes(),
+                    rss_bytes: self.rss_peak.max(resident_bytes()),
                     backend_bytes: self.peak.max((self.bytes_held)()),
                     snapshot_entries: p.snapshot_entries,
                     snapshot_ms: p.snapshot_ms,
@@ -190,6 +205,7 @@ impl<'a> Sampler<'a> {
                 self.samples.push(s);
                 self.mark += self.tenth;
                 self.peak = 0;
+                self.rss_peak = 0;
             }
             if finished {
                 return Ok(());

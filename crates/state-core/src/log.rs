@@ -234,6 +234,18 @@ pub trait StateLog: Send + Sync + 'static {
     /// Per partition, the end offset: one past the last durable record.
     fn end_offsets(&self) -> impl Future<Output = Result<Vec<u64>, Error>> + Send;
 
+    /// Per partition, the earliest and the end offset, as [`earliest_offsets`](Self::earliest_offsets)
+    /// and [`end_offsets`](Self::end_offsets) give them. A backend whose server answers both
+    /// in one request (Kafka's watermarks) SHOULD override it: the owners of a shared log ask
+    /// for both after every checkpoint. The default asks the two methods one after the other,
+    /// which is right for a wrapper that adds behavior to each (fault injection); a wrapper
+    /// that only forwards SHOULD forward this too, or the backend's override is lost.
+    fn offsets(&self) -> impl Future<Output = Result<(Vec<u64>, Vec<u64>), Error>> + Send {
+        // One after the other (this crate runs no tasks): the earliest first, so that no end
+        // read before it lies below it.
+        async move { Ok((self.earliest_offsets().await?, self.end_offsets().await?)) }
+    }
+
     /// Reads at most `max` records of `partition` with offsets in `[from, to)`, keeping the
     /// [read rules](StateLog#reads) of the contract.
     fn read(
@@ -293,6 +305,10 @@ impl<L: StateLog> StateLog for std::sync::Arc<L> {
 
     fn end_offsets(&self) -> impl Future<Output = Result<Vec<u64>, Error>> + Send {
         (**self).end_offsets()
+    }
+
+    fn offsets(&self) -> impl Future<Output = Result<(Vec<u64>, Vec<u64>), Error>> + Send {
+        (**self).offsets()
     }
 
     fn read(

@@ -116,9 +116,8 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
         }
         // Three independent questions to the backend, asked at once; their errors are reported
         // in this order whatever order the answers come in.
-        let (current, earliest, end) =
-            tokio::join!(self.log.current_identity(), self.log.earliest_offsets(), self.log.end_offsets());
-        let (current, earliest, end) = (current?, earliest?, end?);
+        let (current, offsets) = tokio::join!(self.log.current_identity(), self.log.offsets());
+        let (current, (earliest, end)) = (current?, offsets?);
         // No checkpoint: nothing to replay, but the fences are appended and read all the same.
         let marker = merged.unwrap_or_else(|| Marker::new(current.clone(), end.clone()));
         marker.validate(&current, &earliest, &end)?;

@@ -242,8 +242,8 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
     /// has its checkpoint or the earliest retained record is reached.
     async fn find_checkpoints(&self, ownership: &Ownership, from: RestoreFrom) -> Result<Found> {
         let p = CHECKPOINT_PARTITION;
-        let (earliest, end) = tokio::join!(self.log.earliest_offsets(), self.log.end_offsets());
-        let (lo_limit, end) = (offset_of(&earliest?, p), offset_of(&end?, p));
+        let (earliest, end) = self.log.offsets().await?;
+        let (lo_limit, end) = (offset_of(&earliest, p), offset_of(&end, p));
         let mut coverage = Coverage::new(ownership);
         let mut found = Found { chosen: Vec::new(), uncovered: false, scanned: 0, newest_id: 0, passed_over: false };
         let mut pending: VecDeque<Commit> = VecDeque::new();

@@ -113,8 +113,8 @@ async fn scan<L: StateLog>(
     cache: &mut Landmarks,
 ) -> Result<Outcome, actionstate_core::Error> {
     let p = CHECKPOINT_PARTITION;
-    let (earliest, end) = tokio::join!(log.earliest_offsets(), log.end_offsets());
-    let (earliest, end) = (offset_of(&earliest?, p), offset_of(&end?, p));
+    let (earliest, end) = log.offsets().await?;
+    let (earliest, end) = (offset_of(&earliest, p), offset_of(&end, p));
     cache.fit(earliest, end);
     // What was appended since the last scan, read forwards.
     let mut range = RangeRead::new(p, cache.hi, end, job.read_batch.max(1));

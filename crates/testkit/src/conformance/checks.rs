@@ -63,7 +63,7 @@ pub async fn per_partition_order<H: Harness>(h: &H) -> CheckResult {
     check_positions(&log, &appended, &stored, "one key").await
 }
 
-/// End and earliest offsets bracket exactly the appended records.
+/// End and earliest offsets bracket exactly the appended records, and `offsets` gives both.
 pub async fn end_and_earliest_offsets<H: Harness>(h: &H) -> CheckResult {
     let log = must("open", h.fresh(2)).await?;
     let e0 = must("earliest", log.earliest_offsets()).await?;
@@ -90,6 +90,9 @@ pub async fn end_and_earliest_offsets<H: Harness>(h: &H) -> CheckResult {
         let got = read_range(&log, p, e1, n1).await?;
         ensure!(got.len() as u64 == count, "partition {p} reads back {} records of the {count} appended", got.len());
     }
+    // Both at once (a backend may answer them in one request) give the same.
+    let both = must("offsets", log.offsets()).await?;
+    ensure!(both == (e1.clone(), n1.clone()), "offsets() gave {both:?}, earliest and end gave {e1:?} and {n1:?}");
     Ok(())
 }
 
