@@ -24,6 +24,9 @@
 //!   rescale to three halfway; both again with the soak keeping the checkpoints (two-phase).
 //!   `bench soak kafka` makes the same runs with 200,000 inputs on
 //!   topics of a local broker started for it, measuring the topics' partition directories.
+//! - `bench waits` — a durable wait, resolved and resumed, against a plain durable call, and
+//!   100,000 pending waits (bytes each, the restore that finds them), on the embedded store;
+//!   `bench waits kafka` makes the first on a local broker.
 //! - `fuzz [--time SECONDS]` — the decoder fuzz target from its seed corpus (needs cargo-fuzz
 //!   and a nightly toolchain, installed on demand when missing; without nightly, the stable
 //!   compiler with `RUSTC_BOOTSTRAP=1`). Its checks also run in `ci`, inside the workspace's
@@ -97,6 +100,7 @@ fn print_help() {
          bench fluss          store put and rebuild vs raw fluss-rs: a local Fluss cluster, then 3 tablet servers\n  \
          bench soak           a million inputs: retention on and off, 4 owners vs 1, 4 rescaled to 3, both two-phase too\n  \
          bench soak kafka     the same, 200,000 inputs on a local Kafka broker\n  \
+         bench waits [kafka]  a durable wait, resolved and resumed, vs a plain call; 100,000 pending waits\n  \
          fuzz [--time SECS]   run the record-decoder fuzz target (default 60 s)\n  \
          chaos kafka [--leader-kills N] [--zombie-episodes N]   kill Kafka partition leaders under puts, run zombie writers (local 3-node cluster)\n  \
          chaos fluss [--leader-kills N]   kill the busiest Fluss tablet server under puts and rebuilds (local 3-server cluster)\n  \
@@ -510,8 +514,25 @@ fn bench(what: Option<&str>, on: Option<&str>) -> Result<()> {
             measured?;
             stopped.context("stopping the fluss3 cluster")
         }
-        Some(other) => bail!("unknown benchmark `{other}` (known: index, restore, file, kafka, fluss, soak)"),
-        None => bail!("usage: cargo xtask bench <index|restore|file|kafka|fluss|soak>"),
+        // A durable wait, resolved and resumed, against a plain durable call; on the embedded
+        // store also 100,000 pending waits (memory per wait, the restore that finds them).
+        Some("waits") if on.is_none() => run(
+            "bench waits",
+            cargo().args(["run", "--release", "-p", "actionstate-bench", "--no-default-features", "--", "--waits"]),
+        ),
+        Some("waits") if on == Some("kafka") => {
+            let kafka = services::up_kafka().context("starting the Kafka broker for the benchmark")?;
+            let url = format!("kafka://{}/actionstate-bench?replication=1", kafka.client.bootstrap);
+            let bench =
+                ["run", "--release", "-p", "actionstate-bench", "--features", "kafka", "--", "--waits", "--log"];
+            let measured = run("bench waits kafka", cargo().args(bench).arg(&url));
+            let stopped = services::down_kafka();
+            measured?;
+            stopped.context("stopping the Kafka broker")
+        }
+        Some("waits") => bail!("usage: cargo xtask bench waits [kafka]"),
+        Some(other) => bail!("unknown benchmark `{other}` (known: index, restore, file, kafka, fluss, soak, waits)"),
+        None => bail!("usage: cargo xtask bench <index|restore|file|kafka|fluss|soak|waits>"),
     }
 }
 

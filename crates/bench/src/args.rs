@@ -37,6 +37,14 @@ pub(crate) struct BenchArgs {
     /// The history sizes of `--restore`, in inputs.
     #[arg(long, value_delimiter = ',', default_value = "10000,100000,1000000")]
     pub(crate) restore_sizes: Vec<u64>,
+    /// Instead of put and rebuild: a durable wait, resolved and resumed, against a plain
+    /// durable call, and (on a file log) a store holding `--pending-waits` pending waits (see
+    /// the `waits` module).
+    #[arg(long, conflicts_with = "restore")]
+    pub(crate) waits: bool,
+    /// The pending waits `--waits` makes on a file log.
+    #[arg(long, default_value_t = 100_000)]
+    pub(crate) pending_waits: u64,
     /// Print one JSON object (with `--restore`, one per run).
     #[arg(long)]
     pub(crate) json: bool,

@@ -8,7 +8,9 @@
 //!   `kafka` module);
 //! - `--log fluss://...`: against raw fluss-rs clients (see the `fluss` module);
 //! - `--restore`: a restore from the log's own checkpoints as its history grows (see the
-//!   `restore` module).
+//!   `restore` module);
+//! - `--waits`: a durable wait, resolved and resumed, against a plain durable call, and a
+//!   store holding 100,000 pending waits (see the `waits` module).
 //!
 //! The store side is measured as `actionstate bench` measures an operator's log
 //! (`actionstate_cli::measure`), and the same claim rules hold: a data directory must be absent
@@ -34,6 +36,7 @@ mod fluss;
 mod kafka;
 mod report;
 mod restore;
+mod waits;
 
 use actionstate_cli::claim;
 use actionstate_file::FileConfig;
@@ -57,6 +60,9 @@ async fn run(mut args: BenchArgs) -> Result<ExitCode> {
     // mistake refuses rather than running beside it. (A data directory is claimed below.)
     if !matches!(log, LogConfig::File(_)) {
         claim::refuse_if_holding(&log, "bench").await?;
+    }
+    if args.waits {
+        return waits::run(&args, log).await;
     }
     match log {
         LogConfig::File(c) if args.restore => restore::run(&args, &c.dir).await,

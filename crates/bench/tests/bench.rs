@@ -111,3 +111,20 @@ fn fluss_bench_reports_put_and_rebuild_ratios() {
     assert_eq!(r["records"], 300, "{r}");
     assert_common_figures(&r, 20, "raw_read_records_per_s");
 }
+
+/// `--waits` on the embedded store: a waiting action's phases and its ratio to a plain call,
+/// then the pending waits, each found again by the restore; what it created is removed.
+#[test]
+fn waits_bench_reports_the_ratio_to_a_plain_call_and_the_pending_waits_a_restore_finds() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let url = format!("file:{}", data.display());
+    let r = report(&bench(&["--waits", "--log", &url, "--puts", "10", "--pending-waits", "500", "--json"]));
+    assert_eq!((r["backend"].as_str(), r["actions"].as_u64()), (Some("file"), Some(10)), "{r}");
+    for field in ["plain_call_ms", "wait_suspend_ms", "resolve_ms", "resume_ms", "wait_resolve_resume_ms", "ratio"] {
+        assert!(r[field].as_f64().is_some_and(|v| v > 0.0), "{field} in {r}");
+    }
+    assert_eq!((r["pending_waits"].as_u64(), r["restored_waits"].as_u64()), (Some(500), Some(500)), "{r}");
+    assert!(r["restore_ms"].as_f64().is_some_and(|v| v > 0.0), "{r}");
+    assert!(!data.exists(), "the benchmark left the directory it created");
+}
