@@ -441,21 +441,12 @@ const SOAK_RUNS: [&[&str]; 5] = [
     &["--owners", "4", "--rescale-to", "3", "--two-phase"],
 ];
 
-fn bench(what: Option<&str>, on: Option<&str>) -> Result<()> {
-    match what {
-        Some("index") => run("bench index", cargo().args(["bench", "-p", "actionstate-index", "--bench", "index"])),
-        Some("restore") => run(
-            "bench restore",
-            cargo().args(["run", "--release", "-p", "actionstate-bench", "--no-default-features", "--", "--restore"]),
-        ),
-        // The embedded backend alone: without the server backends, no librdkafka to build.
-        Some("file") => run(
-            "bench file",
-            cargo().args(["run", "--release", "-p", "actionstate-bench", "--no-default-features", "--"]),
-        ),
+/// `bench soak [kafka]`: the runs of `SOAK_RUNS`, on the embedded store or on a local broker.
+fn bench_soak(on: Option<&str>) -> Result<()> {
+    match on {
         // A million inputs with retention on, then keeping everything: flat or growing; then
         // four owners sharing the log against one, and four that rescale to three halfway.
-        Some("soak") if on.is_none() => {
+        None => {
             for (n, extra) in SOAK_RUNS.iter().enumerate() {
                 let soak = ["run", "--release", "-p", "actionstate", "--", "soak", "--inputs", "1000000"];
                 run(&format!("bench soak ({}/{})", n + 1, SOAK_RUNS.len()), cargo().args(soak).args(*extra))?;
@@ -464,7 +455,7 @@ fn bench(what: Option<&str>, on: Option<&str>) -> Result<()> {
         }
         // The same runs on Kafka topics, 200,000 inputs each: the topics' partition
         // directories on the broker's disk, flat or growing.
-        Some("soak") if on == Some("kafka") => {
+        Some("kafka") => {
             let kafka = services::up_kafka().context("starting the Kafka broker for the soak")?;
             let log_dir = services::kafka_log_dir()?;
             let measured = SOAK_RUNS.iter().enumerate().try_for_each(|(n, extra)| {
@@ -482,7 +473,46 @@ fn bench(what: Option<&str>, on: Option<&str>) -> Result<()> {
             measured?;
             stopped.context("stopping the Kafka broker")
         }
-        Some("soak") => bail!("usage: cargo xtask bench soak [kafka]"),
+        Some(_) => bail!("usage: cargo xtask bench soak [kafka]"),
+    }
+}
+
+/// `bench waits [kafka]`: a durable wait against a plain durable call (`actionstate-bench --waits`).
+fn bench_waits(on: Option<&str>) -> Result<()> {
+    match on {
+        // A durable wait, resolved and resumed, against a plain durable call; on the embedded
+        // store also 100,000 pending waits (memory per wait, the restore that finds them).
+        None => run(
+            "bench waits",
+            cargo().args(["run", "--release", "-p", "actionstate-bench", "--no-default-features", "--", "--waits"]),
+        ),
+        Some("kafka") => {
+            let kafka = services::up_kafka().context("starting the Kafka broker for the benchmark")?;
+            let url = format!("kafka://{}/actionstate-bench?replication=1", kafka.client.bootstrap);
+            let bench =
+                ["run", "--release", "-p", "actionstate-bench", "--features", "kafka", "--", "--waits", "--log"];
+            let measured = run("bench waits kafka", cargo().args(bench).arg(&url));
+            let stopped = services::down_kafka();
+            measured?;
+            stopped.context("stopping the Kafka broker")
+        }
+        Some(_) => bail!("usage: cargo xtask bench waits [kafka]"),
+    }
+}
+
+fn bench(what: Option<&str>, on: Option<&str>) -> Result<()> {
+    match what {
+        Some("index") => run("bench index", cargo().args(["bench", "-p", "actionstate-index", "--bench", "index"])),
+        Some("restore") => run(
+            "bench restore",
+            cargo().args(["run", "--release", "-p", "actionstate-bench", "--no-default-features", "--", "--restore"]),
+        ),
+        // The embedded backend alone: without the server backends, no librdkafka to build.
+        Some("file") => run(
+            "bench file",
+            cargo().args(["run", "--release", "-p", "actionstate-bench", "--no-default-features", "--"]),
+        ),
+        Some("soak") => bench_soak(on),
         Some("kafka") => {
             let kafka = services::up_kafka().context("starting the Kafka broker for the benchmark")?;
             let measured =
@@ -514,23 +544,7 @@ fn bench(what: Option<&str>, on: Option<&str>) -> Result<()> {
             measured?;
             stopped.context("stopping the fluss3 cluster")
         }
-        // A durable wait, resolved and resumed, against a plain durable call; on the embedded
-        // store also 100,000 pending waits (memory per wait, the restore that finds them).
-        Some("waits") if on.is_none() => run(
-            "bench waits",
-            cargo().args(["run", "--release", "-p", "actionstate-bench", "--no-default-features", "--", "--waits"]),
-        ),
-        Some("waits") if on == Some("kafka") => {
-            let kafka = services::up_kafka().context("starting the Kafka broker for the benchmark")?;
-            let url = format!("kafka://{}/actionstate-bench?replication=1", kafka.client.bootstrap);
-            let bench =
-                ["run", "--release", "-p", "actionstate-bench", "--features", "kafka", "--", "--waits", "--log"];
-            let measured = run("bench waits kafka", cargo().args(bench).arg(&url));
-            let stopped = services::down_kafka();
-            measured?;
-            stopped.context("stopping the Kafka broker")
-        }
-        Some("waits") => bail!("usage: cargo xtask bench waits [kafka]"),
+        Some("waits") => bench_waits(on),
         Some(other) => bail!("unknown benchmark `{other}` (known: index, restore, file, kafka, fluss, soak, waits)"),
         None => bail!("usage: cargo xtask bench <index|restore|file|kafka|fluss|soak|waits>"),
     }
