@@ -361,6 +361,7 @@ impl ChildArgs {
             format!("abort_every={}", c.abort_every),
             format!("owners={}", c.owners),
             format!("reconcile={}", c.reconcile),
+            format!("approval_every={}", c.approval_every),
         ]
         .into_iter()
         .chain(self.external.as_ref().map(|url| format!("external={url}")))
@@ -390,7 +391,7 @@ impl ChildArgs {
                 abort_every: num("abort_every", take("abort_every")?)?,
                 owners: num("owners", take("owners")?)?,
                 reconcile: num("reconcile", take("reconcile")?)?,
-                approval_every: 0,
+                approval_every: num("approval_every", take("approval_every")?)?,
             },
             external: values.remove("external"),
         };

@@ -26,6 +26,9 @@ pub(crate) struct Checkpoint {
     pub(crate) parked: BTreeMap<KeyId, Parked>,
     #[serde(default)]
     pub(crate) deferred: BTreeMap<KeyId, VecDeque<(u32, i64)>>,
+    /// The runtime's clock when the checkpoint was taken (0: before the clock was kept).
+    #[serde(default)]
+    pub(crate) clock_ms: u64,
 }
 
 impl Checkpoint {
@@ -108,6 +111,7 @@ pub(crate) async fn take<S: LogSource>(
         completed,
         parked: a.parked.clone(),
         deferred: a.deferred.clone(),
+        clock_ms: a.clock.now_ms(),
     };
     keep.keep(&cp)?;
     for store in &a.stores {

@@ -311,8 +311,10 @@ impl<S: LogSource> Sim<S> {
         let mut outcome = Outcome::new(self.source.backend(), source.len());
         let saved = dir.latest_checkpoint()?;
         let log: Log<S> = Arc::new(CrashLog::new(self.source.open().await?, Arc::clone(&crashes)));
-        // A new process: the clock goes on from where an earlier one may have left it.
-        let clock = Clock::manual(CLOCK_START_MS + attempt * 3_600_000);
+        // A new process takes the clock up where its checkpoint left it, so that it replays
+        // the steps after the checkpoint at the times a run without the kill took them: the
+        // approvals end as they would have (none times out because a process was killed).
+        let clock = Clock::manual(saved.as_ref().map_or(CLOCK_START_MS, |cp| cp.clock_ms.max(CLOCK_START_MS)));
         let mut a = restore(log, self.config.owners, attempt, saved.as_ref(), &mut outcome, &clock).await?;
         a.external = self.external.clone();
         let mut keep = dir;

@@ -2,7 +2,7 @@
 //! SIGKILL at a random moment (`tests/tests/all/sigkill.rs`).
 //!
 //! Usage: `sim-child state=DIR attempt=N log=LOG seed=.. keys=.. inputs=.. checkpoint_every=..
-//! abort_every=.. owners=.. reconcile=true|false [external=http://HOST:PORT]` (see
+//! abort_every=.. owners=.. reconcile=true|false approval_every=.. [external=http://HOST:PORT]` (see
 //! `actionstate_tests::ChildArgs`), where
 //! `LOG` is any log URL (`file:DIR?partitions=N`, `kafka://HOST:PORT/TOPIC?...` or
 //! `fluss://HOST:PORT/DATABASE/TABLE?...`).

@@ -13,7 +13,11 @@
 //! outputs), and every completed checkpoint atomically (see `actionstate_sim::RunDir`). After
 //! each run: no action or durable call whose completion or result had been acknowledged
 //! executed again, no acknowledged completion is missing from the log, and the outputs of
-//! every round and the final memory equal those of a crash-free run in memory.
+//! every round and the final memory equal those of a crash-free run in memory. In some runs
+//! rounds wait for approvals: a kill strikes while they wait, before and after they are
+//! approved, and the next child hands their tokens out again to its approver and takes its
+//! clock up where its checkpoint left it; every approval ends as in the crash-free run (its
+//! outcome is in the final memory) and no waiting action completes twice.
 //!
 //! The agent's durable calls go to a local HTTP service (`actionstate_sim::external`), one per
 //! run, started by this process, so it outlives the children: it deduplicates by the calls'
@@ -95,7 +99,9 @@ fn config(target: Target, seed: u64) -> SimConfig {
         abort_every: rng.pick(&[0, 2, 3]),
         owners: rng.range(1, 2) as u32,
         reconcile: rng.range(0, 1) == 1,
-        approval_every: 0,
+        // Some runs' rounds wait for approvals: a kill strikes while they wait too, and the
+        // next child hands the tokens out again to its approver.
+        approval_every: rng.pick(&[0, 2, 3]),
     }
 }
 
@@ -144,6 +150,9 @@ async fn wait_for(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
 #[derive(Debug, Default)]
 struct RunReport {
     kills: u64,
+    /// Approvals the run's rounds waited for: each ended as in the crash-free run (its outcome
+    /// is in the final memory, which must equal that run's).
+    approvals: u64,
     /// Kills of children that had not recorded anything yet (opening the log, rebuilding).
     kills_before_work: u64,
     /// Children that failed with a retryable error of the log while brokers were being killed
@@ -286,6 +295,8 @@ async fn one_run(target: Target, seed: u64, rng: &mut Rng, log: String, root: &P
         let differ = clean.results.iter().filter(|(k, v)| journal.results.get(*k) != Some(*v)).count();
         problems.push(format!("outputs differ from the crash-free run in {differ} rounds"));
     }
+    report.approvals =
+        clean.memory.values().flat_map(|m| m.keys()).filter(|p| p.starts_with("approval/")).count() as u64;
     match dir.final_memory().unwrap() {
         Some(memory) if memory == clean.memory => {}
         Some(_) => problems.push("memory differs from the crash-free run".into()),
@@ -444,7 +455,7 @@ async fn sigkill_campaign(target: Target, kills: u64) {
     let (mut runs, mut total_kills, mut before_work, mut children, mut duplicates, mut lost, mut executed) =
         (0u64, 0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
     let mut reexecuted: BTreeMap<String, u64> = BTreeMap::new();
-    let mut transient = 0u64;
+    let (mut transient, mut approvals) = (0u64, 0u64);
     let mut external = ExternalReport::default();
     let mut failures = Vec::new();
     let mut kept = Vec::new();
@@ -485,6 +496,7 @@ async fn sigkill_campaign(target: Target, kills: u64) {
         children += report.children;
         duplicates += report.duplicates;
         lost += report.lost;
+        approvals += report.approvals;
         executed += report.executed;
         external.requests += report.external.requests;
         external.effects += report.external.effects;
@@ -510,7 +522,8 @@ async fn sigkill_campaign(target: Target, kills: u64) {
     println!(
         "sim-sigkill backend={}{} runs={runs} children={children} kills={total_kills} kills_before_work={before_work} \
          broker_kills={broker_kills} transient_failures={transient} executed={executed} reexecuted={reexecuted:?} \
-         duplicates={duplicates} lost={lost} external_effects={} external_deduplicated={} external_lookups={} \
+         duplicates={duplicates} lost={lost} approvals={approvals} external_effects={} external_deduplicated={} \
+         external_lookups={} \
          external_duplicates={} failures={} seed={seed:#x} time={:.1}s",
         target.backend.name(),
         match (target.broker_kills, target.backend) {
