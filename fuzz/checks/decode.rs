@@ -31,12 +31,13 @@ use std::sync::OnceLock;
 
 /// A golden record of every kind (`crates/state-core/tests/golden`, which the codec tests pin):
 /// the templates of the envelopes of (3). A new record kind without one here fails every input.
-const TEMPLATES: [(&str, &str); 5] = [
+const TEMPLATES: [(&str, &str); 6] = [
     ("upsert_completed", include_str!("../../crates/state-core/tests/golden/upsert_completed.hex")),
     ("delete_operator", include_str!("../../crates/state-core/tests/golden/delete_operator.hex")),
     ("audit_operator", include_str!("../../crates/state-core/tests/golden/audit_operator.hex")),
     ("fence", include_str!("../../crates/state-core/tests/golden/fence.hex")),
     ("checkpoint_commit", include_str!("../../crates/state-core/tests/golden/checkpoint_commit.hex")),
+    ("resolve_request", include_str!("../../crates/state-core/tests/golden/resolve_request.hex")),
 ];
 
 /// Runs every check on one input; panics (the fuzzer's finding) when one fails.

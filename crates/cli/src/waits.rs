@@ -4,19 +4,29 @@
 //! Both rebuild an index of the whole log (`offline.rs`). `waits` only reads: the log is opened
 //! read-only, so a data directory stays byte-identical. `resolve` checks everything it can
 //! before it opens the log for writing (the token's form, the reply's size, and that the
-//! rebuilt index has the wait, pending), so a refusal writes nothing; then it records the
-//! outcome as the owner does, through `ActionStateStore::resolve`, and the owner receives it
-//! when it restores (its replay reads the record). It is offline: the owner must be stopped,
-//! which a data directory enforces (one process holds it) and a server log cannot.
+//! rebuilt index has the wait, pending), so a refusal writes nothing. Then:
+//!
+//! - on a data directory (one process holds it, so the owner is stopped) it records the
+//!   outcome as the owner does, through `ActionStateStore::resolve`, and the owner receives
+//!   it when it restores (its replay reads the record);
+//! - on a server log (Kafka, Fluss), where the owner may be running, it appends a resolve
+//!   request to the key's partition (`ActionStateStore::request_resolve`), which the owner
+//!   records at its next poll or when it restores, and reads the partition until the owner
+//!   has recorded an outcome, to report which one stands (`--owner-stopped`: it does not
+//!   wait).
 //!
 //! Neither prints a token or a reply: whoever holds a token can approve what it guards.
 
-use actionstate_core::{KeyId, MAX_WAIT_REPLY, StateLog, WaitOutcome, WaitToken};
-use actionstate_recovery::{ActionStateStore, CheckpointForm, LogConfig, WaitInfo, WaitStatus};
+use actionstate_core::{
+    CallStatus, KeyId, LogRecord, MAX_WAIT_REPLY, Position, RangeRead, ResolveRequest, StateLog, WaitOutcome,
+    WaitToken, codec,
+};
+use actionstate_recovery::{ActionStateStore, AnyLog, CheckpointForm, LogConfig, WaitInfo, WaitStatus};
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct WaitsArgs {
@@ -34,8 +44,8 @@ pub(crate) struct WaitsArgs {
 #[derive(clap::Args, Debug)]
 #[command(group(clap::ArgGroup::new("outcome").required(true).args(["payload_file", "reject"])))]
 pub(crate) struct ResolveArgs {
-    /// The log holding the wait. Stop the runtime that owns the key first: this resolve is
-    /// offline (a data directory admits one process at a time).
+    /// The log holding the wait. On a data directory, stop the runtime that owns the key
+    /// first (one process holds it at a time); on a server log the owner may run.
     #[arg(long, value_name = "URL", default_value = crate::DEFAULT_LOG)]
     log: String,
     /// The wait's token, as the suspended action handed it out (`asw1-…`). Pass `-` to read it
@@ -48,9 +58,13 @@ pub(crate) struct ResolveArgs {
     /// Reject the wait, with this reason (at most 64 KiB).
     #[arg(long, value_name = "TEXT")]
     reject: Option<String>,
-    /// A server log (Kafka, Fluss) cannot tell whether its owner runs: say that it is stopped.
+    /// On a server log: the owner is stopped, so do not wait for it to record the outcome (it
+    /// records it when it restores).
     #[arg(long)]
     owner_stopped: bool,
+    /// On a server log: how long to wait for the running owner to record the outcome.
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    confirm_within: u64,
     /// Print JSON instead of a line.
     #[arg(long)]
     json: bool,
@@ -186,44 +200,105 @@ fn standing<L: StateLog, F: CheckpointForm>(
 pub(crate) async fn resolve(args: ResolveArgs) -> Result<ExitCode> {
     let token = token(&args)?;
     let (reject, bytes) = outcome(&args)?;
+    let wanted = if reject { WaitOutcome::Rejected(bytes) } else { WaitOutcome::Reply(bytes) };
     let config = crate::inspect::config(&args.log)?;
     let local = matches!(config, LogConfig::File(_) | LogConfig::Memory(_));
-    if !local && !args.owner_stopped {
-        bail!(
-            "{config} is a server log: resolve is offline, and cannot tell whether the owner of the key runs (a \
-             record written beside a running owner is not seen by it). Stop the owner and pass --owner-stopped, \
-             or resolve through the owner (`ActionStateStore::resolve`); nothing written"
-        );
-    }
     // The plan on the read-only log: a refusal leaves every byte as it was.
     let log = crate::inspect::open(&args.log).await?;
     let partitions = log.identity().partitions;
     let (store, records) = crate::offline::whole(log).await?;
     if let Some(first) = standing(&store, &token, records)? {
-        return report(&args, &first, false);
+        return report(&args, &first, false, "the wait already ended; nothing written");
     }
     drop(store);
-    let (store, records) =
-        crate::offline::whole(crate::offline::open_for_writing(&args.log, partitions).await?).await?;
-    standing(&store, &token, records)?;
-    let done = if reject { store.reject(&token, &bytes).await } else { store.resolve(&token, &bytes).await }
+    let log = crate::offline::open_for_writing(&args.log, partitions).await?;
+    if local {
+        let (store, records) = crate::offline::whole(log).await?;
+        standing(&store, &token, records)?;
+        let done = match &wanted {
+            WaitOutcome::Rejected(reason) => store.reject(&token, reason).await,
+            _ => store.resolve(&token, &bytes_of(&wanted)).await,
+        }
         .context("writing the resolution")?;
-    report(&args, &done.outcome, done.recorded)
+        let note = if done.recorded {
+            "the owner receives it when it restores"
+        } else {
+            "the wait already ended; nothing written"
+        };
+        return report(&args, &done.outcome, done.recorded, note);
+    }
+    let request = LogRecord::Resolve(ResolveRequest::new(&token, wanted.clone()));
+    let at = log.append(codec::encode(&request)?).await.context("appending the resolve request")?;
+    if args.owner_stopped {
+        return report(&args, &wanted, true, "requested: the owner records it when it restores");
+    }
+    let first = confirm(&log, &token, at, Duration::from_secs(args.confirm_within)).await?;
+    let ours = first == wanted;
+    let note = if ours { "the owner recorded it" } else { "another outcome came first; the request changed nothing" };
+    report(&args, &first, ours, note)
+}
+
+/// Reads the key's partition from the request on until the owner records an outcome for the
+/// wait, for at most `within`; returns the outcome.
+async fn confirm(log: &AnyLog, token: &WaitToken, at: Position, within: Duration) -> Result<WaitOutcome> {
+    let deadline = Instant::now() + within;
+    let mut next = at.offset;
+    loop {
+        let end = log.end_offsets().await?.get(at.partition as usize).copied().unwrap_or(0);
+        let mut range = RangeRead::new(at.partition, next, end, 1000);
+        while let Some(records) = range.next_batch(log).await? {
+            for r in records {
+                // Every state's log key carries the key id at bytes 1..33.
+                if r.key.get(1..33) != Some(&token.key.0[..]) {
+                    continue;
+                }
+                if let Ok(LogRecord::Upsert(state)) = codec::decode(&r.key, &r.value)
+                    && let Some(CallStatus::Resolved { outcome, .. }) = state
+                        .calls()
+                        .iter()
+                        .map(|c| &c.status)
+                        .find(|s| s.wait().is_some_and(|w| w.secret == token.secret))
+                {
+                    return Ok(outcome.clone());
+                }
+            }
+        }
+        next = next.max(end);
+        if Instant::now() >= deadline {
+            bail!(
+                "the resolve request is durable (partition {}, offset {}), and the owner has not recorded an outcome \
+                 within {}s: it records it at its next poll of resolve requests, or when it restores; `actionstate \
+                 waits` shows whether it did",
+                at.partition,
+                at.offset,
+                within.as_secs()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The bytes of a reply or a rejection.
+fn bytes_of(outcome: &WaitOutcome) -> Vec<u8> {
+    match outcome {
+        WaitOutcome::Reply(b) | WaitOutcome::Rejected(b) => b.clone(),
+        WaitOutcome::TimedOut => Vec::new(),
+    }
 }
 
 /// Prints what the resolve did: the outcome's kind and size, never its bytes.
-fn report(args: &ResolveArgs, outcome: &WaitOutcome, recorded: bool) -> Result<ExitCode> {
+fn report(args: &ResolveArgs, outcome: &WaitOutcome, recorded: bool, note: &str) -> Result<ExitCode> {
     let len = match outcome {
         WaitOutcome::Reply(b) | WaitOutcome::Rejected(b) => b.len(),
         WaitOutcome::TimedOut => 0,
     };
     if args.json {
-        let out = serde_json::json!({ "recorded": recorded, "outcome": outcome.name(), "bytes": len });
+        let out = serde_json::json!({ "recorded": recorded, "outcome": outcome.name(), "bytes": len, "note": note });
         outln!("{}", serde_json::to_string(&out)?);
     } else if recorded {
-        outln!("recorded: {} ({len} bytes); the owner receives it when it restores", outcome.name());
+        outln!("recorded: {} ({len} bytes); {note}", outcome.name());
     } else {
-        outln!("the wait already ended: {} ({len} bytes) stands; nothing written", outcome.name());
+        outln!("{} ({len} bytes) stands: {note}", outcome.name());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,9 +1,10 @@
 #![allow(clippy::unwrap_used, reason = "tests")]
 //! `actionstate waits` and `actionstate resolve` on the embedded store, as an operator runs
 //! them while the owner is stopped: `waits` lists a suspended action's wait and changes no
-//! byte; `resolve` refuses a malformed token, an unknown one, an oversized reply and a server
-//! log it cannot check, writing nothing; it records the first outcome only; the owner, restored,
-//! receives the reply in the re-entered action. No output shows the token or the reply.
+//! byte; `resolve` refuses a malformed token, an unknown one and an oversized reply, writing
+//! nothing; it records the first outcome only; the owner, restored, receives the reply in the
+//! re-entered action. No output shows the token or the reply. (On Kafka and Fluss, with the
+//! owner running: `server_waits.rs`.)
 
 use actionstate_core::{ActionId, Attributes, Event, Trigger, WaitOutcome, WaitToken};
 use actionstate_recovery::{
@@ -112,17 +113,6 @@ async fn an_offline_resolve_reaches_the_restored_owner_and_refusals_write_nothin
         assert!(!text(&out).contains(&token_text[5..]), "{args:?} printed the token: {}", text(&out));
         assert_eq!(contents(&data), before, "a refused resolve ({args:?}) changed the data directory");
     }
-    let server = actionstate(&[
-        "resolve",
-        "--log",
-        "kafka://127.0.0.1:1/t",
-        "--token",
-        &token_text,
-        "--payload-file",
-        reply_arg,
-    ]);
-    assert!(!server.status.success(), "{}", text(&server));
-
     // The resolve records the reply, once; a second one (a rejection) writes nothing.
     let out = actionstate(&["resolve", "--log", &url, "--token", &token_text, "--payload-file", reply_arg, "--json"]);
     assert!(out.status.success(), "{}", text(&out));

@@ -66,6 +66,7 @@ pub fn encode_by(record: &LogRecord, epoch: u64) -> Result<WireRecord, Error> {
         LogRecord::Audit(a) => audit_log_key(&a.key, a.seq).to_vec(),
         LogRecord::Fence(f) => fence_log_key(&f.key, f.epoch).to_vec(),
         LogRecord::Checkpoint(c) => c.log_key().to_vec(),
+        LogRecord::Resolve(r) => crate::wait::resolve_log_key(r).to_vec(),
     };
     Ok(WireRecord { key_id: record.key_id(), key, value: encode_value_by(record, epoch)? })
 }
@@ -131,6 +132,10 @@ fn decode_payload(version: u8, kind: RecordKind, body: &[u8]) -> Result<LogRecor
     if record.kind() != kind {
         return Err(Error::KindMismatch { header: kind, payload: record.kind() });
     }
+    // What the encoder refuses to write, the decoder refuses to read.
+    if let LogRecord::Resolve(r) = &record {
+        r.check()?;
+    }
     Ok(record)
 }
 
@@ -142,6 +147,7 @@ fn keyed_by(key: &[u8], record: LogRecord) -> Result<LogRecord, Error> {
         LogRecord::Audit(a) => key == audit_log_key(&a.key, a.seq).as_slice(),
         LogRecord::Fence(f) => key == fence_log_key(&f.key, f.epoch).as_slice(),
         LogRecord::Checkpoint(c) => key == c.log_key().as_slice(),
+        LogRecord::Resolve(r) => key == crate::wait::resolve_log_key(r).as_slice(),
     };
     if agrees { Ok(record) } else { Err(Error::KeyMismatch { kind: record.kind() }) }
 }

@@ -98,6 +98,18 @@ pub enum Error {
         /// The limit.
         max: usize,
     },
+    /// A resolve request's reply or rejection is longer than a wait records
+    /// ([`crate::MAX_WAIT_REPLY`]).
+    #[error("a wait's reply of {len} bytes exceeds the limit of {max} bytes")]
+    WaitReplyTooLarge {
+        /// Length of the reply.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A resolve request asked for a timeout, which only the owner of the wait records.
+    #[error("a resolve request asks for a reply or a rejection; a timeout is the owner's to record")]
+    TimeoutRequested,
     /// A record read from the log failed to decode.
     #[error("corrupt record at partition {partition} offset {offset}: {source}")]
     Corrupt {

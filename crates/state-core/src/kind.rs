@@ -15,6 +15,9 @@ pub enum RecordKind {
     Fence = 4,
     /// [`LogRecord::Checkpoint`](crate::LogRecord::Checkpoint) (format 4, written since 0.2).
     Checkpoint = 5,
+    /// [`LogRecord::Resolve`](crate::LogRecord::Resolve) (format 4, written since 0.3 by
+    /// processes that resolve a wait they do not own).
+    Resolve = 6,
 }
 
 impl RecordKind {
@@ -26,6 +29,7 @@ impl RecordKind {
             3 => Some(RecordKind::Audit),
             4 => Some(RecordKind::Fence),
             5 => Some(RecordKind::Checkpoint),
+            6 => Some(RecordKind::Resolve),
             _ => None,
         }
     }

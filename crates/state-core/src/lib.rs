@@ -80,5 +80,6 @@ pub use state::{
 };
 pub use value::{Attributes, Value, normalize_float};
 pub use wait::{
-    BadWaitToken, MAX_WAIT_REPLY, WAIT_TOKEN_LEN, WAIT_TOKEN_PREFIX, WaitOutcome, WaitSecret, WaitSlot, WaitToken,
+    BadWaitToken, MAX_WAIT_REPLY, RESOLVE_KEY_LAYOUT, ResolveRequest, WAIT_TOKEN_LEN, WAIT_TOKEN_PREFIX, WaitOutcome,
+    WaitSecret, WaitSlot, WaitToken, resolve_log_key,
 };

@@ -8,6 +8,7 @@ use crate::key::StateKey;
 use crate::key::Trigger;
 use crate::kind::RecordKind;
 use crate::state::ActionState;
+use crate::wait::ResolveRequest;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -34,6 +35,10 @@ pub enum LogRecord {
     /// A part or the commit of a checkpoint an owner wrote into the log (see
     /// [`crate::checkpoint`]). Replay skips it: it changes no state.
     Checkpoint(CheckpointRecord),
+    /// A resolve of a durable wait asked for by a process that does not own its key (see
+    /// [`ResolveRequest`]). Replay changes no state with it: the owner that reads it settles
+    /// the wait, if it is still pending, with a state of its own.
+    Resolve(ResolveRequest),
 }
 
 /// What replay decisions need of an upserted state: its identity, how its trigger came about,
@@ -111,6 +116,7 @@ impl LogRecord {
             LogRecord::Audit(a) => a.key,
             LogRecord::Fence(f) => f.key,
             LogRecord::Checkpoint(c) => c.key,
+            LogRecord::Resolve(r) => r.key,
         }
     }
 
@@ -120,6 +126,7 @@ impl LogRecord {
         match self {
             LogRecord::Upsert(_) | LogRecord::Fence(_) => Ok(()),
             LogRecord::Checkpoint(c) => c.check(),
+            LogRecord::Resolve(r) => r.check(),
             LogRecord::Delete { reason, .. } => reason.check(),
             LogRecord::Audit(a) => a.reason.check(),
         }
@@ -133,6 +140,7 @@ impl LogRecord {
             LogRecord::Audit(_) => RecordKind::Audit,
             LogRecord::Fence(_) => RecordKind::Fence,
             LogRecord::Checkpoint(_) => RecordKind::Checkpoint,
+            LogRecord::Resolve(_) => RecordKind::Resolve,
         }
     }
 }

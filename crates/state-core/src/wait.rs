@@ -99,6 +99,64 @@ impl fmt::Debug for WaitOutcome {
     }
 }
 
+/// A resolve asked for by a process that does not own the wait's key: appended to the key's
+/// partition as [`LogRecord::Resolve`](crate::LogRecord::Resolve) (record kind 6), and
+/// recorded by the owner, which settles the wait with it if the wait is still pending when it
+/// reads the request (at its next poll, or when it restores). It changes no state itself: the
+/// outcome the owner records is the wait's outcome, and whoever asked reads it back.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResolveRequest {
+    /// The business key of the waiting action (decides the partition).
+    pub key: KeyId,
+    /// The secret of the wait, as the token carries it.
+    pub secret: WaitSecret,
+    /// The outcome asked for: a reply or a rejection (a timeout is the owner's to record).
+    pub outcome: WaitOutcome,
+}
+
+impl ResolveRequest {
+    /// The request of `outcome` for the wait `token` names.
+    pub fn new(token: &WaitToken, outcome: WaitOutcome) -> Self {
+        ResolveRequest { key: token.key, secret: token.secret, outcome }
+    }
+
+    /// The token the request presents.
+    pub fn token(&self) -> WaitToken {
+        WaitToken { key: self.key, secret: self.secret }
+    }
+
+    /// Whether the codec can write it: a reply or rejection of at most [`MAX_WAIT_REPLY`]
+    /// bytes (not a timeout).
+    pub fn check(&self) -> Result<(), crate::Error> {
+        match &self.outcome {
+            WaitOutcome::Reply(b) | WaitOutcome::Rejected(b) if b.len() <= MAX_WAIT_REPLY => Ok(()),
+            WaitOutcome::Reply(b) | WaitOutcome::Rejected(b) => {
+                Err(crate::Error::WaitReplyTooLarge { len: b.len(), max: MAX_WAIT_REPLY })
+            }
+            WaitOutcome::TimedOut => Err(crate::Error::TimeoutRequested),
+        }
+    }
+}
+
+impl fmt::Debug for ResolveRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResolveRequest").field("key", &self.key).field("outcome", &self.outcome).finish_non_exhaustive()
+    }
+}
+
+/// The log key of a resolve request: a tag byte, the key id and the wait's secret (requests
+/// for one wait share it, so a compacted topic keeps one of them, which is all it needs).
+pub fn resolve_log_key(request: &ResolveRequest) -> [u8; 49] {
+    let mut out = [0u8; 49];
+    out[0] = RESOLVE_KEY_LAYOUT;
+    out[1..33].copy_from_slice(&request.key.0);
+    out[33..49].copy_from_slice(&request.secret.0);
+    out
+}
+
+/// First byte of a resolve request's log key.
+pub const RESOLVE_KEY_LAYOUT: u8 = 0xB1;
+
 /// What a wait hands out when it suspends, and what resolves it: the business key (which
 /// routes a resolve to the key's partition and owner) and the wait's [`WaitSecret`]. Stable
 /// from the moment the wait is durable, across retries, crashes, replays, restores and

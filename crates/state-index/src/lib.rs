@@ -324,6 +324,9 @@ impl Index {
             // A checkpoint record says where a restore starts; the replay that follows it
             // changes the index, the record itself does not.
             LogRecord::Checkpoint(_) => Invalidation::default(),
+            // A resolve request changes no state: the owner that reads it settles the wait
+            // with an upsert of its own, if the wait is still pending.
+            LogRecord::Resolve(_) => Invalidation::default(),
         }
     }
 

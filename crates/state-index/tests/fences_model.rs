@@ -301,6 +301,7 @@ fn label(record: &LogRecord) -> String {
         LogRecord::Audit(a) => format!("audit {} s{}", key_name(&a.key), a.seq),
         LogRecord::Fence(f) => format!("FENCE {} epoch {}", f.groups, f.epoch),
         LogRecord::Checkpoint(c) => format!("checkpoint {} of {} epoch {}", c.id, c.owner, c.epoch),
+        LogRecord::Resolve(r) => format!("resolve request {}", key_name(&r.key)),
     }
 }
 

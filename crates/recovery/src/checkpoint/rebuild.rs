@@ -5,10 +5,11 @@ use crate::checkpoint::form::CheckpointForm;
 use crate::error::{Result, StoreError};
 use crate::fencing::{self, FenceRead, Fencing};
 use crate::store::ActionStateStore;
+use crate::waits::registry::{Requests, request_of};
 use actionstate_core::codec::{self, Peeked};
 use actionstate_core::{
     CHECKPOINT_KEY_LAYOUT, CheckpointRollback, FENCE_KEY_LAYOUT, InvalidationReason, KeyId, LogRecord, Marker,
-    Ownership, Position, RangeRead, ReadRecord, StateKey, StateLog,
+    Ownership, Position, RESOLVE_KEY_LAYOUT, RangeRead, ReadRecord, ResolveRequest, StateKey, StateLog,
 };
 use actionstate_index::{Fences, Index, Invalidation, Recorded};
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -43,6 +44,9 @@ pub struct RebuildReport {
     /// was restored from (a restore that combines checkpoints of several former owners reads
     /// from the smallest marker, and each group starts at its own).
     pub before_checkpoint: u64,
+    /// Resolve requests read: other processes asked to resolve waits of the keys owned. The
+    /// restore settles those whose wait is still pending before it returns.
+    pub requests: u64,
     /// The owner epoch the store writes with from now on.
     pub epoch: u64,
     /// Wall time.
@@ -112,6 +116,7 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
             let end = if owned_completed.is_empty() { Vec::new() } else { self.log.end_offsets().await? };
             let fencing = Fencing { ownership: ownership.clone(), ..Fencing::default() };
             self.install(Index::new(), owned_completed, &end, HashMap::new(), fencing);
+            self.shared.lock().requests = Requests::default();
             return Ok(RebuildReport { duration: started.elapsed(), ..RebuildReport::default() });
         }
         // Three independent questions to the backend, asked at once; their errors are reported
@@ -129,7 +134,7 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
         } else {
             (newest_epoch(&marker, &joined.fences, ownership), end.clone())
         };
-        let Joined { mut report, mut index, unlogged, fences_read, skipped, .. } = joined;
+        let Joined { mut report, mut index, unlogged, fences_read, skipped, requests, .. } = joined;
         relearn_skipped(skipped, &index, &mut owned_completed);
         for (key, seq) in &owned_completed {
             index.prune(key, *seq);
@@ -145,6 +150,8 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
             fenced: None,
         };
         self.install(index, owned_completed, &reached, pending, fencing);
+        report.requests = requests.len() as u64;
+        self.shared.lock().requests = Requests { read_to: reached.clone(), found: requests };
         report.duration = started.elapsed();
         log_finished(&report);
         Ok(report)
@@ -256,6 +263,7 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
         caught_up?;
         part.count_into(&mut joined.report);
         joined.fences_read.append(&mut part.fences_read);
+        joined.requests.append(&mut part.requests);
         Ok(())
     }
 }
@@ -340,6 +348,8 @@ struct Joined {
     fences_read: Vec<FenceRead>,
     /// Per key whose upserts a floor skipped, the last round skipped.
     skipped: HashMap<KeyId, u64>,
+    /// The resolve requests read, in log order per partition.
+    requests: Vec<ResolveRequest>,
 }
 
 /// Joins the partition readers as they finish, until all have or one fails or the deadline
@@ -357,6 +367,7 @@ async fn join_partitions(
     let mut fences = vec![Fences::new(); end.len()];
     let mut fences_read = Vec::new();
     let mut skipped = HashMap::new();
+    let mut requests = Vec::new();
     let mut done = vec![false; end.len()];
     loop {
         let next = match deadline {
@@ -383,12 +394,13 @@ async fn join_partitions(
         unlogged.extend(part.unlogged);
         fences_read.extend(part.fences_read);
         skipped.extend(part.skipped);
+        requests.extend(part.requests);
         if let Some(f) = fences.get_mut(partition as usize) {
             *f = part.fences;
         }
         index.absorb(part.index).map_err(|key| StoreError::KeyInTwoPartitions { key, partition })?;
     }
-    Ok(Joined { report, index, unlogged, fences, fences_read, skipped })
+    Ok(Joined { report, index, unlogged, fences, fences_read, skipped, requests })
 }
 
 struct PartitionRead {
@@ -411,6 +423,8 @@ struct PartitionRead {
     fences: Fences,
     /// The fence records read.
     fences_read: Vec<FenceRead>,
+    /// The resolve requests read, in offset order.
+    requests: Vec<ResolveRequest>,
 }
 
 impl PartitionRead {
@@ -428,6 +442,7 @@ impl PartitionRead {
             unlogged: BTreeMap::new(),
             fences,
             fences_read: Vec::new(),
+            requests: Vec::new(),
         }
     }
 
@@ -558,6 +573,11 @@ fn index_batch(out: &mut PartitionRead, scope: Scope<'_>, records: Vec<ReadRecor
                 let last = out.skipped.entry(key).or_insert(evidence.key.seq);
                 *last = (*last).max(evidence.key.seq);
             }
+            continue;
+        }
+        // A resolve request changes no state and is not a state write: no fence refuses it.
+        if r.key.first() == Some(&RESOLVE_KEY_LAYOUT) {
+            out.requests.extend(request_of(partition, &r)?);
             continue;
         }
         // Checked in full, but kept encoded: a lookup decodes the state it hands out.

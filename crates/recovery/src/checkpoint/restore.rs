@@ -194,6 +194,12 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
         // around it could pass the compiler's default layout depth; one allocation per restore
         // keeps every caller clear of it.
         let restored = Box::pin(from.restore_into(&store, ownership)).await?;
+        // Resolves other processes asked for while the owner was away. A store that does not
+        // fence is not an owner (an operator's view, a read-only one): it writes nothing it
+        // was not asked to, and leaves them to `poll_resolutions`.
+        if store.config.fence_on_rebuild {
+            store.settle_found().await?;
+        }
         Ok((store, restored))
     }
 

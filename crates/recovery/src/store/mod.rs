@@ -24,7 +24,7 @@ use crate::store::config::StoreConfig;
 use crate::store::handle::ActionHandle;
 use crate::store::key_lock::KeyLocks;
 use crate::store::vocab::{Begin, Explanation, OperatorInvalidation, Round, Snapshot};
-use crate::waits::registry::Waits;
+use crate::waits::registry::{Requests, Waits};
 use actionstate_core::{
     ActionId, ActionState, CallResult, Event, Evidence, InvalidationReason, KeyId, LogRecord, Marker, MemoryUpdate,
     Ownership, Progress, StateKey, StateLog, Trigger, WireRecord, checkpoint::CHECKPOINT_PARTITION, codec,
@@ -55,6 +55,9 @@ pub(crate) struct Shared {
     pub(crate) fencing: Fencing,
     /// The durable waits the pending states record (`waits/registry.rs`).
     pub(crate) waits: Waits,
+    /// The resolve requests of other processes read and not settled, and how far the log was
+    /// read for them (`waits/requests.rs`).
+    pub(crate) requests: Requests,
 }
 
 /// The last completed round of a key, an offset past every upsert of its pruned rounds (0:
@@ -119,6 +122,8 @@ pub struct ActionStateStore<L: StateLog, F: CheckpointForm = InLog> {
     /// The last checkpoint id written into the log or restored from it; held while a
     /// checkpoint is written, so that the store writes one at a time.
     pub(crate) log_checkpoint: tokio::sync::Mutex<u64>,
+    /// Held by a poll for resolve requests, so that polls take turns.
+    pub(crate) requests_poll: tokio::sync::Mutex<()>,
     /// [`StoreConfig::call_key_scope`], shared with every handle.
     call_key_scope: Arc<str>,
     /// Rounds started with [`round`](Self::round) and dropped unfinished.
@@ -168,6 +173,7 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
                 retained: Retained::default(),
                 fencing: Fencing::default(),
                 waits: Waits::default(),
+                requests: Requests::default(),
             }),
             keys: KeyLocks::default(),
             epoch: tokio::sync::RwLock::new(()),
@@ -175,6 +181,7 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
             config,
             reclaimer,
             log_checkpoint: tokio::sync::Mutex::new(0),
+            requests_poll: tokio::sync::Mutex::new(()),
             rounds_dropped: std::sync::atomic::AtomicU64::new(0),
             form: PhantomData,
         }

@@ -11,11 +11,13 @@
 //!
 //! What lives where: this file holds the API ([`Wait`], [`Waited`], [`Resolution`],
 //! [`WaitInfo`] and the store's `wait`, `resolve`, `reject`, `expire_waits`, `waits`);
-//! `registry.rs` the store's map of the waits its pending states record; `clock.rs` the
-//! [`Clock`] waits are timed by.
+//! `registry.rs` the store's map of the waits its pending states record; `requests.rs` the
+//! resolves other processes ask for through the log; `clock.rs` the [`Clock`] waits are
+//! timed by.
 
 pub(crate) mod clock;
 pub(crate) mod registry;
+pub(crate) mod requests;
 
 use crate::checkpoint::form::CheckpointForm;
 use crate::error::{Result, StoreError};

@@ -2,8 +2,12 @@
 //! state and journal slot, with what a listing shows. It follows the index: every put notes
 //! the waits of the state it wrote, every invalidation forgets the states it removed, and a
 //! restore reads the pending states once. Its size is the live waits', not the history's.
+//! Beside it, how far the store read the resolve requests of other processes.
 
-use actionstate_core::{ActionId, ActionState, CallStatus, KeyId, KeyLabel, StateKey, WaitSecret};
+use actionstate_core::{
+    ActionId, ActionState, CallStatus, Error, KeyId, KeyLabel, LogRecord, ReadRecord, ResolveRequest, StateKey,
+    WaitSecret, codec,
+};
 use std::collections::HashMap;
 
 /// One durable wait as the store knows it.
@@ -85,5 +89,25 @@ impl Waits {
     pub(crate) fn clear(&mut self) {
         self.by_secret.clear();
         self.by_state.clear();
+    }
+}
+
+/// Where the owner stands in reading the resolve requests other processes append
+/// (`requests.rs`).
+#[derive(Debug, Default)]
+pub(crate) struct Requests {
+    /// Per partition, the offset below which every record was read for requests (empty: the
+    /// store read nothing yet, and a poll starts at the oldest pending wait).
+    pub(crate) read_to: Vec<u64>,
+    /// Requests read and not settled yet, in log order per partition.
+    pub(crate) found: Vec<ResolveRequest>,
+}
+
+/// The resolve request `r` of `partition` holds, if it holds one (a record under a resolve
+/// key that is not one fails to decode).
+pub(crate) fn request_of(partition: u32, r: &ReadRecord) -> Result<Option<ResolveRequest>, Error> {
+    match codec::decode(&r.key, &r.value).map_err(|e| e.at(partition, r.offset))? {
+        LogRecord::Resolve(request) => Ok(Some(request)),
+        _ => Ok(None),
     }
 }

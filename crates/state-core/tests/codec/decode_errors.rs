@@ -88,7 +88,7 @@ fn decode_unknown_version() {
 fn decode_unknown_kind() {
     for record in sample_records() {
         let wire = codec::encode(&record).unwrap();
-        for kind in [0u8, 6, 0x80, 0xff] {
+        for kind in [0u8, 7, 0x80, 0xff] {
             let mut value = wire.value.clone();
             value[5] = kind;
             let err = codec::decode(&wire.key, &value).unwrap_err();

@@ -276,6 +276,17 @@ fn golden_checkpoint_external() -> LogRecord {
     })
 }
 
+/// A resolve request from a process that does not own the key: the reply `{"approved":true}`
+/// for the wait with secret 0x00..0x0f of key `customer-42`.
+fn golden_resolve_request() -> LogRecord {
+    let secret: [u8; 16] = std::array::from_fn(|i| i as u8);
+    LogRecord::Resolve(actionstate_core::ResolveRequest {
+        key: KeyId::of(b"customer-42"),
+        secret: actionstate_core::WaitSecret(secret),
+        outcome: actionstate_core::WaitOutcome::Reply(br#"{"approved":true}"#.to_vec()),
+    })
+}
+
 /// A journal whose last call was recorded before it ran, in reconcile mode: its PENDING slot
 /// carries the call's idempotency key (`CallStatus` variant 3).
 fn golden_upsert_pending_keyed() -> LogRecord {
@@ -295,8 +306,8 @@ fn golden_upsert_pending_keyed() -> LogRecord {
 
 /// Every golden record of the format this build writes, with the writer epoch it is written
 /// with: those of version 3 (without a label, as a key without a name is written), a labeled
-/// state, a keyed PENDING slot, and checkpoint records (a commit, a part, a rollback and an
-/// external checkpoint).
+/// state, a keyed PENDING slot, checkpoint records (a commit, a part, a rollback and an
+/// external checkpoint) and a resolve request.
 fn golden_cases() -> Vec<(&'static str, LogRecord, u64)> {
     let mut cases = v3_cases();
     cases.push(("upsert_labeled", golden_upsert_labeled(), 3));
@@ -305,6 +316,7 @@ fn golden_cases() -> Vec<(&'static str, LogRecord, u64)> {
     cases.push(("checkpoint_part", golden_checkpoint_part(), 5));
     cases.push(("checkpoint_rollback", golden_checkpoint_rollback(), 9));
     cases.push(("checkpoint_external", golden_checkpoint_external(), 3));
+    cases.push(("resolve_request", golden_resolve_request(), 0));
     cases
 }
 

@@ -228,9 +228,10 @@ fn envelope_matches_documented_layout() {
     assert_eq!(RecordKind::Audit as u8, 3);
     assert_eq!(RecordKind::Fence as u8, 4);
     assert_eq!(RecordKind::Checkpoint as u8, 5);
+    assert_eq!(RecordKind::Resolve as u8, 6);
     for b in 0..=u8::MAX {
         let kind = RecordKind::from_byte(b);
-        assert_eq!(kind.map(|k| k as u8), (1..=5).contains(&b).then_some(b));
+        assert_eq!(kind.map(|k| k as u8), (1..=6).contains(&b).then_some(b));
     }
 }
 

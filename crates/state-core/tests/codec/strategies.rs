@@ -209,7 +209,22 @@ pub(crate) fn arb_record() -> impl Strategy<Value = LogRecord> {
         arb_audit().prop_map(LogRecord::Audit),
         arb_fence().prop_map(LogRecord::Fence),
         arb_checkpoint().prop_map(LogRecord::Checkpoint),
+        arb_resolve().prop_map(LogRecord::Resolve),
     ]
+}
+
+/// A resolve request for any key and secret: a reply or a rejection of up to 64 bytes.
+pub(crate) fn arb_resolve() -> impl Strategy<Value = actionstate_core::ResolveRequest> {
+    use actionstate_core::{KeyId, ResolveRequest, WaitOutcome, WaitSecret};
+    let outcome = prop_oneof![
+        prop::collection::vec(any::<u8>(), 0..64).prop_map(WaitOutcome::Reply),
+        prop::collection::vec(any::<u8>(), 0..64).prop_map(WaitOutcome::Rejected),
+    ];
+    (any::<[u8; 32]>(), any::<[u8; 16]>(), outcome).prop_map(|(key, secret, outcome)| ResolveRequest {
+        key: KeyId(key),
+        secret: WaitSecret(secret),
+        outcome,
+    })
 }
 
 /// A checkpoint part, commit, rollback or external checkpoint of any owner, epoch and id, with a few completed rounds, a

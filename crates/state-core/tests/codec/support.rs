@@ -24,6 +24,7 @@ pub(crate) fn assert_round_trip(record: &LogRecord) -> Vec<u8> {
             };
             actionstate_core::checkpoint::checkpoint_log_key(&c.key, &c.owner, c.epoch, c.id, part).to_vec()
         }
+        LogRecord::Resolve(r) => actionstate_core::resolve_log_key(r).to_vec(),
     };
     assert_eq!(wire.key, expected_key);
     assert_eq!(wire.value[..4], MAGIC);
