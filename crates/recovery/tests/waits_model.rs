@@ -1,12 +1,15 @@
 //! Property: over random interleavings of durable waits (an action of a few keys waits for an
 //! approval in every round), resolves and rejects (with the current token or a voided one),
 //! deadlines (the clock moves, `expire_waits`, a wait re-entered after its deadline), in-log
-//! checkpoints with retention on, crashes and restores, and operator repairs that invalidate a
-//! waiting action, every wait's outcome is delivered exactly once to the action's resumed run:
+//! checkpoints with retention on, crashes and restores, rescales between one owner and two,
+//! resolve requests from another process (settled by the owner's polls and restores), and
+//! operator repairs that invalidate a waiting action, every wait's outcome is delivered exactly
+//! once to the action's resumed run:
 //!
 //! - the first outcome recorded for a wait is the only one: a later resolve writes nothing and
 //!   returns it; the resumed action receives it, and a wait whose deadline passed ends as timed
-//!   out the first time that is noticed;
+//!   out the first time that is noticed; a request counts when the owner reads it, in log
+//!   order, and one for a voided or ended wait changes nothing;
 //! - a token is the same through re-entries and restores, and new once a repair voided the
 //!   wait; a voided token, or one whose action completed, resolves nothing (`UnknownWait`);
 //! - after every restore the store lists exactly the live waits, pending or resolved, so
@@ -46,6 +49,20 @@ enum Step {
     Crash,
     /// An operator's repair of key `k`'s current round.
     Repair(usize),
+    /// Another process asks to resolve key `k`'s current wait (or, `stale`, a voided or ended
+    /// one) with reply `r`, through the log.
+    Request {
+        k: usize,
+        stale: bool,
+        r: u8,
+    },
+    /// The owners poll for resolve requests.
+    Poll,
+    /// The owners stop (after a checkpoint each, or crashing) and the other split of the key
+    /// groups (one owner, or two) restores from the log.
+    Rescale {
+        checkpoint: bool,
+    },
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -58,6 +75,9 @@ fn step() -> impl Strategy<Value = Step> {
         2 => Just(Step::Checkpoint),
         2 => Just(Step::Crash),
         1 => (0..KEYS).prop_map(Step::Repair),
+        2 => (0..KEYS, prop::bool::weighted(0.2), any::<u8>()).prop_map(|(k, stale, r)| Step::Request { k, stale, r }),
+        2 => Just(Step::Poll),
+        1 => any::<bool>().prop_map(|checkpoint| Step::Rescale { checkpoint }),
     ]
 }
 
@@ -75,8 +95,23 @@ struct Key {
 struct World {
     log: MemoryLog,
     clock: Clock,
-    store: Option<ActionStateStore<MemoryLog>>,
+    /// The owners of the current split, each with its key groups.
+    stores: Vec<(Ownership, ActionStateStore<MemoryLog>)>,
+    /// How many owners the next restore splits the key groups among (1 or 2).
+    owners: u16,
+    /// Another process's store, which only appends resolve requests.
+    outsider: ActionStateStore<MemoryLog>,
+    /// The resolve requests appended, not yet read by an owner, in log order.
+    requested: Vec<(WaitToken, WaitOutcome)>,
     keys: Vec<Key>,
+}
+
+/// `n` owners' shares of 128 key groups.
+fn split(n: u16) -> Vec<Ownership> {
+    if n == 1 {
+        return vec![Ownership::All];
+    }
+    (0..n).map(|i| Ownership::Groups { max_groups: 128, owned: i * 128 / n..(i + 1) * 128 / n }).collect()
 }
 
 fn key_id(k: usize) -> KeyId {
@@ -96,19 +131,31 @@ fn ensure(ok: bool, what: impl FnOnce() -> String) -> Check {
 }
 
 impl World {
-    fn store(&self) -> &ActionStateStore<MemoryLog> {
-        self.store.as_ref().unwrap()
+    /// The owner of key `k`.
+    fn store_of(&self, k: usize) -> &ActionStateStore<MemoryLog> {
+        let key = key_id(k);
+        &self.stores.iter().find(|(owned, _)| owned.owns(&key)).unwrap().1
     }
 
+    /// The owners stop, and the current split restores from the log: each owner settles the
+    /// requests its rebuild read, as the model does.
     async fn restore(&mut self) -> Check {
-        self.store = None;
-        let config = StoreConfig { clock: self.clock.clone(), ..StoreConfig::default() };
-        let (store, _) = ActionStateStore::restore(self.log.reopen(), config, &Ownership::All, RestoreFrom::Latest)
-            .await
-            .map_err(|e| format!("restore: {e}"))?;
+        self.stores.clear();
+        for owned in split(self.owners) {
+            let config = StoreConfig { clock: self.clock.clone(), ..StoreConfig::default() };
+            let (store, _) = ActionStateStore::restore(self.log.reopen(), config, &owned, RestoreFrom::Latest)
+                .await
+                .map_err(|e| format!("restore of {owned}: {e}"))?;
+            self.stores.push((owned, store));
+        }
+        self.read_requests();
         // Exactly the live waits are listed, as pending or resolved.
-        let mut listed: Vec<(KeyId, u64, bool)> =
-            store.waits().iter().map(|w| (w.key, w.seq, w.status == WaitStatus::Pending)).collect();
+        let mut listed: Vec<(KeyId, u64, bool)> = self
+            .stores
+            .iter()
+            .flat_map(|(_, s)| s.waits())
+            .map(|w| (w.key, w.seq, w.status == WaitStatus::Pending))
+            .collect();
         listed.sort();
         let mut live: Vec<(KeyId, u64, bool)> = (0..KEYS)
             .filter_map(|k| {
@@ -116,7 +163,6 @@ impl World {
             })
             .collect();
         live.sort();
-        self.store = Some(store);
         ensure(listed == live, || format!("after a restore the store lists {listed:?}, the live waits are {live:?}"))
     }
 
@@ -129,10 +175,26 @@ impl World {
         }
     }
 
+    /// The owners read the requests appended so far: in log order, each that names a current
+    /// wait without an outcome gives it its outcome; the others change nothing. Returns how
+    /// many outcomes they gave.
+    fn read_requests(&mut self) -> usize {
+        let mut given = 0;
+        for (token, outcome) in std::mem::take(&mut self.requested) {
+            if let Some(k) =
+                (0..KEYS).find(|&k| self.keys[k].wait.as_ref().is_some_and(|(t, _, f)| *t == token && f.is_none()))
+            {
+                self.record(k, &outcome);
+                given += 1;
+            }
+        }
+        given
+    }
+
     async fn enter(&mut self, k: usize) -> Check {
         let (kid, seq) = (key_id(k), self.keys[k].seq);
         let event = input(k, seq);
-        let store = self.store.as_ref().unwrap();
+        let store = self.store_of(k);
         let round = store.round(Round::new(kid, seq, &event));
         let begun =
             store.begin(&round, &ActionId::new("pay"), &event, &Trigger::Input).await.map_err(|e| e.to_string())?;
@@ -195,7 +257,7 @@ impl World {
                 None => return Ok(()),
             }
         };
-        let store = self.store();
+        let store = self.store_of(k);
         let end = self.log.appends();
         let done = match &outcome {
             WaitOutcome::Reply(r) => store.resolve(&token, r).await,
@@ -237,25 +299,59 @@ impl World {
                 let due: Vec<usize> = (0..KEYS)
                     .filter(|&k| self.keys[k].wait.as_ref().is_some_and(|(_, d, f)| f.is_none() && now >= *d))
                     .collect();
-                let ended = self.store().expire_waits().await.map_err(|e| e.to_string())?;
+                let mut ended = 0;
+                for (_, store) in &self.stores {
+                    ended += store.expire_waits().await.map_err(|e| e.to_string())?;
+                }
                 ensure(ended == due.len(), || format!("expire_waits ended {ended}, due {due:?}"))?;
                 for k in due {
                     self.record(k, &WaitOutcome::TimedOut);
                 }
                 Ok(())
             }
-            Step::Checkpoint => self.store().checkpoint(&[]).await.map(drop).map_err(|e| e.to_string()),
+            Step::Checkpoint => self.checkpoint().await,
             Step::Crash => self.restore().await,
+            Step::Request { k, stale, r } => {
+                let token =
+                    if stale { self.keys[k].dead.last() } else { self.keys[k].wait.as_ref().map(|(t, _, _)| t) };
+                let Some(token) = token.copied() else { return Ok(()) };
+                let outcome = WaitOutcome::Reply(vec![r]);
+                self.outsider.request_resolve(&token, outcome.clone()).await.map_err(|e| e.to_string())?;
+                self.requested.push((token, outcome));
+                Ok(())
+            }
+            Step::Poll => {
+                let mut settled = 0;
+                for (_, store) in &self.stores {
+                    settled += store.poll_resolutions().await.map_err(|e| format!("poll: {e}"))?;
+                }
+                let given = self.read_requests();
+                ensure(settled == given, || format!("the polls settled {settled} waits, the requests gave {given}"))
+            }
+            Step::Rescale { checkpoint } => {
+                if checkpoint {
+                    self.checkpoint().await?;
+                }
+                self.owners = 3 - self.owners;
+                self.restore().await
+            }
             Step::Repair(k) => {
                 let Some((token, _, _)) = self.keys[k].wait.clone() else { return Ok(()) };
                 let seq = self.keys[k].seq;
-                self.store().invalidate(key_id(k), seq, "repair").await.map_err(|e| e.to_string())?;
+                self.store_of(k).invalidate(key_id(k), seq, "repair").await.map_err(|e| e.to_string())?;
                 let key = &mut self.keys[k];
                 key.dead.push(token);
                 key.wait = None;
                 Ok(())
             }
         }
+    }
+
+    async fn checkpoint(&self) -> Check {
+        for (_, store) in &self.stores {
+            store.checkpoint(&[]).await.map_err(|e| e.to_string())?;
+        }
+        Ok(())
     }
 
     /// Every live wait is resolved, and its action delivered: nothing is lost.
@@ -275,10 +371,14 @@ impl World {
 }
 
 async fn history(steps: Vec<Step>) -> Result<(), TestCaseError> {
+    let log = MemoryLog::new(2);
     let mut world = World {
-        log: MemoryLog::new(2),
+        outsider: ActionStateStore::new(log.reopen(), StoreConfig::default()),
+        log,
         clock: Clock::manual(1_800_000_000_000),
-        store: None,
+        stores: Vec::new(),
+        owners: 1,
+        requested: Vec::new(),
         keys: (0..KEYS).map(|_| Key::default()).collect(),
     };
     let fail = |step: &dyn std::fmt::Debug, e: String| TestCaseError::fail(format!("at {step:?}: {e}"));
@@ -288,7 +388,7 @@ async fn history(steps: Vec<Step>) -> Result<(), TestCaseError> {
     }
     world.restore().await.map_err(|e| fail(&"the last restore", e))?;
     world.drain().await.map_err(|e| fail(&"the drain", e))?;
-    if let Some(store) = world.store.take() {
+    for (_, store) in std::mem::take(&mut world.stores) {
         store.wait_for_reclaim().await;
     }
     Ok(())
