@@ -344,6 +344,10 @@ pub struct ChildArgs {
     /// The external service the agent's durable calls go to, with idempotency keys
     /// (`actionstate_sim::external`), as its URL; `None`: answered in process.
     pub external: Option<String>,
+    /// Whether the approvals go to the approver in another process (`sim-approver`), through
+    /// the inbox file [`ChildArgs::inbox`] of the state directory; `false`: answered in
+    /// process.
+    pub outside_approver: bool,
 }
 
 impl ChildArgs {
@@ -365,7 +369,14 @@ impl ChildArgs {
         ]
         .into_iter()
         .chain(self.external.as_ref().map(|url| format!("external={url}")))
+        .chain(self.outside_approver.then(|| "outside_approver=true".to_owned()))
         .collect()
+    }
+
+    /// The inbox the children of a run whose state lives in `state` hand their approval
+    /// tokens to, one line each, for the approver in another process.
+    pub fn inbox(state: &std::path::Path) -> PathBuf {
+        state.join("approvals.inbox")
     }
 
     /// Parses what [`to_args`](Self::to_args) produced.
@@ -394,6 +405,11 @@ impl ChildArgs {
                 approval_every: num("approval_every", take("approval_every")?)?,
             },
             external: values.remove("external"),
+            outside_approver: values
+                .remove("outside_approver")
+                .map(|v| num("outside_approver", v))
+                .transpose()?
+                .unwrap_or(false),
         };
         match values.keys().next() {
             Some(extra) => Err(format!("unknown argument {extra}=...")),

@@ -45,7 +45,7 @@ fn round_hash(seed: u64, what: u64, key: &KeyId, seq: u64) -> u64 {
 
 /// What the approver does about the wait of round `seq` of `key`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Decision {
+pub enum Decision {
     /// Approves, with this reply.
     Approve(Vec<u8>),
     /// Rejects, with this reason.
@@ -54,9 +54,10 @@ pub(crate) enum Decision {
     Ignore,
 }
 
-/// The approver's answer for round `seq` of `key`: six in ten approved, two rejected, two
-/// left to time out.
-pub(crate) fn decision(seed: u64, key: &KeyId, seq: u64) -> Decision {
+/// The approver's answer for round `seq` of `key` in the run of `seed`: six in ten approved,
+/// two rejected, two left to time out. An approver in another process
+/// ([`OutsideApprover`]) answers the same.
+pub fn decision(seed: u64, key: &KeyId, seq: u64) -> Decision {
     match round_hash(seed, 0x31, key, seq) % 10 {
         0..6 => Decision::Approve(format!("approved {seq}").into_bytes()),
         6..8 => Decision::Reject(format!("over budget {seq}").into_bytes()),
@@ -102,6 +103,52 @@ pub struct WaitFigures {
     pub refused: u64,
 }
 
+/// An approver in another process: the runtime hands each token to it by appending a line
+/// (`TOKEN SEQ`) to the `inbox` file, and it answers ([`decision`]) through the log, while
+/// the runtime runs (Kafka, Fluss: a resolve request the runtime's stores poll for) or while
+/// it is stopped (a data directory, which one process holds: the runtime stops when an answer
+/// is due and has not come, [`SimError::AwaitingApproval`](crate::SimError::AwaitingApproval),
+/// and is started again once the approver has answered). When an answer is due, the runtime
+/// waits for it instead of resolving itself, and its clock does not move meanwhile: the waits
+/// end as in a run whose approver lives in the runtime.
+#[derive(Clone, Debug)]
+pub struct OutsideApprover {
+    /// Where the runtime appends the tokens it hands out.
+    pub inbox: std::path::PathBuf,
+    /// Whether the approver answers while the runtime runs (else: only while it is stopped).
+    pub while_running: bool,
+}
+
+impl OutsideApprover {
+    /// Hands `token` of round `seq` to the approver: one line appended to the inbox.
+    fn hand(&self, token: &WaitToken, seq: u64) -> std::io::Result<()> {
+        use std::io::Write;
+        let mut inbox = std::fs::OpenOptions::new().create(true).append(true).open(&self.inbox)?;
+        inbox.write_all(format!("{} {seq}\n", token.to_text()).as_bytes())
+    }
+
+    /// The tokens in `inbox` with their rounds, in the order they were handed out, each once.
+    /// A last line a kill cut short is left out.
+    pub fn read(inbox: &std::path::Path) -> std::io::Result<Vec<(WaitToken, u64)>> {
+        let text = match std::fs::read_to_string(inbox) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let mut seen = HashSet::new();
+        let mut out = Vec::new();
+        for line in text.split_inclusive('\n').filter(|l| l.ends_with('\n')) {
+            let mut parts = line.split_whitespace();
+            let (Some(token), Some(seq)) = (parts.next(), parts.next()) else { continue };
+            let (Ok(token), Ok(seq)) = (WaitToken::parse(token), seq.parse()) else { continue };
+            if seen.insert(token.secret) {
+                out.push((token, seq));
+            }
+        }
+        Ok(out)
+    }
+}
+
 /// A token the approver holds and has not answered.
 #[derive(Clone, Debug)]
 struct Held {
@@ -114,6 +161,8 @@ struct Held {
 /// (`waiting.rs`) passes its answers to the store that owns the key.
 #[derive(Debug, Default)]
 pub(crate) struct Approver {
+    /// The approver in another process, if it is there rather than here.
+    pub(crate) outside: Option<OutsideApprover>,
     held: Vec<Held>,
     seen: HashSet<WaitSecret>,
     /// Per round, the outcome the store recorded for its wait (the first, which stands).
@@ -122,18 +171,31 @@ pub(crate) struct Approver {
 }
 
 impl Approver {
+    /// An approver here, or (`outside`) the hand-over to one in another process.
+    pub(crate) fn new(outside: Option<OutsideApprover>) -> Self {
+        Approver { outside, ..Approver::default() }
+    }
+
     /// A suspended action of round `seq` handed out `token` at `now_ms`: answered a few seconds
     /// later, unless the decision is to ignore it. A token already held is not taken twice.
-    pub(crate) fn hand(&mut self, seed: u64, token: WaitToken, seq: u64, now_ms: u64) {
+    pub(crate) fn hand(&mut self, seed: u64, token: WaitToken, seq: u64, now_ms: u64) -> std::io::Result<()> {
         if !self.seen.insert(token.secret) {
-            return;
+            return Ok(());
+        }
+        if let Some(outside) = &self.outside
+            && let Err(e) = outside.hand(&token, seq)
+        {
+            // Not handed: the round is handed again when it is re-entered.
+            self.seen.remove(&token.secret);
+            return Err(e);
         }
         self.figures.made += 1;
         if decision(seed, &token.key, seq) == Decision::Ignore {
-            return;
+            return Ok(());
         }
         let due_ms = now_ms + round_hash(seed, 0x32, &token.key, seq) % MOST_DELAY_MS;
         self.held.push(Held { token, seq, due_ms });
+        Ok(())
     }
 
     /// The tokens due at `now_ms`, with the round each names and what to answer.

@@ -40,7 +40,7 @@ mod source;
 mod waiting;
 mod zombie;
 
-pub use approvals::WaitFigures;
+pub use approvals::{Decision, OutsideApprover, WaitFigures, decision};
 pub use crash::{CrashLog, CrashPoint, Crashes, InjectedCrash};
 pub use ledger::{CallKey, Ledger, LedgerEntry, ReplayedJournal};
 pub use outcome::{Outcome, SimError};

@@ -24,6 +24,18 @@ pub enum SimError {
     /// The external service a durable call went to failed (see [`crate::external`]).
     #[error(transparent)]
     External(#[from] crate::external::ExternalError),
+    /// An answer of the [`OutsideApprover`](crate::OutsideApprover) is due and has not come,
+    /// and it answers only while the runtime is stopped: this attempt stops here, and the
+    /// next one, started once the approver answered, goes on.
+    #[error("an approval is due and the outside approver answers while the runtime is stopped: stopping")]
+    AwaitingApproval,
+    /// An answer of the [`OutsideApprover`](crate::OutsideApprover) is due and did not come
+    /// within the time the runtime waits for it.
+    #[error("an approval was due and the outside approver did not answer within {seconds}s")]
+    ApprovalMissing {
+        /// How long the runtime waited.
+        seconds: u64,
+    },
 }
 
 /// A store error caused by an injected crash (the store wraps the crash log's error in its

@@ -179,7 +179,7 @@ async fn execute<S: LogSource>(
                 Waited::Done(outcome) => outcome,
                 Waited::Suspended(token) => {
                     if let Some(approver) = cx.approver {
-                        approver.lock().hand(seed, token, seq, a.clock.now_ms());
+                        approver.lock().hand(seed, token, seq, a.clock.now_ms())?;
                     }
                     return Ok(None);
                 }

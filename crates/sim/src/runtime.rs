@@ -1,7 +1,7 @@
 //! The runtime: processes keyed inputs round by round through the store, takes checkpoints,
 //! crashes where told, restores and replays.
 
-use crate::approvals::{Approver, CLOCK_START_MS};
+use crate::approvals::{Approver, CLOCK_START_MS, OutsideApprover};
 use crate::attempt::{Attempt, Log, Run};
 use crate::check::lost_acknowledged;
 use crate::checkpoint::{self, Checkpoint, KeepCheckpoints, retained_floor};
@@ -29,6 +29,7 @@ pub struct Sim<S: LogSource> {
     config: SimConfig,
     inputs: Option<Vec<(u32, i64)>>,
     external: Option<Arc<ExternalClient>>,
+    outside_approver: Option<OutsideApprover>,
 }
 
 /// What [`Sim::run`] carries from one attempt to the next.
@@ -88,7 +89,7 @@ impl<S: LogSource> Campaign<S> {
 impl<S: LogSource> Sim<S> {
     /// A simulator.
     pub fn new(source: S, config: SimConfig) -> Self {
-        Sim { source, config, inputs: None, external: None }
+        Sim { source, config, inputs: None, external: None, outside_approver: None }
     }
 
     /// Sends the agent's durable calls to an external service through `client` (see
@@ -98,6 +99,13 @@ impl<S: LogSource> Sim<S> {
     /// are the same, so the run's results are too.
     pub fn with_external(mut self, client: ExternalClient) -> Self {
         self.external = Some(Arc::new(client));
+        self
+    }
+
+    /// Hands the approvals of [`run_attempt`](Self::run_attempt) to an approver in another
+    /// process ([`OutsideApprover`]) instead of answering them in this one.
+    pub fn with_outside_approver(mut self, approver: OutsideApprover) -> Self {
+        self.outside_approver = Some(approver);
         self
     }
 
@@ -194,8 +202,10 @@ impl<S: LogSource> Sim<S> {
             match cp.await {
                 Ok(()) => {}
                 Err(SimError::Store(e)) => return Err(e),
-                Err(SimError::State(e)) => return Err(StoreError::Task(e.to_string())),
-                Err(SimError::External(e)) => return Err(StoreError::Task(e.to_string())),
+                Err(e @ (SimError::State(_) | SimError::External(_) | SimError::AwaitingApproval)) => {
+                    return Err(StoreError::Task(e.to_string()));
+                }
+                Err(e @ SimError::ApprovalMissing { .. }) => return Err(StoreError::Task(e.to_string())),
                 Err(SimError::Crash(InjectedCrash(point))) => {
                     attempt.settle().await;
                     c.crashed(attempt.pos, point);
@@ -239,8 +249,10 @@ impl<S: LogSource> Sim<S> {
                 Some(point) => point,
                 None => return Err(e),
             },
-            SimError::State(e) => return Err(StoreError::Task(e.to_string())),
-            SimError::External(e) => return Err(StoreError::Task(e.to_string())),
+            e @ (SimError::State(_)
+            | SimError::External(_)
+            | SimError::AwaitingApproval
+            | SimError::ApprovalMissing { .. }) => return Err(StoreError::Task(e.to_string())),
         };
         // A crash reported directly leaves its point to take as well.
         c.crashes.take_crashed();
@@ -322,9 +334,10 @@ impl<S: LogSource> Sim<S> {
             Some(cp) => a.checkpoint_id = cp.id + 1,
             None => checkpoint::take(&self.config, &mut a, 0, &crashes, &mut outcome, &mut keep).await?,
         }
-        // The approver of this process: a kill loses the tokens it held, and the next process
-        // hands them out again when it re-enters the waiting rounds.
-        let approver = Mutex::new(Approver::default());
+        // The approver of this process (or the hand-over to one in another process): a kill
+        // loses the tokens it held, and the next process hands them out again when it
+        // re-enters the waiting rounds.
+        let approver = Mutex::new(Approver::new(self.outside_approver.clone()));
         let mut run =
             Run { source: &source, crashes: &crashes, ledger: &ledger, approver: &approver, outcome: &mut outcome };
         self.process(&mut a, &mut run, &mut None, &mut keep, progress).await?;

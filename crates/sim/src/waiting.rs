@@ -63,6 +63,10 @@ async fn answer<S: LogSource>(
     approver: &Mutex<Approver>,
     crashes: &Crashes,
 ) -> Result<(), SimError> {
+    let outside = approver.lock().outside.clone();
+    if let Some(outside) = outside {
+        return outside_answers(config, a, approver, crashes, &outside).await;
+    }
     let due = approver.lock().due(config.seed, a.clock.now_ms());
     for (token, seq, decision) in due {
         crashes.operation()?;
@@ -77,6 +81,50 @@ async fn answer<S: LogSource>(
             Ok(r) => approver.lock().answered(&token, seq, Some(r)),
             Err(StoreError::UnknownWait { .. }) => approver.lock().answered(&token, seq, None),
             Err(e) => return Err(crash_or(e, crashes)),
+        }
+    }
+    Ok(())
+}
+
+/// How long a runtime waits for an answer of the outside approver that is due.
+const MOST_APPROVER_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The answers of the approver in another process that are due now, as the stores record
+/// them: read from the log (`poll_resolutions`) while the runtime runs, or, for an approver
+/// that answers only while it is stopped, by stopping ([`SimError::AwaitingApproval`]). The
+/// clock does not move until they are all in.
+async fn outside_answers<S: LogSource>(
+    config: &SimConfig,
+    a: &Attempt<S>,
+    approver: &Mutex<Approver>,
+    crashes: &Crashes,
+    outside: &crate::approvals::OutsideApprover,
+) -> Result<(), SimError> {
+    let due = approver.lock().due(config.seed, a.clock.now_ms());
+    let started = std::time::Instant::now();
+    for (token, seq, _) in due {
+        let owner = a.owners.iter().position(|o| o.owns(&token.key)).unwrap_or(0);
+        let store = &a.stores[owner];
+        loop {
+            crashes.operation()?;
+            store.poll_resolutions().await.map_err(|e| crash_or(e, crashes))?;
+            match store.wait_outcome(&token) {
+                Ok(Some(outcome)) => {
+                    let recorded = actionstate_recovery::Resolution { outcome, recorded: true };
+                    approver.lock().answered(&token, seq, Some(recorded));
+                    break;
+                }
+                Ok(None) if !outside.while_running => return Err(SimError::AwaitingApproval),
+                Ok(None) if started.elapsed() > MOST_APPROVER_WAIT => {
+                    return Err(SimError::ApprovalMissing { seconds: MOST_APPROVER_WAIT.as_secs() });
+                }
+                Ok(None) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+                Err(StoreError::UnknownWait { .. }) => {
+                    approver.lock().answered(&token, seq, None);
+                    break;
+                }
+                Err(e) => return Err(crash_or(e, crashes)),
+            }
         }
     }
     Ok(())

@@ -17,7 +17,12 @@
 //! rounds wait for approvals: a kill strikes while they wait, before and after they are
 //! approved, and the next child hands their tokens out again to its approver and takes its
 //! clock up where its checkpoint left it; every approval ends as in the crash-free run (its
-//! outcome is in the final memory) and no waiting action completes twice.
+//! outcome is in the final memory) and no waiting action completes twice. The approver is
+//! another process (`sim-approver`), which the children hand their tokens to through the run's
+//! inbox: on Kafka and Fluss it runs beside them and answers through resolve requests in the
+//! log, which the children poll for; on a data directory, which one process holds, a child
+//! whose approval is due and unanswered stops (exit code 3), the approver resolves offline,
+//! and the next child goes on.
 //!
 //! The agent's durable calls go to a local HTTP service (`actionstate_sim::external`), one per
 //! run, started by this process, so it outlives the children: it deduplicates by the calls'
@@ -105,6 +110,36 @@ fn config(target: Target, seed: u64) -> SimConfig {
     }
 }
 
+/// The approver of a run, in a process of its own: `follow` runs beside the children until
+/// killed; otherwise it answers once and exits.
+fn approver(args: &ChildArgs, root: &Path, follow: bool) -> Child {
+    let err = std::fs::OpenOptions::new().create(true).append(true).open(root.join("approver.err")).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_sim-approver"))
+        .arg(format!("inbox={}", ChildArgs::inbox(&args.state).display()))
+        .arg(format!("log={}", args.log))
+        .arg(format!("seed={}", args.config.seed))
+        .arg(format!("mode={}", if follow { "follow" } else { "once" }))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(err)
+        .spawn()
+        .unwrap()
+}
+
+/// An approver that runs beside the children, stopped when the run ends however it ends.
+struct Follower(Child);
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The most children of one run that may stop for the approver (each answers at least one
+/// approval; a run has far fewer).
+const MAX_APPROVER_STOPS: u64 = 400;
+
 fn spawn(args: &ChildArgs, root: &Path) -> Child {
     let out = std::fs::File::create(root.join(format!("child-{}.out", args.attempt))).unwrap();
     let err = std::fs::File::create(root.join(format!("child-{}.err", args.attempt))).unwrap();
@@ -150,6 +185,8 @@ async fn wait_for(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
 #[derive(Debug, Default)]
 struct RunReport {
     kills: u64,
+    /// Children that stopped for the approver (a data directory: it answers while none runs).
+    approver_stops: u64,
     /// Approvals the run's rounds waited for: each ended as in the crash-free run (its outcome
     /// is in the final memory, which must equal that run's).
     approvals: u64,
@@ -185,14 +222,20 @@ async fn one_run(target: Target, seed: u64, rng: &mut Rng, log: String, root: &P
     let mut transient_attempts = Vec::new();
     // The outside world of this run, which outlives its children.
     let service = ExternalService::start().await.unwrap();
+    let outside_approver = config.approval_every > 0;
+    let on_file = log.starts_with("file:");
+    let template = ChildArgs {
+        state: state.clone(),
+        attempt: 0,
+        log: log.clone(),
+        config: config.clone(),
+        external: Some(service.url()),
+        outside_approver,
+    };
+    // Beside the children on a server log; between them on a data directory.
+    let mut following = (outside_approver && !on_file).then(|| Follower(approver(&template, root, true)));
     for attempt in 0.. {
-        let args = ChildArgs {
-            state: state.clone(),
-            attempt,
-            log: log.clone(),
-            config: config.clone(),
-            external: Some(service.url()),
-        };
+        let args = ChildArgs { attempt, ..template.clone() };
         let journal_len = std::fs::metadata(dir.journal_path()).map_or(0, |m| m.len());
         let mut child = spawn(&args, root);
         report.children += 1;
@@ -236,6 +279,21 @@ async fn one_run(target: Target, seed: u64, rng: &mut Rng, log: String, root: &P
             killed_attempts.push(attempt);
             continue;
         }
+        if status.code() == Some(3) && outside_approver && on_file {
+            report.approver_stops += 1;
+            let answered = approver(&args, root, false).wait().unwrap();
+            if !answered.success() || report.approver_stops > MAX_APPROVER_STOPS {
+                let err = std::fs::read_to_string(root.join("approver.err")).unwrap_or_default();
+                report.problems.push(format!(
+                    "the approver ({answered}) after {} stops: {}; state in {}",
+                    report.approver_stops,
+                    err.trim(),
+                    root.display()
+                ));
+                return report;
+            }
+            continue;
+        }
         if !status.success() {
             let err = std::fs::read_to_string(root.join(format!("child-{attempt}.err"))).unwrap_or_default();
             // While brokers are being killed, a child that failed with a retryable error of the
@@ -258,6 +316,13 @@ async fn one_run(target: Target, seed: u64, rng: &mut Rng, log: String, root: &P
         }
         break;
     }
+    if let Some(follower) = following.as_mut()
+        && let Some(exited) = follower.0.try_wait().unwrap()
+    {
+        let err = std::fs::read_to_string(root.join("approver.err")).unwrap_or_default();
+        report.problems.push(format!("the approver exited ({exited}) during the run: {}", err.trim()));
+    }
+    drop(following);
     let journal = dir.journal().unwrap();
     report.kills_before_work = killed_attempts
         .iter()
@@ -455,7 +520,7 @@ async fn sigkill_campaign(target: Target, kills: u64) {
     let (mut runs, mut total_kills, mut before_work, mut children, mut duplicates, mut lost, mut executed) =
         (0u64, 0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
     let mut reexecuted: BTreeMap<String, u64> = BTreeMap::new();
-    let (mut transient, mut approvals) = (0u64, 0u64);
+    let (mut transient, mut approvals, mut approver_stops) = (0u64, 0u64, 0u64);
     let mut external = ExternalReport::default();
     let mut failures = Vec::new();
     let mut kept = Vec::new();
@@ -497,6 +562,7 @@ async fn sigkill_campaign(target: Target, kills: u64) {
         duplicates += report.duplicates;
         lost += report.lost;
         approvals += report.approvals;
+        approver_stops += report.approver_stops;
         executed += report.executed;
         external.requests += report.external.requests;
         external.effects += report.external.effects;
@@ -522,7 +588,8 @@ async fn sigkill_campaign(target: Target, kills: u64) {
     println!(
         "sim-sigkill backend={}{} runs={runs} children={children} kills={total_kills} kills_before_work={before_work} \
          broker_kills={broker_kills} transient_failures={transient} executed={executed} reexecuted={reexecuted:?} \
-         duplicates={duplicates} lost={lost} approvals={approvals} external_effects={} external_deduplicated={} \
+         duplicates={duplicates} lost={lost} approvals={approvals} approver_stops={approver_stops} \
+         external_effects={} external_deduplicated={} \
          external_lookups={} \
          external_duplicates={} failures={} seed={seed:#x} time={:.1}s",
         target.backend.name(),
