@@ -113,7 +113,7 @@ pub use config::{AnyLog, DEFAULT_PARTITIONS, LogConfig, open};
 pub use error::{Result, StoreError};
 pub use retention::{DEFAULT_RETAINED_CHECKPOINTS, ReclaimStatus, Retention};
 pub use store::ActionStateStore;
-pub use store::config::StoreConfig;
+pub use store::config::{DEFAULT_CARRY_FORWARD_AFTER, StoreConfig};
 pub use store::handle::ActionHandle;
 pub use store::round::OpenRound;
 pub use store::vocab::{Begin, Explanation, OperatorInvalidation, Ownership, Round, Snapshot};

@@ -26,6 +26,7 @@
 //! | `actionstate_fenced_total` | counter | | stores | stores that learned a newer owner fenced them (a zombie) |
 //! | `actionstate_rounds_dropped_total` | counter | | rounds | rounds started with `ActionStateStore::round` and dropped unfinished (replayed after a restore) |
 //! | `actionstate_waits_total` | counter | `event` = `suspended` \| `reply` \| `rejected` \| `timed_out` \| `resumed` | waits | durable waits begun, ended by each outcome, and returned to their resumed actions |
+//! | `actionstate_carried_states_total` | counter | | states | long-lived states appended again before a checkpoint so that retention passes their old records |
 //!
 //! Histograms carry no labels. The command line renders `actionstate_put_seconds` with the
 //! buckets [`PUT_SECONDS_BUCKETS`] and `actionstate_rebuild_seconds` as a summary (quantiles,
@@ -66,6 +67,8 @@ pub const FENCED: &str = "actionstate_fenced_total";
 pub const ROUNDS_DROPPED: &str = "actionstate_rounds_dropped_total";
 /// Durable waits (`event`).
 pub const WAITS: &str = "actionstate_waits_total";
+/// Counter: long-lived states carried forward (`StoreConfig::carry_forward_after`).
+pub const CARRIED_STATES: &str = "actionstate_carried_states_total";
 
 /// Bucket bounds for [`PUT_SECONDS`], in seconds: 50 µs to 5 s, covering an embedded store's
 /// sub-millisecond appends and a broker's milliseconds to a slow acknowledgement.
@@ -98,6 +101,11 @@ pub fn describe() {
     metrics::describe_counter!(FENCED, Unit::Count, "Stores that learned a newer owner fenced them");
     metrics::describe_counter!(ROUNDS_DROPPED, Unit::Count, "Rounds dropped unfinished, replayed after a restore");
     metrics::describe_counter!(WAITS, Unit::Count, "Durable waits begun, ended and resumed, by event");
+    metrics::describe_counter!(
+        CARRIED_STATES,
+        Unit::Count,
+        "Long-lived states appended again so retention passes them"
+    );
 }
 
 pub(crate) fn hit(kind: &'static str) {
@@ -156,6 +164,10 @@ pub(crate) fn wait(event: &'static str) {
     metrics::counter!(WAITS, "event" => event).increment(1);
 }
 
+pub(crate) fn carried(states: u64) {
+    metrics::counter!(CARRIED_STATES).increment(states);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,6 +191,7 @@ mod tests {
             FENCED,
             ROUNDS_DROPPED,
             WAITS,
+            CARRIED_STATES,
         ];
         let rows: Vec<&str> = include_str!("metrics.rs")
             .lines()

@@ -159,3 +159,62 @@ async fn owners_of_a_shared_log_settle_only_their_own_keys() {
         assert_eq!(s.wait_outcome(t).unwrap(), Some(reply("go")));
     }
 }
+
+/// Retention around a wait that lasts: one action waits while 4,000 rounds of other keys go by
+/// with a checkpoint every 50. The waiting state is carried forward at checkpoints once it lags
+/// `carry_forward_after` records behind, so the log holds about that many records whatever
+/// the history (printed: the retained records halfway and at the end, and their ratio). The
+/// wait then resolves through a request, and a restore finds it with its token and outcome.
+#[tokio::test]
+async fn a_long_wait_is_carried_forward_so_retention_stays_bounded_by_the_live_work() {
+    const ROUNDS: u64 = 4_000;
+    let log = MemoryLog::new(2);
+    let config =
+        StoreConfig { carry_forward_after: 300, retention: Retention::LastCheckpoints(2), ..StoreConfig::default() };
+    let (store, _) =
+        ActionStateStore::restore(log.reopen(), config.clone(), &Ownership::All, RestoreFrom::Latest).await.unwrap();
+    let waiter = key("waiter");
+    let token = suspend(&store, waiter).await;
+    let retained = |log: &MemoryLog| {
+        let log = log.reopen();
+        async move {
+            let (earliest, end) = log.offsets().await.unwrap();
+            end.iter().zip(&earliest).map(|(e, s)| e - s).sum::<u64>()
+        }
+    };
+    let mut halfway = 0;
+    for n in 0..ROUNDS {
+        let k = key(&format!("busy-{}", n % 16));
+        let inp = input(i64::try_from(n).unwrap());
+        let round = store.round(Round::new(k, n / 16, &inp));
+        let Begin::Fresh(h, _) = store.begin(&round, &ActionId::new("step"), &inp, &Trigger::Input).await.unwrap()
+        else {
+            panic!("round {n} was not fresh")
+        };
+        store.complete(h, vec![], vec![]).await.unwrap();
+        round.finish();
+        if (n + 1) % 50 == 0 {
+            store.checkpoint(&[]).await.unwrap();
+            store.wait_for_reclaim().await;
+        }
+        if n + 1 == ROUNDS / 2 {
+            halfway = retained(&log).await;
+        }
+    }
+    let end = retained(&log).await;
+    let written: u64 = log.end_offsets().await.unwrap().iter().sum();
+    println!(
+        "a wait across {ROUNDS} rounds: {written} records written, {halfway} retained halfway, {end} at the end \
+         (growth {:.2})",
+        end as f64 / halfway.max(1) as f64
+    );
+    assert!(end <= halfway + halfway / 5, "retention grew with the history: {halfway} -> {end}");
+    assert!(end < written / 4, "the log kept {end} of {written} records");
+    outsider(&log).await.request_resolve(&token, reply("late yes")).await.unwrap();
+    drop(store);
+    let (store, _) =
+        ActionStateStore::restore(log.reopen(), config, &Ownership::All, RestoreFrom::Latest).await.unwrap();
+    assert_eq!(store.wait_outcome(&token).unwrap(), Some(reply("late yes")), "the carried wait lost its token");
+    let mut h = begin(&store, waiter).await;
+    assert_eq!(store.wait(&mut h, Wait::new("approval")).await.unwrap(), Waited::Done(reply("late yes")));
+}

@@ -13,7 +13,8 @@
 //! - a token is the same through re-entries and restores, and new once a repair voided the
 //!   wait; a voided token, or one whose action completed, resolves nothing (`UnknownWait`);
 //! - after every restore the store lists exactly the live waits, pending or resolved, so
-//!   retention removed none of them;
+//!   retention removed none of them (with states carried forward at checkpoints once they lag
+//!   a few records behind, so that retention passes their old records);
 //! - at the end every live wait is resolved and its action completes with the outcome: none is
 //!   lost, none is delivered twice.
 #![allow(clippy::unwrap_used, reason = "tests")]
@@ -142,7 +143,8 @@ impl World {
     async fn restore(&mut self) -> Check {
         self.stores.clear();
         for owned in split(self.owners) {
-            let config = StoreConfig { clock: self.clock.clone(), ..StoreConfig::default() };
+            // States that live past a few records are carried forward at checkpoints.
+            let config = StoreConfig { clock: self.clock.clone(), carry_forward_after: 6, ..StoreConfig::default() };
             let (store, _) = ActionStateStore::restore(self.log.reopen(), config, &owned, RestoreFrom::Latest)
                 .await
                 .map_err(|e| format!("restore of {owned}: {e}"))?;
@@ -347,10 +349,13 @@ impl World {
         }
     }
 
-    async fn checkpoint(&self) -> Check {
+    /// Every owner checkpoints: one that has a pending wait reads the resolve requests first,
+    /// and carries its lagging states forward.
+    async fn checkpoint(&mut self) -> Check {
         for (_, store) in &self.stores {
             store.checkpoint(&[]).await.map_err(|e| e.to_string())?;
         }
+        self.read_requests();
         Ok(())
     }
 

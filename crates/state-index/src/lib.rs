@@ -456,6 +456,20 @@ impl Index {
             .collect()
     }
 
+    /// The keys of the states whose records lie below `below[p]` in their partition `p`, in no
+    /// particular order: what a store carries forward (appends again at the end) so that
+    /// retention may pass their old records. A scan of the whole index; a store makes it only
+    /// when a partition's oldest live record lags far behind its end.
+    pub fn living_below(&self, below: &[u64]) -> Vec<StateKey> {
+        let _scope = maps::allow_scans();
+        self.keys
+            .scan("keys")
+            .flat_map(|(_, ki)| ki.rounds.iter().flat_map(|(_, r)| r.iter()))
+            .filter(|e| below.get(e.position.partition as usize).is_some_and(|&b| e.position.offset < b))
+            .map(|e| *e.state.key())
+            .collect()
+    }
+
     /// The highest round recorded for `key`, if any.
     pub fn last_seq(&self, key: &KeyId) -> Option<u64> {
         let ki = self.keys.get(key)?;

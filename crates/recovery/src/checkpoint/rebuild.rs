@@ -569,10 +569,7 @@ fn index_batch(out: &mut PartitionRead, scope: Scope<'_>, records: Vec<ReadRecor
             && r.offset < floors.floor(&key, partition)
         {
             out.before_checkpoint += 1;
-            if let Peeked::Upsert(evidence) = codec::peek(&r.key, &r.value).map_err(|e| e.at(partition, r.offset))? {
-                let last = out.skipped.entry(key).or_insert(evidence.key.seq);
-                *last = (*last).max(evidence.key.seq);
-            }
+            note_skipped(&mut out.skipped, key, codec::peek(&r.key, &r.value).map_err(|e| e.at(partition, r.offset))?);
             continue;
         }
         // A resolve request changes no state and is not a state write: no fence refuses it.
@@ -613,6 +610,35 @@ fn index_batch(out: &mut PartitionRead, scope: Scope<'_>, records: Vec<ReadRecor
         note_removed(&mut out.unlogged, removed);
     }
     Ok(())
+}
+
+/// Notes a record of `key` a floor skipped in `skipped` (per key, the last round whose
+/// completion the skipped records show): a completed state's round counts; an invalidation
+/// (an audit, a tombstone) from round `f` on takes back the rounds from `f`, which did not
+/// stay completed (a repaired round whose re-run is still pending must not be pruned as
+/// completed by `relearn_skipped`).
+fn note_skipped(skipped: &mut HashMap<KeyId, u64>, key: KeyId, record: Peeked) {
+    let from = match record {
+        Peeked::Upsert(evidence) if evidence.outputs.is_some() => {
+            let last = skipped.entry(key).or_insert(evidence.key.seq);
+            *last = (*last).max(evidence.key.seq);
+            return;
+        }
+        Peeked::Other(record) => match *record {
+            LogRecord::Audit(audit) => audit.seq,
+            LogRecord::Delete { key, .. } => key.seq,
+            _ => return,
+        },
+        Peeked::Upsert(_) => return,
+    };
+    if let Some(last) = skipped.get(&key).copied()
+        && last >= from
+    {
+        match from.checked_sub(1) {
+            Some(before) => skipped.insert(key, before),
+            None => skipped.remove(&key),
+        };
+    }
 }
 
 /// Notes the states a replayed record removed: each needs a tombstone of its own later in the

@@ -18,6 +18,7 @@ impl<L: StateLog> ActionStateStore<L, TwoPhase> {
     /// the latest.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn snapshot(&self, checkpoint: u64) -> Result<Snapshot> {
+        self.before_checkpoint().await?;
         // Boxed for the reason `restore` boxes its rebuild: callers' futures stay shallow.
         Ok(Box::pin(self.take_snapshot(checkpoint)).await?.0)
     }

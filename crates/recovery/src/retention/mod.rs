@@ -23,8 +23,11 @@
 //! background reclaimer with its status; `shared.rs` the incremental scan of partition 0 that
 //! stores sharing a log reclaim by (its cache of compact landmarks); `owners.rs` the owners'
 //! rule that turns the landmarks met newest first into a reclaim point; `publish.rs` the
-//! record a two-phase owner appends so that the others learn its completed checkpoint.
+//! record a two-phase owner appends so that the others learn its completed checkpoint;
+//! `carry.rs` the long-lived states appended again before a checkpoint so that retention
+//! passes their old records.
 
+pub(crate) mod carry;
 pub(crate) mod owners;
 pub(crate) mod publish;
 pub(crate) mod shared;

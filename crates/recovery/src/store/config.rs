@@ -4,6 +4,9 @@ use crate::retention::Retention;
 use crate::waits::clock::Clock;
 use std::time::Duration;
 
+/// The default of [`StoreConfig::carry_forward_after`], in records of a partition.
+pub const DEFAULT_CARRY_FORWARD_AFTER: u64 = 100_000;
+
 /// Tuning of an [`ActionStateStore`](crate::ActionStateStore).
 #[derive(Clone, Debug)]
 pub struct StoreConfig {
@@ -43,6 +46,14 @@ pub struct StoreConfig {
     /// What durable waits are timed by: their start and deadline are recorded in the log, so by
     /// default the system's wall clock ([`Clock::System`]).
     pub clock: Clock,
+    /// How far (in records) a partition's oldest live state may lag behind the partition's
+    /// end before a checkpoint carries the lagging states forward: appends each again,
+    /// unchanged, at the end, so that retention passes their old records (docs/design.md,
+    /// section 6). A state lives long when its round does: an action waiting for a person, a
+    /// round suspended. A carried state is written once per half this many records of the
+    /// partition, so the log stays within about this many records of live work. 0 never
+    /// carries (the oldest live state then holds its partition's reclaim point).
+    pub carry_forward_after: u64,
 }
 
 impl Default for StoreConfig {
@@ -56,6 +67,7 @@ impl Default for StoreConfig {
             fence_on_rebuild: true,
             call_key_scope: String::new(),
             clock: Clock::System,
+            carry_forward_after: DEFAULT_CARRY_FORWARD_AFTER,
         }
     }
 }

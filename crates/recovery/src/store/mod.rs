@@ -58,6 +58,10 @@ pub(crate) struct Shared {
     /// The resolve requests of other processes read and not settled, and how far the log was
     /// read for them (`waits/requests.rs`).
     pub(crate) requests: Requests,
+    /// The end offsets the last snapshot read (empty before the first): how far behind them
+    /// the oldest live states lie decides what a checkpoint carries forward
+    /// (`retention/carry.rs`).
+    pub(crate) last_end: Vec<u64>,
 }
 
 /// The last completed round of a key, an offset past every upsert of its pruned rounds (0:
@@ -174,6 +178,7 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
                 fencing: Fencing::default(),
                 waits: Waits::default(),
                 requests: Requests::default(),
+                last_end: Vec::new(),
             }),
             keys: KeyLocks::default(),
             epoch: tokio::sync::RwLock::new(()),
@@ -451,8 +456,8 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
         }
         let end = self.log.end_offsets().await?;
         let mut sh = self.shared.lock();
-        let mut marker = sh.index.marker(self.log.identity(), &end);
-        marker.fences = sh.fencing.marks_for(&marker.offsets);
+        let marker = sh.covering_marker(self.log.identity(), &end);
+        sh.last_end.clone_from(&end);
         sh.drain(&marker.offsets);
         let completed: HashMap<KeyId, u64> = sh.last_completed.iter().map(|(k, c)| (*k, c.seq)).collect();
         let completed = Arc::new(completed);
@@ -522,10 +527,7 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
     /// The covering marker of the index now, for a log of end offsets `end`, with the fences a
     /// replay from it must know.
     pub(crate) fn marker_now(&self, end: &[u64]) -> Marker {
-        let sh = self.shared.lock();
-        let mut marker = sh.index.marker(self.log.identity(), end);
-        marker.fences = sh.fencing.marks_for(&marker.offsets);
-        marker
+        self.shared.lock().covering_marker(self.log.identity(), end)
     }
 
     /// After a checkpoint of a store that owns some key groups: asks for a reclaim whose point
