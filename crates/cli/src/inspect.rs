@@ -93,7 +93,9 @@ async fn load<L: StateLog>(log: &L, progress: bool) -> Result<Loaded> {
                 let position = Position { partition: p, offset: r.offset, exact: true };
                 let decoded = codec::decode(&r.key, &r.value);
                 if let Ok(record) = &decoded
-                    && !matches!(record, LogRecord::Fence(_))
+                    // A fence governs the records after it; a resolve request is no state
+                    // write, and no fence refuses it (a rebuild reads it whatever its epoch).
+                    && !matches!(record, LogRecord::Fence(_) | LogRecord::Resolve(_))
                     && !fences.is_empty()
                     && codec::writer_epoch(&r.value).is_ok_and(|epoch| !fences.admits(&record.key_id(), epoch))
                 {
