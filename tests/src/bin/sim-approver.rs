@@ -9,18 +9,17 @@
 //! - `mode=follow` (Kafka, Fluss: the children run meanwhile): a resolve request for each new
 //!   token (`ActionStateStore::request_resolve`), which the child that owns the key records at
 //!   its next poll; it follows the inbox until it is killed.
-//! - `mode=once` (a data directory, which no child holds while this runs): it rebuilds an
-//!   index of the whole log, resolves every token in the inbox as the key's owner would
-//!   (`ActionStateStore::resolve`, as `actionstate resolve` does offline), prints how many it
-//!   recorded, and exits.
+//! - `mode=once` (a data directory, which no child holds while this runs): a resolve request
+//!   for every token in the inbox, which the next child's restore reads and records (a
+//!   request for a wait that already ended changes nothing); it prints how many it appended
+//!   and exits.
 
-use actionstate_core::{Marker, StateLog, WaitOutcome, WaitSecret};
-use actionstate_recovery::{ActionStateStore, LogConfig, Ownership, Retention, Snapshot, StoreConfig, StoreError};
+use actionstate_core::{WaitOutcome, WaitSecret};
+use actionstate_recovery::{ActionStateStore, LogConfig, StoreConfig};
 use actionstate_sim::{Decision, OutsideApprover, decision};
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
 struct Args {
@@ -95,31 +94,19 @@ async fn follow(args: &Args) -> Result<(), String> {
     }
 }
 
-/// Resolves every token of the inbox as the owner would, on a log no one else holds.
+/// Requests a resolve of every token of the inbox, on a log no child holds: the next child's
+/// restore reads the requests and records them.
 async fn once(args: &Args) -> Result<(), String> {
     let log = actionstate_recovery::open(&args.log).await.map_err(|e| e.to_string())?;
-    // An operator, not an owner: it fences nobody and keeps everything.
-    let config = StoreConfig { retention: Retention::KeepAll, fence_on_rebuild: false, ..StoreConfig::default() };
-    let earliest = log.earliest_offsets().await.map_err(|e| e.to_string())?;
-    let start =
-        Snapshot { checkpoint: 0, marker: Marker::new(log.identity().clone(), earliest), completed: Arc::default() };
-    let (store, _) =
-        ActionStateStore::restore(log, config, &Ownership::All, &[start]).await.map_err(|e| e.to_string())?;
-    let mut recorded = 0;
+    let outsider = ActionStateStore::new(log, StoreConfig::default());
+    let mut requested = 0;
     for (token, seq) in OutsideApprover::read(&args.inbox).map_err(|e| e.to_string())? {
-        let done = match answer(args.seed, &token, seq) {
-            Some(WaitOutcome::Reply(reply)) => store.resolve(&token, &reply).await,
-            Some(WaitOutcome::Rejected(reason)) => store.reject(&token, &reason).await,
-            _ => continue,
-        };
-        match done {
-            Ok(r) => recorded += u64::from(r.recorded),
-            // Its action completed, or an invalidation voided the wait.
-            Err(StoreError::UnknownWait { .. }) => {}
-            Err(e) => return Err(e.to_string()),
+        if let Some(outcome) = answer(args.seed, &token, seq) {
+            outsider.request_resolve(&token, outcome).await.map_err(|e| e.to_string())?;
+            requested += 1;
         }
     }
-    println!("recorded={recorded}");
+    println!("requested={requested}");
     Ok(())
 }
 

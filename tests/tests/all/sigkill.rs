@@ -21,8 +21,8 @@
 //! another process (`sim-approver`), which the children hand their tokens to through the run's
 //! inbox: on Kafka and Fluss it runs beside them and answers through resolve requests in the
 //! log, which the children poll for; on a data directory, which one process holds, a child
-//! whose approval is due and unanswered stops (exit code 3), the approver resolves offline,
-//! and the next child goes on.
+//! whose approval is due and unanswered stops (exit code 3), the approver appends its resolve
+//! requests while no child holds the directory, and the next child's restore records them.
 //!
 //! The agent's durable calls go to a local HTTP service (`actionstate_sim::external`), one per
 //! run, started by this process, so it outlives the children: it deduplicates by the calls'
