@@ -82,8 +82,9 @@ enum Command {
     /// List the durable waits of a log: pending, and resolved but not resumed (key, round,
     /// action, wait, age, deadline). Read-only; never shows a token or a reply.
     Waits(waits::WaitsArgs),
-    /// Resolve (or reject) a durable wait by its token, offline: checks everything before it
-    /// writes, and the owner receives the outcome when it restores.
+    /// Resolve (or reject) a durable wait by its token: checks everything before it writes;
+    /// offline on a data directory, through a request the running owner records on Kafka and
+    /// Fluss.
     Resolve(waits::ResolveArgs),
     /// Decode every record and check the index invariants; exits non-zero on any problem.
     Verify {

@@ -218,3 +218,39 @@ async fn a_long_wait_is_carried_forward_so_retention_stays_bounded_by_the_live_w
     let mut h = begin(&store, waiter).await;
     assert_eq!(store.wait(&mut h, Wait::new("approval")).await.unwrap(), Waited::Done(reply("late yes")));
 }
+
+/// An operator resolves offline (`actionstate resolve` on a data directory) after retention
+/// reclaimed the owner's fences: it writes with an epoch no older than the records it
+/// replayed, so the owner's restore, which still knows those fences from its checkpoint's
+/// marker, does not refuse the resolution as a fenced writer's.
+#[tokio::test]
+async fn an_offline_resolve_after_the_fences_were_reclaimed_reaches_the_restored_owner() {
+    let log = MemoryLog::new(1);
+    let config = StoreConfig { retention: Retention::LastCheckpoints(1), ..StoreConfig::default() };
+    let restore = || ActionStateStore::restore(log.reopen(), config.clone(), &Ownership::All, RestoreFrom::Latest);
+    let token = {
+        let (store, _) = restore().await.unwrap();
+        let token = suspend(&store, key("erin")).await;
+        for n in 0..3 {
+            store.checkpoint(&[]).await.unwrap();
+            store.wait_for_reclaim().await;
+            let _ = n;
+        }
+        token
+    };
+    // The owner's restore fence lay at offset 0, below the wait: reclaimed.
+    assert!(log.earliest_offsets().await.unwrap()[0] > 0, "nothing was reclaimed");
+    {
+        let look = StoreConfig { fence_on_rebuild: false, retention: Retention::KeepAll, ..StoreConfig::default() };
+        let earliest = log.earliest_offsets().await.unwrap();
+        let start = actionstate_recovery::Snapshot {
+            checkpoint: 0,
+            marker: actionstate_core::Marker::new(log.identity().clone(), earliest),
+            completed: std::sync::Arc::default(),
+        };
+        let (operator, _) = ActionStateStore::restore(log.reopen(), look, &Ownership::All, &[start]).await.unwrap();
+        assert!(operator.resolve(&token, b"yes").await.unwrap().recorded);
+    }
+    let (store, _) = restore().await.unwrap();
+    assert_eq!(store.wait_outcome(&token).unwrap(), Some(reply("yes")), "the owner refused the operator's record");
+}

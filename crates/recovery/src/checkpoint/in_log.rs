@@ -58,7 +58,8 @@ impl<L: StateLog> ActionStateStore<L, InLog> {
             return Err(Error::MetadataTooLarge { len: metadata.len(), max: MAX_CHECKPOINT_METADATA }.into());
         }
         let mut last = self.log_checkpoint.lock().await;
-        self.before_checkpoint().await?;
+        // Boxed, as a restore boxes its rebuild: callers' futures stay shallow.
+        Box::pin(self.before_checkpoint()).await?;
         // An id is never written twice, not even after a failed attempt: parts of that
         // attempt whose acknowledgement was lost may still land.
         let id = last.saturating_add(1);

@@ -132,7 +132,10 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
             self.fence_and_catch_up(&marker, &end, ownership, rollback.as_ref(), &mut joined, current.partitions)
                 .await?
         } else {
-            (newest_epoch(&marker, &joined.fences, ownership), end.clone())
+            // Not below the epoch of any record replayed: the fences that carried it may be
+            // reclaimed (an owner's restore still knows them from its checkpoint's marker),
+            // and a record written with an older epoch would be fenced there.
+            (newest_epoch(&marker, &joined.fences, ownership).max(joined.newest_epoch), end.clone())
         };
         let Joined { mut report, mut index, unlogged, fences_read, skipped, requests, .. } = joined;
         relearn_skipped(skipped, &index, &mut owned_completed);
@@ -350,6 +353,8 @@ struct Joined {
     skipped: HashMap<KeyId, u64>,
     /// The resolve requests read, in log order per partition.
     requests: Vec<ResolveRequest>,
+    /// The newest writer epoch of the records replayed.
+    newest_epoch: u64,
 }
 
 /// Joins the partition readers as they finish, until all have or one fails or the deadline
@@ -368,6 +373,7 @@ async fn join_partitions(
     let mut fences_read = Vec::new();
     let mut skipped = HashMap::new();
     let mut requests = Vec::new();
+    let mut newest_epoch = 0;
     let mut done = vec![false; end.len()];
     loop {
         let next = match deadline {
@@ -395,12 +401,13 @@ async fn join_partitions(
         fences_read.extend(part.fences_read);
         skipped.extend(part.skipped);
         requests.extend(part.requests);
+        newest_epoch = newest_epoch.max(part.newest_epoch);
         if let Some(f) = fences.get_mut(partition as usize) {
             *f = part.fences;
         }
         index.absorb(part.index).map_err(|key| StoreError::KeyInTwoPartitions { key, partition })?;
     }
-    Ok(Joined { report, index, unlogged, fences, fences_read, skipped, requests })
+    Ok(Joined { report, index, unlogged, fences, fences_read, skipped, requests, newest_epoch })
 }
 
 struct PartitionRead {
@@ -412,6 +419,8 @@ struct PartitionRead {
     checkpoints: u64,
     /// Records skipped as a fenced writer's.
     fenced: u64,
+    /// The newest writer epoch of the records replayed.
+    newest_epoch: u64,
     /// Records below their group's checkpoint marker, skipped.
     before_checkpoint: u64,
     /// Per key whose upserts a floor skipped, the last round skipped.
@@ -437,6 +446,7 @@ impl PartitionRead {
             foreign: 0,
             checkpoints: 0,
             fenced: 0,
+            newest_epoch: 0,
             before_checkpoint: 0,
             skipped: HashMap::new(),
             unlogged: BTreeMap::new(),
@@ -580,13 +590,15 @@ fn index_batch(out: &mut PartitionRead, scope: Scope<'_>, records: Vec<ReadRecor
         // Checked in full, but kept encoded: a lookup decodes the state it hands out.
         let position = Position { partition, offset: r.offset, exact: true };
         let peeked = codec::peek(&r.key, &r.value).map_err(|e| e.at(partition, r.offset))?;
-        if !out.fences.is_empty()
-            && let Some(key) = key
-            && !out.fences.admits(&key, codec::writer_epoch(&r.value).map_err(|e| e.at(partition, r.offset))?)
+        let epoch = codec::writer_epoch(&r.value).map_err(|e| e.at(partition, r.offset))?;
+        if let Some(key) = key
+            && !out.fences.is_empty()
+            && !out.fences.admits(&key, epoch)
         {
             out.fenced += 1;
             continue;
         }
+        out.newest_epoch = out.newest_epoch.max(epoch);
         let removed = match peeked {
             Peeked::Upsert(evidence) => {
                 let key = evidence.key;

@@ -198,7 +198,7 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
         // fence is not an owner (an operator's view, a read-only one): it writes nothing it
         // was not asked to, and leaves them to `poll_resolutions`.
         if store.config.fence_on_rebuild {
-            store.settle_found().await?;
+            Box::pin(store.settle_found()).await?;
         }
         Ok((store, restored))
     }

@@ -18,8 +18,8 @@ impl<L: StateLog> ActionStateStore<L, TwoPhase> {
     /// the latest.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn snapshot(&self, checkpoint: u64) -> Result<Snapshot> {
-        self.before_checkpoint().await?;
         // Boxed for the reason `restore` boxes its rebuild: callers' futures stay shallow.
+        Box::pin(self.before_checkpoint()).await?;
         Ok(Box::pin(self.take_snapshot(checkpoint)).await?.0)
     }
 

@@ -34,8 +34,9 @@ pub struct StoreConfig {
     /// Whether a [`restore`](crate::ActionStateStore::restore) takes a new owner epoch and fences
     /// the writers before it (the default: a runtime's restore). `false` is for tools that
     /// are not an owner (an operator's repair, an inspection): the store then writes with the
-    /// newest epoch it replayed over its keys and appends no fence, so its records replay
-    /// and nobody is fenced.
+    /// newest epoch it replayed over its keys (of the fences, and of the records, whose
+    /// fences retention may have reclaimed) and appends no fence, so its records replay and
+    /// nobody is fenced.
     pub fence_on_rebuild: bool,
     /// Goes into every durable call's idempotency key (see
     /// [`IdempotencyKey`](actionstate_core::IdempotencyKey)): deployments that call one
