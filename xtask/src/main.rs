@@ -432,13 +432,14 @@ fn bench_on(backend: &str, url: &str) -> Result<()> {
 
 /// The runs of `bench soak`, beyond the inputs and the log: retention against keeping
 /// everything; four owners sharing the log against one; four that rescale to three; the same
-/// two with the soak keeping the checkpoints (the two-phase form, as Flink does).
+/// two with the soak keeping the checkpoints (the two-phase form, as Flink does), each as
+/// three pairs of the owners and one owner in alternating order, for the median ratio.
 const SOAK_RUNS: [&[&str]; 5] = [
     &["--compare"],
     &["--owners", "4"],
     &["--owners", "4", "--rescale-to", "3"],
-    &["--owners", "4", "--two-phase"],
-    &["--owners", "4", "--rescale-to", "3", "--two-phase"],
+    &["--owners", "4", "--two-phase", "--pairs", "3"],
+    &["--owners", "4", "--rescale-to", "3", "--two-phase", "--pairs", "3"],
 ];
 
 /// `bench soak [kafka]`: the runs of `SOAK_RUNS`, on the embedded store or on a local broker.

@@ -4,7 +4,8 @@
 //! the run, then one JSON line. With `--owners N`, N stores share the log, each owning a share
 //! of the key groups and writing its checkpoints into the log (retention runs from all of
 //! them), optionally rescaling to `--rescale-to M` halfway; then one store owning every group
-//! the same way runs on a second log, and a last line compares their throughput. With
+//! the same way runs on a second log, and a last line compares their throughput (`--pairs N`:
+//! N such pairs, alternating which goes first, and the median of their ratios). With
 //! `--two-phase` the soak keeps the owners' checkpoints itself, as Flink does, and rebuilds
 //! the rescale from them.
 //!
@@ -56,11 +57,18 @@ pub(crate) struct SoakArgs {
     /// the one-owner run does the same.
     #[arg(long, requires = "owners")]
     two_phase: bool,
+    /// With `--owners`: run the owners and the one owner this many times each, in pairs that
+    /// alternate which of the two goes first, each on a log of its own; the comparison gives
+    /// every pair's ratio and their median. On a shared machine the same run's throughput moves
+    /// by up to 15% from one run to the next, and a run late in a process is warmer than the
+    /// first: the median of alternating pairs follows neither one slow run nor the order.
+    #[arg(long, requires = "owners", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=99))]
+    pairs: u16,
     /// The log, which must be new or empty: the soak writes into it and reclaims what it wrote
     /// (a log that holds anything is refused, and nothing is written to it). Default: `file:`
     /// on a fresh directory under the system temp dir, removed after. With `--compare` or
     /// `--owners`, the second run uses `DIR/all` (file), `TOPIC-all` (Kafka) or `TABLE_all`
-    /// (Fluss).
+    /// (Fluss), and run N after it (`--pairs`) `DIR/runN`, `TOPIC-runN` or `TABLE_runN`.
     #[arg(long, value_name = "URL")]
     log: Option<String>,
     /// The broker's `log.dirs` on this machine, to measure a Kafka topic's bytes on disk.
@@ -111,10 +119,11 @@ pub(crate) async fn run(args: SoakArgs) -> Result<ExitCode> {
     crate::metrics::serve(&args.metrics)?;
     let first = retention(&args.retention)?;
     let runs = match args.owners {
-        Some(owners) => vec![
-            Run::Fleet(Fleet { owners, rescale_to: args.rescale_to, two_phase: args.two_phase }, first),
-            Run::Fleet(Fleet { owners: 1, rescale_to: None, two_phase: args.two_phase }, first),
-        ],
+        Some(owners) => {
+            let many = Run::Fleet(Fleet { owners, rescale_to: args.rescale_to, two_phase: args.two_phase }, first);
+            let one = Run::Fleet(Fleet { owners: 1, rescale_to: None, two_phase: args.two_phase }, first);
+            (0..args.pairs).flat_map(|pair| if pair % 2 == 0 { [many, one] } else { [one, many] }).collect()
+        }
         None if args.compare && first != Retention::KeepAll => {
             vec![Run::Single(first), Run::Single(Retention::KeepAll)]
         }
@@ -129,18 +138,32 @@ pub(crate) async fn run(args: SoakArgs) -> Result<ExitCode> {
     };
     let mut reports = Vec::new();
     for (n, run) in runs.into_iter().enumerate() {
-        reports.push((run, once(&args, &config, run, n == 1).await?));
+        reports.push((run, once(&args, &config, run, n).await?));
     }
-    if let [(Run::Fleet(fleet, _), many), (_, one)] = reports.as_slice() {
-        let ratio = many.inputs_per_s / one.inputs_per_s.max(1e-9);
+    if args.owners.is_some()
+        && let Some((Run::Fleet(fleet, _), _)) = reports.first()
+    {
+        // Pair k is runs 2k and 2k+1, the owners first in even pairs and second in odd ones.
+        let pairs: Vec<(f64, f64)> = reports
+            .chunks(2)
+            .enumerate()
+            .filter_map(|(k, pair)| match pair {
+                [(_, a), (_, b)] if k % 2 == 0 => Some((a.inputs_per_s, b.inputs_per_s)),
+                [(_, a), (_, b)] => Some((b.inputs_per_s, a.inputs_per_s)),
+                _ => None,
+            })
+            .collect();
+        let ratios: Vec<f64> = pairs.iter().map(|(many, one)| many / one.max(1e-9)).collect();
         let line = serde_json::json!({
             "compare": "owners",
             "owners": fleet.owners,
             "rescale_to": fleet.rescale_to,
             "two_phase": fleet.two_phase,
-            "inputs_per_s": (many.inputs_per_s * 10.0).round() / 10.0,
-            "one_owner_inputs_per_s": (one.inputs_per_s * 10.0).round() / 10.0,
-            "throughput_ratio": (ratio * 1000.0).round() / 1000.0,
+            "pairs": pairs.len(),
+            "inputs_per_s": round(median(pairs.iter().map(|p| p.0)), 10.0),
+            "one_owner_inputs_per_s": round(median(pairs.iter().map(|p| p.1)), 10.0),
+            "throughput_ratios": ratios.iter().map(|r| round(*r, 1000.0)).collect::<Vec<_>>(),
+            "throughput_ratio": round(median(ratios.iter().copied()), 1000.0),
         });
         outln!("{line}");
     } else if let [(_, kept), (_, all)] = reports.as_slice()
@@ -160,22 +183,43 @@ pub(crate) async fn run(args: SoakArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The log of one run: `--log` as given for the first, a sibling for the keep-everything run
-/// of `--compare`.
-fn log_of(args: &SoakArgs, second: bool, temp: &Path) -> Result<LogConfig> {
+/// The median of `values` (0 for none): the middle one, or the mean of the middle two.
+fn median(values: impl Iterator<Item = f64>) -> f64 {
+    let mut v: Vec<f64> = values.collect();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => f64::midpoint(v[n / 2 - 1], v[n / 2]),
+    }
+}
+
+/// `x` rounded to `1 / per` (`per`: 10 for tenths).
+fn round(x: f64, per: f64) -> f64 {
+    (x * per).round() / per
+}
+
+/// The log of run `n`: `--log` as given for the first, a sibling for each run after it (`all`
+/// for the second, the keep-everything run of `--compare` or the one owner of `--owners`).
+fn log_of(args: &SoakArgs, n: usize, temp: &Path) -> Result<LogConfig> {
+    let sibling = match n {
+        0 => None,
+        1 => Some("all".to_owned()),
+        n => Some(format!("run{n}")),
+    };
     let Some(text) = &args.log else {
-        let dir = temp.join(if second { "all" } else { "data" });
+        let dir = temp.join(sibling.as_deref().unwrap_or("data"));
         return Ok(LogConfig::File(actionstate_file::FileConfig::new(dir, 8)));
     };
     let mut config: LogConfig = text.parse().context("--log")?;
-    if second {
+    if let Some(sibling) = sibling {
         match &mut config {
-            LogConfig::File(c) => c.dir = c.dir.join("all"),
+            LogConfig::File(c) => c.dir = c.dir.join(sibling),
             #[cfg(feature = "kafka")]
-            LogConfig::Kafka(c) => c.topic = format!("{}-all", c.topic),
+            LogConfig::Kafka(c) => c.topic = format!("{}-{sibling}", c.topic),
             #[cfg(feature = "fluss")]
-            LogConfig::Fluss(c) => c.table = format!("{}_all", c.table),
-            other => bail!("--compare needs a second log beside {other}"),
+            LogConfig::Fluss(c) => c.table = format!("{}_{sibling}", c.table),
+            other => bail!("--compare and --owners need a second log beside {other}"),
         }
     }
     Ok(config)
@@ -204,7 +248,7 @@ fn bytes_held(config: &LogConfig, broker_log_dir: Option<&Path>) -> Result<Box<d
     }
 }
 
-async fn once(args: &SoakArgs, config: &SoakConfig, run: Run, second: bool) -> Result<SoakReport> {
+async fn once(args: &SoakArgs, config: &SoakConfig, run: Run, n: usize) -> Result<SoakReport> {
     // Without `--log`, a data directory of the run's own under the system temp dir, removed
     // after the run whatever it did.
     let temp = match args.log {
@@ -215,17 +259,17 @@ async fn once(args: &SoakArgs, config: &SoakConfig, run: Run, second: bool) -> R
         }
     };
     let temp_dir = temp.as_ref().map_or(Path::new(""), |t| t.path.as_path());
-    let report = run_once(args, config, run, second, temp_dir).await;
+    let report = run_once(args, config, run, n, temp_dir).await;
     if let Some(temp) = temp {
         temp.remove()?;
     }
     report
 }
 
-/// One run of the soak (`second`: on the sibling log), with `temp` the directory of its
-/// default data directories.
-async fn run_once(args: &SoakArgs, config: &SoakConfig, run: Run, second: bool, temp: &Path) -> Result<SoakReport> {
-    let log_config = log_of(args, second, temp)?;
+/// Run `n` of the soak (on its log: [`log_of`]), with `temp` the directory of its default
+/// data directories.
+async fn run_once(args: &SoakArgs, config: &SoakConfig, run: Run, n: usize, temp: &Path) -> Result<SoakReport> {
+    let log_config = log_of(args, n, temp)?;
     let held = bytes_held(&log_config, args.broker_log_dir.as_deref())?;
     // The soak writes a history of its own and reclaims it: never into a log that holds one.
     let log = crate::claim::claim_empty(&log_config, "soak").await?;

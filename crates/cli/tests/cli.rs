@@ -313,6 +313,35 @@ fn soak_with_owners_compares_them_with_one_owner() {
     assert_eq!(lines[2]["owners"], 2);
 }
 
+/// `soak --owners --pairs 2`: the owners and the one owner twice each, the second pair in the
+/// other order, each on a log of its own; the comparison gives both ratios and their median.
+#[test]
+fn soak_pairs_alternate_the_order_and_report_the_median_ratio() {
+    let args = ["soak", "--inputs", "2000", "--checkpoint-every", "200", "--owners", "2", "--pairs", "2", "--json"];
+    let out = actionstate(&args);
+    assert!(out.status.success(), "soak failed: {}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<serde_json::Value> = stdout(&out).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 5, "{lines:?}");
+    let owners: Vec<_> = lines[..4].iter().map(|l| l["owners"].as_u64().unwrap()).collect();
+    assert_eq!(owners, [2, 1, 1, 2], "{lines:?}");
+    let logs: std::collections::BTreeSet<_> = lines[..4].iter().map(|l| l["log"].to_string()).collect();
+    assert_eq!(logs.len(), 4, "every run on a log of its own: {logs:?}");
+    let rate = |l: &serde_json::Value| l["inputs_per_s"].as_f64().unwrap();
+    let expected = [rate(&lines[0]) / rate(&lines[1]), rate(&lines[3]) / rate(&lines[2])];
+    let compare = &lines[4];
+    assert_eq!(compare["pairs"], 2, "{compare}");
+    let ratios: Vec<f64> =
+        compare["throughput_ratios"].as_array().unwrap().iter().map(|r| r.as_f64().unwrap()).collect();
+    assert_eq!(ratios.len(), 2, "{compare}");
+    for (got, want) in ratios.iter().zip(expected) {
+        assert!((got - want).abs() < 0.01, "{got} against {want}: {compare}");
+    }
+    let median = compare["throughput_ratio"].as_f64().unwrap();
+    assert!((median - f64::midpoint(ratios[0], ratios[1])).abs() < 0.002, "{compare}");
+    let refused = actionstate(&["soak", "--inputs", "10", "--pairs", "2"]);
+    assert!(!refused.status.success(), "--pairs without --owners was accepted");
+}
+
 /// `soak --owners --two-phase`: the soak keeps the checkpoints; both runs say so, and the
 /// owners reclaimed (the disk stays flat) although no checkpoint is written into the log.
 #[test]

@@ -181,24 +181,29 @@ impl<L: StateLog> OwnerForm<L> for TwoPhase {
 
     /// The owners of one phase in the two-phase form, each restored from the newest snapshots
     /// the runtime kept of the `former` owners of its groups (none: a fresh start), as Flink
-    /// restores a rescaled job from the state of the subtasks that held its key groups.
+    /// restores a rescaled job from the state of the subtasks that held its key groups. The
+    /// former owners are dropped first.
     async fn start(
         log: &Arc<L>,
         store_config: &StoreConfig,
         owners: u16,
         former: Vec<Owner<L, Self>>,
     ) -> Result<Vec<Owner<L, Self>>, StoreError> {
+        // What the runtime kept of the former owners is all a new one needs: they are gone
+        // before the new ones restore, as a rescaled job's old subtasks are.
+        let kept: Vec<(Ownership, Option<Snapshot>)> =
+            former.iter().map(|o| (o.owned.clone(), o.kept.newest())).collect();
+        drop(former);
         let mut stores = Vec::new();
         for owned in split(owners) {
             // The former owners' groups are disjoint, so their snapshots name disjoint keys,
             // and the restore keeps only the keys `owned` holds.
             let snapshots: Vec<Snapshot> =
-                former.iter().filter(|o| o.owned.overlaps(&owned)).filter_map(|o| o.kept.newest()).collect();
+                kept.iter().filter(|(o, _)| o.overlaps(&owned)).filter_map(|(_, s)| s.clone()).collect();
             let (store, _) =
                 ActionStateStore::restore(Arc::clone(log), store_config.clone(), &owned, snapshots).await?;
             stores.push(Owner { store: Arc::new(store), owned, kept: Arc::new(Kept::new(store_config.retention)) });
         }
-        drop(former);
         Ok(stores)
     }
 
