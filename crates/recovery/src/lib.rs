@@ -101,6 +101,7 @@ mod error;
 mod fencing;
 pub mod metrics;
 mod retention;
+mod spans;
 mod store;
 mod waits;
 
@@ -112,6 +113,7 @@ pub use checkpoint::restore::{RestoreFrom, RestorePoint, Restored, RestoredCheck
 pub use config::{AnyLog, DEFAULT_PARTITIONS, LogConfig, open};
 pub use error::{Result, StoreError};
 pub use retention::{DEFAULT_RETAINED_CHECKPOINTS, ReclaimStatus, Retention};
+pub use spans::call_key_digest;
 pub use store::ActionStateStore;
 pub use store::config::{DEFAULT_CARRY_FORWARD_AFTER, StoreConfig};
 pub use store::handle::ActionHandle;

@@ -10,10 +10,12 @@ pub(crate) mod digest;
 use crate::checkpoint::form::CheckpointForm;
 use crate::error::{Result, StoreError};
 use crate::metrics as m;
+use crate::spans::{self, call_key_digest};
 use crate::store::ActionStateStore;
 use crate::store::handle::ActionHandle;
 use actionstate_core::{CallResult, CallStatus, IdempotencyKey, Progress, StateLog};
 use std::future::Future;
+use tracing::{Instrument, Span};
 
 /// The outcome of a durable call as the called function reported it: an encoded value, or an
 /// encoded error. An empty value is a valid result (a unit or `None`).
@@ -28,6 +30,18 @@ pub enum CallSource {
     Executed,
     /// A PENDING slot was resolved by the reconciler; the function did not run.
     Reconciled,
+}
+
+impl CallSource {
+    /// A stable snake_case name: `journal`, `executed` or `reconciled` (the label of the calls
+    /// metric and the `actionstate.call.source` of a call's span).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallSource::Journal => "journal",
+            CallSource::Executed => "executed",
+            CallSource::Reconciled => "reconciled",
+        }
+    }
 }
 
 /// The result of a durable call.
@@ -144,10 +158,39 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
         R: FnOnce(IdempotencyKey) -> RFut,
         RFut: Future<Output = CallOutput>,
     {
+        let span = spans::call(&handle.span, call.function, handle.cursor, handle.incarnation);
+        let called = self.call_in(handle, call, f, &span).instrument(span.clone()).await;
+        if let Ok(c) = &called {
+            span.record("actionstate.call.source", c.source.as_str());
+            span.record("actionstate.replayed", c.source == CallSource::Journal);
+            span.record("actionstate.call.ok", c.output.is_ok());
+        }
+        called
+    }
+
+    /// [`call`](Self::call), inside the call's `span`.
+    async fn call_in<R, RFut, Fn, Fut>(
+        &self,
+        handle: &mut ActionHandle,
+        call: DurableCall<'_, R>,
+        f: Fn,
+        span: &Span,
+    ) -> Result<Call>
+    where
+        Fn: FnOnce(IdempotencyKey) -> Fut,
+        Fut: Future<Output = CallOutput>,
+        R: FnOnce(IdempotencyKey) -> RFut,
+        RFut: Future<Output = CallOutput>,
+    {
         self.check_owned(&handle.key.key)?;
         handle.check_live()?;
         let DurableCall { function: function_id, digest: args_digest, reconcile } = call;
         let derived = handle.next_call_key(function_id, &args_digest);
+        let key_digest = |key: &IdempotencyKey| {
+            if !span.is_disabled() {
+                span.record("actionstate.call.key_digest", call_key_digest(key));
+            }
+        };
         let recorded = match (&reconcile, handle.journal.get(handle.cursor)) {
             (Some(_), Some(s)) if s.matches(function_id, &args_digest) => match &s.status {
                 CallStatus::Pending { key } => Some(key.clone().unwrap_or_else(|| derived.clone())),
@@ -156,23 +199,27 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
             _ => None,
         };
         let (output, source) = match (recorded, reconcile) {
-            (Some(key), Some(reconcile)) => (reconcile(key).await, CallSource::Reconciled),
+            (Some(key), Some(reconcile)) => {
+                key_digest(&key);
+                (reconcile(key).await, CallSource::Reconciled)
+            }
             (_, reconcile) => {
                 if let Some(output) = journaled(handle, function_id, &args_digest) {
                     handle.cursor += 1;
-                    m::call("journal");
+                    m::call(CallSource::Journal.as_str());
                     return Ok(Call { output, source: CallSource::Journal });
                 }
                 if reconcile.is_some() {
                     let pending = CallStatus::Pending { key: Some(derived.clone()) };
                     self.persist_slot(handle, slot(function_id, args_digest, pending)).await?;
                 }
+                key_digest(&derived);
                 (f(derived).await, CallSource::Executed)
             }
         };
         self.persist_slot(handle, slot(function_id, args_digest, finished(&output))).await?;
         handle.cursor += 1;
-        m::call(if source == CallSource::Reconciled { "reconciled" } else { "executed" });
+        m::call(source.as_str());
         Ok(Call { output, source })
     }
 

@@ -52,7 +52,7 @@ impl<L: StateLog> ActionStateStore<L, InLog> {
     /// results are durable, because a restore resumes the input there. Checkpoints of one
     /// store are written one at a time. [`checkpoint_with`](Self::checkpoint_with) writes a
     /// typed value instead of bytes.
-    #[tracing::instrument(level = "debug", skip_all, fields(metadata = metadata.len()))]
+    #[tracing::instrument(name = "actionstate.checkpoint", level = "info", skip_all, fields(actionstate.checkpoint.form = "in_log", actionstate.checkpoint.metadata_bytes = metadata.len()))]
     pub async fn checkpoint(&self, metadata: &[u8]) -> Result<LogCheckpoint> {
         if metadata.len() > MAX_CHECKPOINT_METADATA {
             return Err(Error::MetadataTooLarge { len: metadata.len(), max: MAX_CHECKPOINT_METADATA }.into());

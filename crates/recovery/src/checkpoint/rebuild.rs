@@ -94,7 +94,7 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
     /// (the marker of the checkpoint a restore chose for it) rather than from the merged one,
     /// and with the restore's `rollback` record appended to partition 0 before its fence there
     /// (not written when the rebuild does not fence: it has no newer epoch to void by).
-    #[tracing::instrument(level = "info", skip_all, fields(markers = markers.len()))]
+    #[tracing::instrument(name = "actionstate.rebuild", level = "info", skip_all, fields(actionstate.rebuild.markers = markers.len()))]
     pub(crate) async fn rebuild_from(
         &self,
         markers: &[Marker],

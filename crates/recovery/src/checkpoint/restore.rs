@@ -183,6 +183,7 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
     /// of these keys appends afterwards is replayed, and that owner's next checkpoint fails
     /// with [`StoreError::Fenced`]. On error nothing is left running on the log: the caller
     /// may open it again at once.
+    #[tracing::instrument(name = "actionstate.restore", level = "info", skip_all, fields(actionstate.ownership = %ownership))]
     pub async fn restore<P: RestorePoint<Form = F>>(
         log: L,
         config: StoreConfig,
@@ -207,7 +208,6 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
     /// checkpoint partition, reading backwards from its end to the newest valid commit of each
     /// owned group and the records its checkpoint appended before it (what was appended to
     /// that partition since, not the log's history), and rebuilds from their markers.
-    #[tracing::instrument(level = "info", skip(self))]
     pub(crate) async fn restore_from_log(&self, ownership: &Ownership, from: RestoreFrom) -> Result<Restored> {
         let found = self.find_checkpoints(ownership, from).await?;
         let mut scanned = found.scanned;

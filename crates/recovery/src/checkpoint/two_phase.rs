@@ -16,7 +16,7 @@ impl<L: StateLog> ActionStateStore<L, TwoPhase> {
     /// newer fences over its keys in what the log gained since it last looked (see
     /// [`check_fenced`](Self::check_fenced)), so a zombie learns it at its next snapshot at
     /// the latest.
-    #[tracing::instrument(level = "debug", skip(self))]
+    #[tracing::instrument(name = "actionstate.checkpoint", level = "info", skip_all, fields(actionstate.checkpoint.form = "two_phase", actionstate.checkpoint.id = checkpoint))]
     pub async fn snapshot(&self, checkpoint: u64) -> Result<Snapshot> {
         // Boxed for the reason `restore` boxes its rebuild: callers' futures stay shallow.
         Box::pin(self.before_checkpoint()).await?;

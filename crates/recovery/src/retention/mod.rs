@@ -40,6 +40,7 @@ use actionstate_core::{Marker, Ownership, StateLog};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::sync::Arc;
+use tracing::Instrument;
 
 /// Checkpoints retained by default: a restore may go back this many completed checkpoints.
 pub const DEFAULT_RETAINED_CHECKPOINTS: u32 = 3;
@@ -238,6 +239,7 @@ impl Reclaimer {
                 };
                 point
             };
+            let span = tracing::info_span!("actionstate.reclaim", actionstate.reclaim.records = tracing::field::Empty);
             let outcome = async {
                 let point = match point {
                     Wanted::Point(point) => point,
@@ -267,6 +269,7 @@ impl Reclaimer {
                 let after = log.reclaim(&point).await?;
                 Ok::<_, actionstate_core::Error>(Some((before, after)))
             }
+            .instrument(span.clone())
             .await;
             let mut st = self.state.lock();
             match outcome {
@@ -278,6 +281,7 @@ impl Reclaimer {
                     st.status.earliest = Some(after);
                     st.status.last_error = None;
                     m::reclaimed(records);
+                    span.record("actionstate.reclaim.records", records);
                     tracing::debug!(records, "reclaimed");
                 }
                 Err(e) => {

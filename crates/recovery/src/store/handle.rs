@@ -23,6 +23,9 @@ pub struct ActionHandle {
     pub(crate) scope: std::sync::Arc<str>,
     /// A durable wait suspended the action: the handle refuses further work.
     pub(crate) suspended: bool,
+    /// The span of this attempt (`actionstate.action`): its calls and waits are inside it,
+    /// and it ends with the handle.
+    pub(crate) span: tracing::Span,
 }
 
 impl ActionHandle {

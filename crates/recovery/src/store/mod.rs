@@ -20,6 +20,7 @@ use crate::fencing::Fencing;
 use crate::metrics as m;
 use crate::retention::shared::SharedReclaim;
 use crate::retention::{ReclaimStatus, Reclaimer, Retained, Retention};
+use crate::spans;
 use crate::store::config::StoreConfig;
 use crate::store::handle::ActionHandle;
 use crate::store::key_lock::KeyLocks;
@@ -35,6 +36,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Instant;
+use tracing::Instrument;
 
 pub(crate) struct Shared {
     pub(crate) index: Index,
@@ -210,7 +212,6 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
     /// Looks up the action triggered by `event` in `round` and says whether to reuse, resume
     /// or run it. A miss may invalidate recorded history; the tombstones and the audit record
     /// are appended before this key's next write (or the next snapshot).
-    #[tracing::instrument(level = "debug", skip_all, fields(key = %round.key, seq = round.seq, action = %action))]
     pub async fn begin(&self, round: &Round, action: &ActionId, event: &Event, trigger: &Trigger) -> Result<Begin> {
         self.check_owned(&round.key)?;
         let key = StateKey::new(round.key, round.seq, action, event, trigger);
@@ -223,7 +224,8 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
             sh.enqueue(&key, Some(action), lookup.invalidation);
             (lookup.decision, sh.index.incarnation(&key))
         };
-        let handle = |journal: Vec<CallResult>| ActionHandle {
+        let attempt = |decision| spans::action(&key, action, incarnation, decision);
+        let handle = |journal: Vec<CallResult>, span| ActionHandle {
             key,
             action: action.clone(),
             trigger: trigger.clone(),
@@ -235,6 +237,7 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
             incarnation,
             scope: Arc::clone(&self.call_key_scope),
             suspended: false,
+            span,
         };
         Ok(match decision {
             // A replayed state is decoded here, when it is used (see `Recorded`).
@@ -242,15 +245,17 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
                 let state = recorded.state()?;
                 if state.is_completed() {
                     m::hit("reuse");
+                    // An attempt that runs nothing: its span ends here.
+                    drop(attempt(spans::Decision::Reuse));
                     Begin::Reuse(state)
                 } else {
                     m::hit("resume");
-                    Begin::Resume(handle(state.calls().to_vec()))
+                    Begin::Resume(handle(state.calls().to_vec(), attempt(spans::Decision::Resume)))
                 }
             }
             Decision::Miss(reason) => {
                 m::miss(reason);
-                Begin::Fresh(handle(Vec::new()), reason)
+                Begin::Fresh(handle(Vec::new(), attempt(spans::Decision::Fresh(reason))), reason)
             }
         })
     }
@@ -323,7 +328,6 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
 
     /// Records the completion of an action: its outputs and memory updates become durable,
     /// then indexed. Returns the indexed state.
-    #[tracing::instrument(level = "debug", skip_all, fields(key = %handle.key.key, seq = handle.key.seq))]
     pub async fn complete(
         &self,
         handle: ActionHandle,
@@ -331,7 +335,10 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
         memory: Vec<MemoryUpdate>,
     ) -> Result<Arc<ActionState>> {
         handle.check_live()?;
-        self.put(handle.state(Progress::Completed { outputs, memory })).await
+        let span = handle.span.clone();
+        let put = self.put(handle.state(Progress::Completed { outputs, memory })).instrument(span.clone()).await;
+        span.record("actionstate.completed", put.is_ok());
+        put
     }
 
     /// The put contract: encode, append durably, and only then index. On error — or if the

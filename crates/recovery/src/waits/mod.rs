@@ -22,6 +22,7 @@ pub(crate) mod requests;
 use crate::checkpoint::form::CheckpointForm;
 use crate::error::{Result, StoreError};
 use crate::metrics as m;
+use crate::spans;
 use crate::store::ActionStateStore;
 use crate::store::handle::ActionHandle;
 use actionstate_core::{
@@ -30,6 +31,7 @@ use actionstate_core::{
 };
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::{Instrument, Span};
 
 /// A durable wait to make: its name (stable, like a durable call's function id), the digest
 /// of what it asks (its arguments, as for a [`DurableCall`](crate::DurableCall)), and
@@ -129,6 +131,25 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
     /// [`OpenRound::suspend`](crate::OpenRound::suspend), not `finish`. Once the wait is
     /// resolved, [`waits`](Self::waits) lists it, and the runtime begins the action again.
     pub async fn wait(&self, handle: &mut ActionHandle, wait: Wait<'_>) -> Result<Waited> {
+        let span = spans::wait(&handle.span, wait.name, handle.cursor);
+        let waited = self.wait_in(handle, wait, &span).instrument(span.clone()).await;
+        match &waited {
+            Ok(Waited::Done(outcome)) => {
+                span.record("actionstate.wait.status", "resumed");
+                span.record("actionstate.wait.outcome", outcome.name());
+            }
+            Ok(Waited::Suspended(_)) => {
+                span.record("actionstate.wait.status", "suspended");
+                span.record("actionstate.replayed", false);
+            }
+            Err(_) => {}
+        }
+        waited
+    }
+
+    /// [`wait`](Self::wait), inside the wait's `span`, which learns whether the outcome it
+    /// returns was the journal's (`actionstate.replayed`).
+    async fn wait_in(&self, handle: &mut ActionHandle, wait: Wait<'_>, span: &Span) -> Result<Waited> {
         self.check_owned(&handle.key.key)?;
         handle.check_live()?;
         let Wait { name, digest, timeout } = wait;
@@ -138,6 +159,7 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
         match recorded {
             Some(CallStatus::Resolved { outcome, .. }) => {
                 handle.cursor += 1;
+                span.record("actionstate.replayed", true);
                 m::wait("resumed");
                 Ok(Waited::Done(outcome))
             }
@@ -151,6 +173,8 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
                 };
                 match now {
                     Some(outcome) => {
+                        // Delivered for the first time: recorded since the action suspended.
+                        span.record("actionstate.replayed", false);
                         if let Some(slot) = handle.journal.get_mut(handle.cursor) {
                             slot.status = CallStatus::Resolved { wait, outcome: outcome.clone() };
                         }

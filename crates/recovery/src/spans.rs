@@ -1,0 +1,95 @@
+//! The store's spans, through `tracing` (docs/design.md, section 5.8): one per attempt of an
+//! action (from `begin` to `complete`, or to the end of its handle), one per durable call and
+//! per wait inside it, and one each for restore, rebuild, checkpoint and reclaim. Their
+//! attributes carry the `actionstate.` prefix.
+//!
+//! What a span never holds: a business key (the key's digest, [`KeyId`], stands for it), a
+//! wait's token or reply, a call's result, or an idempotency key in clear (a digest of it,
+//! [`call_key_digest`], which a service's logs can be matched against but not turned back
+//! into a key). A replayed call, a wait whose outcome came from the journal, and a reused
+//! action say `actionstate.replayed = true`: a replay never reads as an execution.
+//!
+//! With no subscriber, or one that leaves `actionstate` spans out, a span is a disabled
+//! handle: nothing is formatted or recorded (the fields below are evaluated only for an
+//! enabled span).
+//!
+//! [`KeyId`]: actionstate_core::KeyId
+
+use actionstate_core::{ActionId, IdempotencyKey, MissReason, StateKey};
+use tracing::Span;
+use tracing::field::Empty;
+
+/// What `begin` decided for an attempt: `actionstate.decision`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Decision {
+    /// The action completed before: its state is returned, nothing runs.
+    Reuse,
+    /// The action ran before and did not complete: its journal replays, then it goes on.
+    Resume,
+    /// Nothing usable was recorded: the action runs from its start.
+    Fresh(MissReason),
+}
+
+/// The span of one attempt of the action `key` names. A reuse is an attempt that runs nothing:
+/// its span ends at once, marked replayed.
+pub(crate) fn action(key: &StateKey, action: &ActionId, incarnation: u32, decision: Decision) -> Span {
+    let (name, reason) = match decision {
+        Decision::Reuse => ("reuse", None),
+        Decision::Resume => ("resume", None),
+        Decision::Fresh(reason) => ("fresh", Some(reason.as_str())),
+    };
+    let span = tracing::info_span!(
+        "actionstate.action",
+        actionstate.key = %key.key,
+        actionstate.round = key.seq,
+        actionstate.action = %action,
+        actionstate.incarnation = incarnation,
+        actionstate.decision = name,
+        actionstate.miss_reason = Empty,
+        actionstate.replayed = decision == Decision::Reuse,
+        actionstate.completed = Empty,
+    );
+    if let Some(reason) = reason {
+        span.record("actionstate.miss_reason", reason);
+    }
+    span
+}
+
+/// The span of the durable call at `index` of an attempt's journal, inside the attempt's span.
+/// Its source and, for a call that reaches the service, its key's digest are recorded as the
+/// call goes.
+pub(crate) fn call(attempt: &Span, function: &str, index: usize, incarnation: u32) -> Span {
+    tracing::info_span!(
+        parent: attempt,
+        "actionstate.call",
+        actionstate.call.function = function,
+        actionstate.call.index = index,
+        actionstate.incarnation = incarnation,
+        actionstate.call.source = Empty,
+        actionstate.call.key_digest = Empty,
+        actionstate.call.ok = Empty,
+        actionstate.replayed = Empty,
+    )
+}
+
+/// The span of the wait at `index` of an attempt's journal, inside the attempt's span: how it
+/// went (`suspended`, `resumed` with the outcome's kind, or `timed_out`) is recorded as it goes.
+pub(crate) fn wait(attempt: &Span, name: &str, index: usize) -> Span {
+    tracing::info_span!(
+        parent: attempt,
+        "actionstate.wait",
+        actionstate.wait.name = name,
+        actionstate.wait.index = index,
+        actionstate.wait.status = Empty,
+        actionstate.wait.outcome = Empty,
+        actionstate.replayed = Empty,
+    )
+}
+
+/// A digest of an idempotency key, for spans: the first 8 bytes of its blake3 hash, in hex.
+/// Enough to match the calls a service logged with the key, without the key itself: a span is
+/// read by more people than the service that deduplicates by the key.
+pub fn call_key_digest(key: &IdempotencyKey) -> String {
+    let hash = blake3::hash(key.as_str().as_bytes());
+    hex::encode(&hash.as_bytes()[..8])
+}
