@@ -442,6 +442,17 @@ const SOAK_RUNS: [&[&str]; 5] = [
     &["--owners", "4", "--rescale-to", "3", "--two-phase", "--pairs", "3"],
 ];
 
+/// The arguments of soak run `extra` for `inputs` inputs: runs of owners warm up first on a
+/// fifth as many (`--warm-up`), so that no measured run pays for the process warming up.
+fn soak_args(extra: &[&str], inputs: u64) -> Vec<String> {
+    let mut args: Vec<String> = ["--inputs".to_owned(), inputs.to_string()].into();
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
+    if extra.contains(&"--owners") {
+        args.extend(["--warm-up".to_owned(), (inputs / 5).to_string()]);
+    }
+    args
+}
+
 /// `bench soak [kafka]`: the runs of `SOAK_RUNS`, on the embedded store or on a local broker.
 fn bench_soak(on: Option<&str>) -> Result<()> {
     match on {
@@ -449,8 +460,9 @@ fn bench_soak(on: Option<&str>) -> Result<()> {
         // four owners sharing the log against one, and four that rescale to three halfway.
         None => {
             for (n, extra) in SOAK_RUNS.iter().enumerate() {
-                let soak = ["run", "--release", "-p", "actionstate", "--", "soak", "--inputs", "1000000"];
-                run(&format!("bench soak ({}/{})", n + 1, SOAK_RUNS.len()), cargo().args(soak).args(*extra))?;
+                let soak = ["run", "--release", "-p", "actionstate", "--", "soak"];
+                let name = format!("bench soak ({}/{})", n + 1, SOAK_RUNS.len());
+                run(&name, cargo().args(soak).args(soak_args(extra, 1_000_000)))?;
             }
             Ok(())
         }
@@ -466,9 +478,10 @@ fn bench_soak(on: Option<&str>) -> Result<()> {
                     std::process::id()
                 );
                 let soak = ["run", "--release", "-p", "actionstate", "--features", "kafka", "--", "soak"];
-                let args = ["--inputs", "200000", "--log", &url, "--broker-log-dir"];
                 let name = format!("bench soak kafka ({}/{})", n + 1, SOAK_RUNS.len());
-                run(&name, cargo().args(soak).args(args).arg(&log_dir).args(*extra))
+                let mut soak_run = cargo();
+                soak_run.args(soak).args(["--log", &url, "--broker-log-dir"]).arg(&log_dir);
+                run(&name, soak_run.args(soak_args(extra, 200_000)))
             });
             let stopped = services::down_kafka();
             measured?;

@@ -5,7 +5,8 @@
 //! of the key groups and writing its checkpoints into the log (retention runs from all of
 //! them), optionally rescaling to `--rescale-to M` halfway; then one store owning every group
 //! the same way runs on a second log, and a last line compares their throughput (`--pairs N`:
-//! N such pairs, alternating which goes first, and the median of their ratios). With
+//! N such pairs, alternating which goes first, and the median of their ratios; `--warm-up`:
+//! the owners run once before, unmeasured, so that no measured run is the process's first). With
 //! `--two-phase` the soak keeps the owners' checkpoints itself, as Flink does, and rebuilds
 //! the rescale from them.
 //!
@@ -64,6 +65,12 @@ pub(crate) struct SoakArgs {
     /// first: the median of alternating pairs follows neither one slow run nor the order.
     #[arg(long, requires = "owners", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=99))]
     pairs: u16,
+    /// With `--owners`: first run the owners this many inputs on a log of their own
+    /// (`DIR/warmup`, `TOPIC-warmup` or `TABLE_warmup`), reported but left out of the
+    /// comparison. The first run in a process also measures the process warming up (its
+    /// allocator, the client's buffers, a broker's first topics), which is no store's cost.
+    #[arg(long, requires = "owners", value_name = "INPUTS")]
+    warm_up: Option<u64>,
     /// The log, which must be new or empty: the soak writes into it and reclaims what it wrote
     /// (a log that holds anything is refused, and nothing is written to it). Default: `file:`
     /// on a fresh directory under the system temp dir, removed after. With `--compare` or
@@ -136,9 +143,13 @@ pub(crate) async fn run(args: SoakArgs) -> Result<ExitCode> {
         checkpoint_every: args.checkpoint_every.max(1),
         ..SoakConfig::default()
     };
+    if let (Some(inputs), Some(&many)) = (args.warm_up, runs.first()) {
+        let warm = SoakConfig { inputs: inputs.max(1), ..config.clone() };
+        once(&args, &warm, many, Slot::WarmUp).await?;
+    }
     let mut reports = Vec::new();
     for (n, run) in runs.into_iter().enumerate() {
-        reports.push((run, once(&args, &config, run, n).await?));
+        reports.push((run, once(&args, &config, run, Slot::Run(n)).await?));
     }
     if args.owners.is_some()
         && let Some((Run::Fleet(fleet, _), _)) = reports.first()
@@ -199,13 +210,22 @@ fn round(x: f64, per: f64) -> f64 {
     (x * per).round() / per
 }
 
-/// The log of run `n`: `--log` as given for the first, a sibling for each run after it (`all`
-/// for the second, the keep-everything run of `--compare` or the one owner of `--owners`).
-fn log_of(args: &SoakArgs, n: usize, temp: &Path) -> Result<LogConfig> {
-    let sibling = match n {
-        0 => None,
-        1 => Some("all".to_owned()),
-        n => Some(format!("run{n}")),
+/// Which run of the command: the warm-up, or run `n` of those reported.
+#[derive(Clone, Copy, Debug)]
+enum Slot {
+    WarmUp,
+    Run(usize),
+}
+
+/// The log of a run: `--log` as given for the first, a sibling for each run after it (`all`
+/// for the second, the keep-everything run of `--compare` or the one owner of `--owners`) and
+/// for the warm-up.
+fn log_of(args: &SoakArgs, slot: Slot, temp: &Path) -> Result<LogConfig> {
+    let sibling = match slot {
+        Slot::Run(0) => None,
+        Slot::Run(1) => Some("all".to_owned()),
+        Slot::Run(n) => Some(format!("run{n}")),
+        Slot::WarmUp => Some("warmup".to_owned()),
     };
     let Some(text) = &args.log else {
         let dir = temp.join(sibling.as_deref().unwrap_or("data"));
@@ -248,7 +268,7 @@ fn bytes_held(config: &LogConfig, broker_log_dir: Option<&Path>) -> Result<Box<d
     }
 }
 
-async fn once(args: &SoakArgs, config: &SoakConfig, run: Run, n: usize) -> Result<SoakReport> {
+async fn once(args: &SoakArgs, config: &SoakConfig, run: Run, slot: Slot) -> Result<SoakReport> {
     // Without `--log`, a data directory of the run's own under the system temp dir, removed
     // after the run whatever it did.
     let temp = match args.log {
@@ -259,17 +279,17 @@ async fn once(args: &SoakArgs, config: &SoakConfig, run: Run, n: usize) -> Resul
         }
     };
     let temp_dir = temp.as_ref().map_or(Path::new(""), |t| t.path.as_path());
-    let report = run_once(args, config, run, n, temp_dir).await;
+    let report = run_once(args, config, run, slot, temp_dir).await;
     if let Some(temp) = temp {
         temp.remove()?;
     }
     report
 }
 
-/// Run `n` of the soak (on its log: [`log_of`]), with `temp` the directory of its default
+/// One run of the soak (on its log: [`log_of`]), with `temp` the directory of its default
 /// data directories.
-async fn run_once(args: &SoakArgs, config: &SoakConfig, run: Run, n: usize, temp: &Path) -> Result<SoakReport> {
-    let log_config = log_of(args, n, temp)?;
+async fn run_once(args: &SoakArgs, config: &SoakConfig, run: Run, slot: Slot, temp: &Path) -> Result<SoakReport> {
+    let log_config = log_of(args, slot, temp)?;
     let held = bytes_held(&log_config, args.broker_log_dir.as_deref())?;
     // The soak writes a history of its own and reclaims it: never into a log that holds one.
     let log = crate::claim::claim_empty(&log_config, "soak").await?;
@@ -309,6 +329,7 @@ async fn run_once(args: &SoakArgs, config: &SoakConfig, run: Run, n: usize, temp
         Run::Single(_) => (None, None, None),
     };
     let line = serde_json::json!({
+        "warm_up": matches!(slot, Slot::WarmUp),
         "log": log_config.to_string(),
         "retention": name,
         "owners": owners,

@@ -342,6 +342,28 @@ fn soak_pairs_alternate_the_order_and_report_the_median_ratio() {
     assert!(!refused.status.success(), "--pairs without --owners was accepted");
 }
 
+/// `soak --owners --warm-up N`: the owners run N inputs first on a log of their own, reported
+/// as the warm-up and left out of the comparison, which pairs only the measured runs.
+#[test]
+fn soak_warm_up_runs_first_and_is_left_out_of_the_comparison() {
+    let args = ["soak", "--inputs", "2000", "--checkpoint-every", "200", "--owners", "2", "--warm-up", "600", "--json"];
+    let out = actionstate(&args);
+    assert!(out.status.success(), "soak failed: {}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<serde_json::Value> = stdout(&out).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    assert_eq!(lines[0]["warm_up"], true, "{}", lines[0]);
+    assert_eq!((lines[0]["inputs"].as_u64(), lines[0]["owners"].as_u64()), (Some(600), Some(2)), "{}", lines[0]);
+    assert!(lines[0]["log"].as_str().unwrap().ends_with("warmup"), "{}", lines[0]);
+    for measured in &lines[1..3] {
+        assert_eq!((measured["warm_up"].as_bool(), measured["inputs"].as_u64()), (Some(false), Some(2000)));
+    }
+    let ratio = lines[3]["throughput_ratio"].as_f64().unwrap();
+    let rate = |l: &serde_json::Value| l["inputs_per_s"].as_f64().unwrap();
+    assert!((ratio - rate(&lines[1]) / rate(&lines[2])).abs() < 0.01, "{}", lines[3]);
+    let refused = actionstate(&["soak", "--inputs", "10", "--warm-up", "5"]);
+    assert!(!refused.status.success(), "--warm-up without --owners was accepted");
+}
+
 /// `soak --owners --two-phase`: the soak keeps the checkpoints; both runs say so, and the
 /// owners reclaimed (the disk stays flat) although no checkpoint is written into the log.
 #[test]
