@@ -56,6 +56,7 @@ pub fn state(key: KeyId, seq: u64, n: u64) -> (ActionState, Event) {
     let Parts { action, input, outputs, memory } = parts(n);
     let s = ActionState {
         label: None,
+        trace: None,
         key: StateKey::new(key, seq, &action, &input, &Trigger::Input),
         action,
         trigger: Trigger::Input,

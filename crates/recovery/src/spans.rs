@@ -15,7 +15,7 @@
 //!
 //! [`KeyId`]: actionstate_core::KeyId
 
-use actionstate_core::{ActionId, IdempotencyKey, MissReason, StateKey};
+use actionstate_core::{ActionId, IdempotencyKey, MissReason, StateKey, TraceContext};
 use tracing::Span;
 use tracing::field::Empty;
 
@@ -31,8 +31,16 @@ pub(crate) enum Decision {
 }
 
 /// The span of one attempt of the action `key` names. A reuse is an attempt that runs nothing:
-/// its span ends at once, marked replayed.
-pub(crate) fn action(key: &StateKey, action: &ActionId, incarnation: u32, decision: Decision) -> Span {
+/// its span ends at once, marked replayed. `first`: the trace context the state recorded of
+/// the attempt that first wrote it, which this attempt names as `actionstate.first_attempt`
+/// (a W3C `traceparent`), so that a later attempt, in another process, leads back to it.
+pub(crate) fn action(
+    key: &StateKey,
+    action: &ActionId,
+    incarnation: u32,
+    decision: Decision,
+    first: Option<&TraceContext>,
+) -> Span {
     let (name, reason) = match decision {
         Decision::Reuse => ("reuse", None),
         Decision::Resume => ("resume", None),
@@ -48,11 +56,23 @@ pub(crate) fn action(key: &StateKey, action: &ActionId, incarnation: u32, decisi
         actionstate.miss_reason = Empty,
         actionstate.replayed = decision == Decision::Reuse,
         actionstate.completed = Empty,
+        actionstate.first_attempt = Empty,
     );
     if let Some(reason) = reason {
         span.record("actionstate.miss_reason", reason);
     }
+    if let Some(first) = first {
+        span.record("actionstate.first_attempt", first.traceparent());
+    }
     span
+}
+
+/// The trace context of `span` as a tracer that exports spans knows it, for the state an
+/// attempt writes first. `None` while no such tracer is part of the build: `tracing` alone
+/// gives spans no trace ids.
+pub(crate) fn context_of(span: &Span) -> Option<TraceContext> {
+    let _ = span;
+    None
 }
 
 /// The span of the durable call at `index` of an attempt's journal, inside the attempt's span.

@@ -9,7 +9,7 @@
 
 mod common;
 
-use actionstate_core::{IdempotencyKey, StateLog, Trigger, WaitOutcome, WaitToken};
+use actionstate_core::{IdempotencyKey, StateLog, TraceContext, Trigger, WaitOutcome, WaitToken};
 use actionstate_memory::MemoryLog;
 use actionstate_recovery::{
     ActionHandle, ActionStateStore, Begin, CallSource, DurableCall, Ownership, RestoreFrom, Round, StoreConfig, Wait,
@@ -106,6 +106,15 @@ async fn owner(log: &MemoryLog) -> ActionStateStore<MemoryLog> {
         .await
         .unwrap()
         .0
+}
+
+/// `begin` of carol's first input, which came in the trace `trace`.
+async fn begin_in(store: &ActionStateStore<MemoryLog>, trace: TraceContext) -> Begin {
+    let inp = input(1);
+    let round = store.round(Round::new(key("carol"), 0, &inp).traced(trace));
+    let begun = store.begin(&round, &plan(), &inp, &Trigger::Input).await.unwrap();
+    round.suspend();
+    begun
 }
 
 async fn begin(store: &ActionStateStore<MemoryLog>, name: &str) -> Begin {
@@ -231,6 +240,8 @@ async fn a_crash_and_its_replay_show_in_the_spans_as_executed_and_replayed() {
         (Some("resume"), Some("true"), Some("false"))
     );
     assert_eq!((a3.field("actionstate.decision"), a3.field("actionstate.replayed")), (Some("reuse"), Some("true")));
+    // The input came in no trace, and this build exports no spans: no first attempt to name.
+    assert!(attempts.iter().all(|(_, a)| a.field("actionstate.first_attempt").is_none()), "{attempts:?}");
 
     // The calls and the wait, each inside its attempt.
     let inside = |attempt: usize, name: &str| -> Vec<&Seen> {
@@ -306,4 +317,39 @@ async fn a_wait_says_whether_its_outcome_came_from_the_journal() {
         .map(|s| (s.field("actionstate.wait.status").unwrap_or("-"), s.field("actionstate.replayed").unwrap_or("-")))
         .collect();
     assert_eq!(seen, [("suspended", "false"), ("resumed", "false"), ("resumed", "true")], "{waits:?}");
+}
+
+/// A round that came in a trace: the state its first attempt writes records the trace
+/// context, every later write carries it unchanged (the same input replayed after a crash
+/// comes in a trace of its own), and the attempts that resume or reuse the state name it as
+/// `actionstate.first_attempt`: the later trace leads back to the first.
+#[tokio::test]
+async fn later_attempts_name_the_trace_of_the_first() {
+    let spans = Spans::default();
+    let _default = tracing::subscriber::set_default(tracing_subscriber::registry().with(spans.clone()));
+    let first = TraceContext::from_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01").unwrap();
+    let replayed = TraceContext::from_traceparent("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01").unwrap();
+    let log = MemoryLog::new(4);
+    let mut keys = Vec::new();
+    {
+        let store = owner(&log).await;
+        let mut h = handle(begin_in(&store, first).await);
+        assert_eq!(h.trace(), Some(&first));
+        assert_eq!(call(&store, &mut h, "model", 1, &mut keys).await, CallSource::Executed);
+    }
+    let store = owner(&log).await;
+    let mut h = handle(begin_in(&store, replayed).await);
+    assert_eq!(h.trace(), Some(&first), "the resumed attempt took the trace of the round it replays");
+    assert_eq!(call(&store, &mut h, "model", 1, &mut keys).await, CallSource::Journal);
+    store.complete(h, Vec::new(), Vec::new()).await.unwrap();
+    let Begin::Reuse(state) = begin_in(&store, replayed).await else { panic!("the action completed") };
+    assert_eq!(state.trace, Some(first), "the completed state carries the first attempt's trace");
+
+    let attempts: Vec<Seen> = spans.seen().into_iter().filter(|s| s.name == "actionstate.action").collect();
+    let named: Vec<_> = attempts
+        .iter()
+        .map(|a| (a.field("actionstate.decision").unwrap(), a.field("actionstate.first_attempt")))
+        .collect();
+    let traceparent = first.traceparent();
+    assert_eq!(named, [("fresh", None), ("resume", Some(&*traceparent)), ("reuse", Some(&*traceparent))]);
 }

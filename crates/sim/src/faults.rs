@@ -39,6 +39,7 @@ pub(crate) fn state(k: u64, seq: u64) -> (ActionState, Event) {
         Event { id: EventId(u128::from(k) << 96 | u128::from(seq)), event_type: "answer".into(), attributes: out };
     let s = ActionState {
         label: None,
+        trace: None,
         key: sk,
         action,
         trigger: Trigger::Input,

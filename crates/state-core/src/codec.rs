@@ -4,7 +4,7 @@
 //! ```text
 //! offset  size  field
 //! 0       4     magic  b"AcSt"
-//! 4       1     format version (4)
+//! 4       1     format version (5)
 //! 5       1     record kind (1 upsert, 2 delete, 3 audit, 4 fence, 5 checkpoint)
 //! 6       4     payload length, u32 little-endian
 //! 10      8     writer epoch, u64 little-endian
@@ -16,9 +16,12 @@
 //! [`crate::fence`]): a replay skips a record written with an epoch older than a fence before
 //! it that covers its key. It sits in the header so that a replay reads it without decoding.
 //!
-//! Version 4 differs from 3 only in its payload: an upserted state ends with the key's
-//! optional readable label ([`ActionState::label`](crate::ActionState::label)). Version 3
-//! records decode with no label.
+//! Version 5 differs from 4 only in its payload: an upserted state ends with the optional
+//! trace context of the attempt that first wrote it
+//! ([`ActionState::trace`](crate::ActionState::trace)). Version 4 records decode with none.
+//! Version 4 differs from 3 the same way: an upserted state ends with the key's optional
+//! readable label ([`ActionState::label`](crate::ActionState::label)). Version 3 records
+//! decode with no label.
 //!
 //! Version 2 has no epoch (a 14-byte header, the checksum at offset 10 over version, kind,
 //! length and payload); version 1 differs from 2 only in its checksum: the first 16 bytes of
@@ -40,7 +43,9 @@ use crate::record::{Evidence, LogRecord, audit_log_key};
 /// The four magic bytes every envelope starts with.
 pub const MAGIC: [u8; 4] = *b"AcSt";
 /// The format version this build writes.
-pub const FORMAT_VERSION: u8 = 4;
+pub const FORMAT_VERSION: u8 = 5;
+/// The format version before trace contexts: the same envelope, states without one.
+pub const V4: u8 = 4;
 /// The format version before key labels: the same envelope, states without a label.
 pub const V3: u8 = 3;
 /// The oldest format version this build reads.
@@ -122,6 +127,9 @@ fn decode_payload(version: u8, kind: RecordKind, body: &[u8]) -> Result<LogRecor
     let payload = |e: postcard::Error| Error::Payload { detail: e.to_string() };
     let (record, rest): (LogRecord, &[u8]) = if version >= FORMAT_VERSION {
         postcard::take_from_bytes(body).map_err(payload)?
+    } else if version == V4 {
+        let (old, rest): (untraced::LogRecord, &[u8]) = postcard::take_from_bytes(body).map_err(payload)?;
+        (old.into(), rest)
     } else {
         let (old, rest): (unlabeled::LogRecord, &[u8]) = postcard::take_from_bytes(body).map_err(payload)?;
         (old.into(), rest)
@@ -169,7 +177,7 @@ pub enum Peeked {
 pub fn peek(key: &[u8], value: &[u8]) -> Result<Peeked, Error> {
     let (version, kind, body) = open_envelope(value)?;
     if kind == RecordKind::Upsert
-        && let Some(evidence) = crate::view::evidence(body, version >= FORMAT_VERSION)
+        && let Some(evidence) = crate::view::evidence(body, version >= V4, version >= FORMAT_VERSION)
         && key == evidence.key.to_bytes().as_slice()
     {
         return Ok(Peeked::Upsert(evidence));
@@ -187,7 +195,7 @@ pub fn peek(key: &[u8], value: &[u8]) -> Result<Peeked, Error> {
 /// [`peek`] has checked).
 pub fn writer_epoch(value: &[u8]) -> Result<u64, Error> {
     match value.get(4) {
-        Some(&(V3 | FORMAT_VERSION)) => {
+        Some(&(V3 | V4 | FORMAT_VERSION)) => {
             let bytes = value.get(10..18).ok_or(Error::Truncated { needed: HEADER_LEN, available: value.len() })?;
             let mut epoch = [0u8; 8];
             epoch.copy_from_slice(bytes);
@@ -209,7 +217,7 @@ fn open_envelope(value: &[u8]) -> Result<(u8, RecordKind, &[u8]), Error> {
     }
     let version = *value.get(4).ok_or_else(|| truncated(HEADER_LEN))?;
     let header_len = match version {
-        V3 | FORMAT_VERSION => HEADER_LEN,
+        V3 | V4 | FORMAT_VERSION => HEADER_LEN,
         2 => V2_HEADER_LEN,
         OLDEST_READABLE_VERSION => V1_HEADER_LEN,
         found => {
@@ -231,7 +239,7 @@ fn open_envelope(value: &[u8]) -> Result<(u8, RecordKind, &[u8]), Error> {
         return Err(Error::TrailingBytes { extra: body.len() - expected });
     }
     let intact = match version {
-        V3 | FORMAT_VERSION => {
+        V3 | V4 | FORMAT_VERSION => {
             let mut epoch = [0u8; 8];
             epoch.copy_from_slice(&header[10..18]);
             header[18..22] == crc(version, kind_byte, len, Some(u64::from_le_bytes(epoch)), body).to_le_bytes()
@@ -245,8 +253,8 @@ fn open_envelope(value: &[u8]) -> Result<(u8, RecordKind, &[u8]), Error> {
     Ok((version, kind, body))
 }
 
-/// The checksum of versions 2 to 4: CRC-32C of version, kind, length, the writer epoch
-/// (versions 3 and 4) and payload.
+/// The checksum of versions 2 to 5: CRC-32C of version, kind, length, the writer epoch
+/// (versions 3 to 5) and payload.
 fn crc(version: u8, kind: u8, len: u32, epoch: Option<u64>, payload: &[u8]) -> u32 {
     let mut head = [0u8; 14];
     head[0] = version;
@@ -315,10 +323,68 @@ mod unlabeled {
                     input: s.input,
                     progress: s.progress,
                     label: None,
+                    trace: None,
                 }),
                 LogRecord::Delete { key, reason } => crate::record::LogRecord::Delete { key, reason },
                 LogRecord::Audit(a) => crate::record::LogRecord::Audit(a),
                 LogRecord::Fence(f) => crate::record::LogRecord::Fence(f),
+            }
+        }
+    }
+}
+
+/// The records of format 4, whose upserted states carry no trace context: decoded by the same
+/// derive, variant for variant, and given `trace: None`.
+mod untraced {
+    use crate::checkpoint::CheckpointRecord;
+    use crate::fence::Fence;
+    use crate::id::{ActionId, EventId, Fingerprint};
+    use crate::key::{StateKey, Trigger};
+    use crate::record::{Audit, InvalidationReason};
+    use crate::state::{KeyLabel, Progress};
+    use crate::wait::ResolveRequest;
+    use serde::Deserialize;
+
+    #[derive(Deserialize)]
+    pub(super) enum LogRecord {
+        Upsert(ActionState),
+        Delete { key: StateKey, reason: InvalidationReason },
+        Audit(Audit),
+        Fence(Fence),
+        Checkpoint(CheckpointRecord),
+        Resolve(ResolveRequest),
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct ActionState {
+        key: StateKey,
+        action: ActionId,
+        trigger: Trigger,
+        trigger_event: EventId,
+        input: Fingerprint,
+        progress: Progress,
+        label: Option<KeyLabel>,
+    }
+
+    impl From<LogRecord> for crate::record::LogRecord {
+        fn from(old: LogRecord) -> Self {
+            use crate::record::LogRecord as New;
+            match old {
+                LogRecord::Upsert(s) => New::Upsert(crate::state::ActionState {
+                    key: s.key,
+                    action: s.action,
+                    trigger: s.trigger,
+                    trigger_event: s.trigger_event,
+                    input: s.input,
+                    progress: s.progress,
+                    label: s.label,
+                    trace: None,
+                }),
+                LogRecord::Delete { key, reason } => New::Delete { key, reason },
+                LogRecord::Audit(a) => New::Audit(a),
+                LogRecord::Fence(f) => New::Fence(f),
+                LogRecord::Checkpoint(c) => New::Checkpoint(c),
+                LogRecord::Resolve(r) => New::Resolve(r),
             }
         }
     }

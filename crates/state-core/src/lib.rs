@@ -23,6 +23,7 @@
 //!
 //! let state = ActionState {
 //!     label: None,
+//!     trace: None,
 //!     key: sk,
 //!     action,
 //!     trigger: Trigger::Input,
@@ -52,6 +53,7 @@ mod log;
 mod range;
 mod record;
 mod state;
+mod trace;
 pub mod url;
 mod value;
 mod view;
@@ -78,6 +80,7 @@ pub use record::{
 pub use state::{
     ActionState, CallResult, CallStatus, KeyLabel, MAX_KEY_LABEL, MemoryOp, MemoryUpdate, Progress, TaggedBytes,
 };
+pub use trace::TraceContext;
 pub use value::{Attributes, Value, normalize_float};
 pub use wait::{
     BadWaitToken, MAX_WAIT_REPLY, RESOLVE_KEY_LAYOUT, ResolveRequest, WAIT_TOKEN_LEN, WAIT_TOKEN_PREFIX, WaitOutcome,

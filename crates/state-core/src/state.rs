@@ -4,6 +4,7 @@ use crate::event::Event;
 use crate::id::{ActionId, EventId, Fingerprint};
 use crate::idempotency::IdempotencyKey;
 use crate::key::{StateKey, Trigger};
+use crate::trace::TraceContext;
 use crate::wait::{WaitOutcome, WaitSlot};
 use serde::{Deserialize, Serialize};
 
@@ -29,6 +30,10 @@ pub struct ActionState {
     /// the store): what `inspect` shows and an operator types. Not part of the state's
     /// identity and never compared by replay. Records of format 3 and older have none.
     pub label: Option<KeyLabel>,
+    /// The trace context of the attempt that first wrote this state, carried unchanged by
+    /// every later write of it: a later attempt links to it. Not part of the state's identity
+    /// and never compared by replay. Records of format 4 and older have none.
+    pub trace: Option<TraceContext>,
 }
 
 /// The longest [`KeyLabel`], in bytes.

@@ -19,8 +19,9 @@ use crate::record::Evidence;
 
 /// The evidence of an `Upsert` payload (the postcard encoding of `LogRecord::Upsert`), or
 /// `None` when the walk fails anywhere: the caller then asks the full decoder for the error.
-/// `labeled`: the payload is of format 4 or later, whose state ends with an optional key label.
-pub(crate) fn evidence(payload: &[u8], labeled: bool) -> Option<Evidence> {
+/// `labeled`, `traced`: the payload's state ends with an optional key label (format 4 on), and
+/// then with an optional trace context (format 5 on).
+pub(crate) fn evidence(payload: &[u8], labeled: bool, traced: bool) -> Option<Evidence> {
     let mut r = Reader(payload);
     // `LogRecord::Upsert` is variant 0.
     if r.variant()? != 0 {
@@ -78,6 +79,10 @@ pub(crate) fn evidence(payload: &[u8], labeled: bool) -> Option<Evidence> {
         if r.str()?.len() > crate::state::MAX_KEY_LABEL {
             return None;
         }
+    }
+    if traced && r.option()? {
+        // The trace context: a trace id, a span id and the flags, 25 bytes.
+        r.take(16 + 8 + 1)?;
     }
     r.0.is_empty().then(|| Evidence::new(key, trigger, trigger_event, input, outputs))
 }
@@ -293,6 +298,7 @@ mod tests {
         let producer = StateKey::new(key, 3, &action, &input, &Trigger::Input);
         ActionState {
             label: None,
+            trace: None,
             key: StateKey::new(key, 3, &action, &input, &Trigger::Emitted { producer, index: 1 }),
             action,
             trigger: Trigger::Emitted { producer, index: 1 },
@@ -335,11 +341,13 @@ mod tests {
         for progress in [Progress::Completed { outputs, memory }, Progress::Pending { calls }] {
             let s = state(progress);
             let payload = postcard::to_allocvec(&LogRecord::Upsert(s.clone())).expect("encodes");
-            assert_eq!(evidence(&payload, true), Some(Evidence::of(&s)));
+            assert_eq!(evidence(&payload, true, true), Some(Evidence::of(&s)));
             let mut bootstrap = s.clone();
             bootstrap.trigger = Trigger::Bootstrap { label: "run".into() };
+            bootstrap.label = Some(KeyLabel::new("customer-42"));
+            bootstrap.trace = TraceContext::new([7; 16], [8; 8], 1);
             let payload = postcard::to_allocvec(&LogRecord::Upsert(bootstrap.clone())).expect("encodes");
-            assert_eq!(evidence(&payload, true), Some(Evidence::of(&bootstrap)));
+            assert_eq!(evidence(&payload, true, true), Some(Evidence::of(&bootstrap)));
         }
     }
 }

@@ -79,6 +79,7 @@ impl Fixture {
         };
         ActionState {
             label: None,
+            trace: None,
             key: sk,
             action: self.action.clone(),
             trigger: Trigger::Input,

@@ -2,7 +2,8 @@
 //! journal with the cursor of the next call.
 
 use actionstate_core::{
-    ActionId, ActionState, CallResult, EventId, Fingerprint, IdempotencyKey, KeyLabel, Progress, StateKey, Trigger,
+    ActionId, ActionState, CallResult, EventId, Fingerprint, IdempotencyKey, KeyLabel, Progress, StateKey,
+    TraceContext, Trigger,
 };
 
 /// A running action: where its durable calls stand. Obtained from
@@ -15,6 +16,9 @@ pub struct ActionHandle {
     pub(crate) trigger_event: EventId,
     pub(crate) input: Fingerprint,
     pub(crate) label: Option<KeyLabel>,
+    /// The trace context the state records: the one a former attempt recorded, or this
+    /// attempt's own for a state written first now.
+    pub(crate) trace: Option<TraceContext>,
     pub(crate) journal: Vec<CallResult>,
     pub(crate) cursor: usize,
     /// How many times an invalidation removed this state before: part of its calls' keys.
@@ -58,6 +62,13 @@ impl ActionHandle {
         IdempotencyKey::derive(&self.scope, &self.key, self.incarnation, self.cursor, function_id, args_digest)
     }
 
+    /// The trace context the action's state records: that of the attempt that first wrote it
+    /// (a former one, for a resumed action), or the one this attempt records if it writes
+    /// first. `None` when the round came in no trace and the build exports no spans.
+    pub fn trace(&self) -> Option<&TraceContext> {
+        self.trace.as_ref()
+    }
+
     /// Whether a durable wait suspended the action: its handle then refuses calls, waits and
     /// completion, and the action goes on when the runtime begins it again.
     pub fn is_suspended(&self) -> bool {
@@ -76,6 +87,7 @@ impl ActionHandle {
     pub(crate) fn state(&self, progress: Progress) -> ActionState {
         ActionState {
             label: self.label,
+            trace: self.trace,
             key: self.key,
             action: self.action.clone(),
             trigger: self.trigger.clone(),

@@ -3,7 +3,8 @@
 //! What lives where: this file holds [`ActionStateStore`] and its lookups and writes;
 //! `config.rs` [`StoreConfig`]; `vocab.rs` the words of the API (`Round`, `Begin`, `Snapshot`,
 //! `Explanation`, `OperatorInvalidation`); `round.rs` `OpenRound`; `handle.rs` the
-//! `ActionHandle` that `begin` hands an action; `key_lock.rs` the per-key locks. Other
+//! `ActionHandle` that `begin` hands an action; `key_lock.rs` the per-key locks;
+//! `operator.rs` an operator's invalidation. Other
 //! concepts add to the one `impl ActionStateStore` from their own folders: durable calls in
 //! `calls/`, checkpoints, restore and rebuild in `checkpoint/`, fencing in `fencing/` (its
 //! records in the log in `fencing/log.rs`), retention in `retention/`.
@@ -11,6 +12,7 @@
 pub(crate) mod config;
 pub(crate) mod handle;
 pub(crate) mod key_lock;
+mod operator;
 pub(crate) mod round;
 pub(crate) mod vocab;
 
@@ -24,7 +26,7 @@ use crate::spans;
 use crate::store::config::StoreConfig;
 use crate::store::handle::ActionHandle;
 use crate::store::key_lock::KeyLocks;
-use crate::store::vocab::{Begin, Explanation, OperatorInvalidation, Round, Snapshot};
+use crate::store::vocab::{Begin, Explanation, Round, Snapshot};
 use crate::waits::registry::{Requests, Waits};
 use actionstate_core::{
     ActionId, ActionState, CallResult, Event, Evidence, InvalidationReason, KeyId, LogRecord, Marker, MemoryUpdate,
@@ -224,14 +226,15 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
             sh.enqueue(&key, Some(action), lookup.invalidation);
             (lookup.decision, sh.index.incarnation(&key))
         };
-        let attempt = |decision| spans::action(&key, action, incarnation, decision);
-        let handle = |journal: Vec<CallResult>, span| ActionHandle {
+        let attempt = |decision, first| spans::action(&key, action, incarnation, decision, first);
+        let handle = |journal: Vec<CallResult>, trace, span| ActionHandle {
             key,
             action: action.clone(),
             trigger: trigger.clone(),
             trigger_event: event.id,
             input: round.input,
             label: round.label,
+            trace,
             journal,
             cursor: 0,
             incarnation,
@@ -246,16 +249,20 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
                 if state.is_completed() {
                     m::hit("reuse");
                     // An attempt that runs nothing: its span ends here.
-                    drop(attempt(spans::Decision::Reuse));
+                    drop(attempt(spans::Decision::Reuse, state.trace.as_ref()));
                     Begin::Reuse(state)
                 } else {
                     m::hit("resume");
-                    Begin::Resume(handle(state.calls().to_vec(), attempt(spans::Decision::Resume)))
+                    let span = attempt(spans::Decision::Resume, state.trace.as_ref());
+                    Begin::Resume(handle(state.calls().to_vec(), state.trace, span))
                 }
             }
             Decision::Miss(reason) => {
                 m::miss(reason);
-                Begin::Fresh(handle(Vec::new(), attempt(spans::Decision::Fresh(reason))), reason)
+                let span = attempt(spans::Decision::Fresh(reason), None);
+                // Written first now: the state records the round's trace, or this attempt's.
+                let trace = round.trace.or_else(|| spans::context_of(&span));
+                Begin::Fresh(handle(Vec::new(), trace, span), reason)
             }
         })
     }
@@ -268,62 +275,6 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
         let (decision, divergence, would_invalidate) = sh.index.explain(&probe);
         let incarnation = sh.index.incarnation(&key);
         Explanation { key, decision, divergence, would_invalidate, incarnation }
-    }
-
-    /// Invalidates, as an operator's repair, every state of `key`'s rounds `seq ≥ from_seq`:
-    /// their actions run again when the runtime replays those rounds (a lookup of them
-    /// misses). `reason` says why, in at most [`MAX_OPERATOR_TEXT`](actionstate_core::MAX_OPERATOR_TEXT)
-    /// bytes (a longer one is [`actionstate_core::Error::OperatorTextTooLong`] and changes
-    /// nothing).
-    ///
-    /// The invalidation goes through the records of a divergence: the key's earlier pending
-    /// records are appended first, then an audit record (reason
-    /// [`InvalidationReason::Operator`]) and one tombstone per removed state. It is logged
-    /// even when it removes nothing, and it has been appended when this returns `Ok`. Every
-    /// later rebuild replays it: from the audit record, so a log cut after any of its
-    /// records replays to the whole of it, and the tombstones the cut lost are appended
-    /// before the key's next write (see [`restore`](Self::restore)).
-    ///
-    /// If an append fails, the states are already removed from the index and the records
-    /// not yet appended stay queued: they are appended before the key's next write or the
-    /// next snapshot (as a lookup's invalidation is). A restore of a checkpoint prunes the
-    /// rounds the checkpoint completed; the invalidation matters for the rounds the runtime
-    /// replays after it.
-    #[tracing::instrument(level = "info", skip(self, reason), fields(key = %key))]
-    pub async fn invalidate(&self, key: KeyId, from_seq: u64, reason: &str) -> Result<OperatorInvalidation> {
-        let checked = InvalidationReason::operator(reason)?;
-        let _epoch = self.epoch.read().await;
-        let _key = self.keys.lock(key).await;
-        // Records this key's earlier lookups queued come first, as before any write.
-        self.flush_key(&key).await?;
-        let probe = StateKey::round(key, from_seq);
-        let (removed, records) = {
-            let mut sh = self.shared.lock();
-            let inv = sh.index.invalidate_from(&key, from_seq, reason.to_owned());
-            // The repaired rounds are not done any more: the runtime runs them again, and a
-            // checkpoint taken before it has must not prune what it writes (nor the removal
-            // counts that give its calls new keys).
-            if let Some(c) = sh.last_completed.get(&key).copied()
-                && c.seq >= from_seq
-            {
-                match from_seq.checked_sub(1) {
-                    Some(seq) => {
-                        sh.last_completed.insert(key, Completion { seq, past: c.past, draining: false });
-                    }
-                    None => {
-                        sh.last_completed.remove(&key);
-                    }
-                }
-            }
-            let removed: Vec<StateKey> = inv.removed.iter().map(|r| r.key).collect();
-            let records = removed.len() + 1;
-            sh.enqueue(&probe, None, inv);
-            (removed, records)
-        };
-        self.flush_key(&key).await?;
-        let mut removed = removed;
-        removed.sort();
-        Ok(OperatorInvalidation { key, from_seq, reason: checked, removed, records })
     }
 
     /// Records the completion of an action: its outputs and memory updates become durable,

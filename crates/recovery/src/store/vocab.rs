@@ -4,6 +4,7 @@
 use crate::store::handle::ActionHandle;
 use actionstate_core::{
     ActionState, AuditDetail, Event, Fingerprint, InvalidationReason, KeyId, KeyLabel, Marker, MissReason, StateKey,
+    TraceContext,
 };
 use actionstate_index::Decision;
 use std::collections::HashMap;
@@ -22,12 +23,23 @@ pub struct Round {
     /// The key's readable name, written into every state of the round so that `inspect`
     /// shows it and an operator can find the key by it ([`Round::named`]).
     pub label: Option<KeyLabel>,
+    /// The trace the input arrived in (a W3C `traceparent` the runtime read with it), which
+    /// the round's first attempts record with their states ([`Round::traced`]); without it,
+    /// the attempt's own span's context, where the build exports spans.
+    pub trace: Option<TraceContext>,
 }
 
 impl Round {
     /// The round started by `input` as the `seq`-th input of `key`.
     pub fn new(key: KeyId, seq: u64, input: &Event) -> Self {
-        Round { key, seq, input: input.fingerprint(), label: None }
+        Round { key, seq, input: input.fingerprint(), label: None, trace: None }
+    }
+
+    /// This round, arrived in the trace `context`: every state an attempt of the round writes
+    /// first records it, and the attempts that resume or reuse such a state, in a later
+    /// process too, name it as `actionstate.first_attempt` (docs/design.md, section 5.8).
+    pub fn traced(self, context: TraceContext) -> Self {
+        Round { trace: Some(context), ..self }
     }
 
     /// The round of the key the application names `name` (the key is `KeyId::of(name)`),

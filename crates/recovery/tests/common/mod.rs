@@ -397,7 +397,7 @@ pub(crate) async fn resume<L: StateLog, F: CheckpointForm>(
 /// done, where the test holds only the key and the round's number: the store records only
 /// those two, so the round's input fingerprint is left zero.
 pub(crate) fn finish_round<L: StateLog, F: CheckpointForm>(store: &ActionStateStore<L, F>, key: KeyId, seq: u64) {
-    store.round(Round { key, seq, input: Fingerprint([0; 32]), label: None }).finish();
+    store.round(Round { key, seq, input: Fingerprint([0; 32]), label: None, trace: None }).finish();
 }
 
 /// A snapshot that holds only `marker` (no completed rounds): what a restore from a bare

@@ -67,21 +67,21 @@ fn decode_bad_checksum() {
 fn decode_unknown_version() {
     for record in sample_records() {
         let wire = codec::encode(&record).unwrap();
-        for version in [0u8, 5, 0x7f, 0xff] {
+        for version in [0u8, 6, 0x7f, 0xff] {
             let mut value = wire.value.clone();
             value[4] = version;
             let err = codec::decode(&wire.key, &value).unwrap_err();
             assert!(
-                matches!(err, Error::UnknownVersion { found, oldest: 1, newest: 4 } if found == version),
+                matches!(err, Error::UnknownVersion { found, oldest: 1, newest: 5 } if found == version),
                 "version {version}: {err:?}"
             );
         }
     }
     // The version is checked as soon as its byte is present.
-    let err = codec::decode_value(b"AcSt\x05").unwrap_err();
-    assert!(matches!(err, Error::UnknownVersion { found: 5, oldest: 1, newest: 4 }), "{err:?}");
+    let err = codec::decode_value(b"AcSt\x06").unwrap_err();
+    assert!(matches!(err, Error::UnknownVersion { found: 6, oldest: 1, newest: 5 }), "{err:?}");
     // The writer epoch reader refuses the same versions.
-    assert!(matches!(codec::writer_epoch(b"AcSt\x05"), Err(Error::UnknownVersion { found: 5, .. })));
+    assert!(matches!(codec::writer_epoch(b"AcSt\x06"), Err(Error::UnknownVersion { found: 6, .. })));
 }
 
 #[test]

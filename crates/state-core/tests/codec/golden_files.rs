@@ -1,5 +1,5 @@
 //! Golden records: the encoded bytes of fixed records, pinned in `tests/golden/*.hex`, and the
-//! bytes format versions 1 to 3 wrote for them, in `tests/golden/v1`, `v2` and `v3`.
+//! bytes format versions 1 to 4 wrote for them, in `tests/golden/v1` to `v4`.
 
 use crate::support::{attrs, envelope_by, fixed_event, fixed_input, fixed_state_key, map};
 use actionstate_core::codec;
@@ -7,7 +7,8 @@ use actionstate_core::{
     ActionId, ActionState, Attributes, Audit, AuditDetail, CallResult, CallStatus, CheckpointCommit, CheckpointEntry,
     CheckpointRecord, CheckpointRollback, Error, Evidence, ExternalCheckpoint, Fence, FenceMark, Fingerprint,
     IdempotencyKey, InvalidationReason, KeyId, KeyLabel, LogIdentity, LogRecord, Marker, MemoryOp, MemoryUpdate,
-    MissReason, Ownership, Progress, StateKey, TaggedBytes, Trigger, Value, checkpoint_key_id, fence_key_id,
+    MissReason, Ownership, Progress, StateKey, TaggedBytes, TraceContext, Trigger, Value, checkpoint_key_id,
+    fence_key_id,
 };
 use std::path::{Path, PathBuf};
 
@@ -15,6 +16,7 @@ fn golden_upsert_pending() -> LogRecord {
     let input = fixed_input();
     LogRecord::Upsert(ActionState {
         label: None,
+        trace: None,
         key: fixed_state_key(),
         action: ActionId::new("summarize"),
         trigger: Trigger::Input,
@@ -81,6 +83,7 @@ pub(crate) fn golden_upsert_completed() -> LogRecord {
     );
     LogRecord::Upsert(ActionState {
         label: None,
+        trace: None,
         key,
         action,
         trigger,
@@ -304,11 +307,11 @@ fn golden_upsert_pending_keyed() -> LogRecord {
     }
 }
 
-/// Every golden record of the format this build writes, with the writer epoch it is written
-/// with: those of version 3 (without a label, as a key without a name is written), a labeled
+/// The records format version 4 wrote, with their writer epochs, whose bytes `tests/golden/v4`
+/// keeps: those of version 3 (without a label, as a key without a name is written), a labeled
 /// state, a keyed PENDING slot, checkpoint records (a commit, a part, a rollback and an
 /// external checkpoint) and a resolve request.
-fn golden_cases() -> Vec<(&'static str, LogRecord, u64)> {
+fn v4_cases() -> Vec<(&'static str, LogRecord, u64)> {
     let mut cases = v3_cases();
     cases.push(("upsert_labeled", golden_upsert_labeled(), 3));
     cases.push(("upsert_pending_keyed", golden_upsert_pending_keyed(), 3));
@@ -317,6 +320,26 @@ fn golden_cases() -> Vec<(&'static str, LogRecord, u64)> {
     cases.push(("checkpoint_rollback", golden_checkpoint_rollback(), 9));
     cases.push(("checkpoint_external", golden_checkpoint_external(), 3));
     cases.push(("resolve_request", golden_resolve_request(), 0));
+    cases
+}
+
+/// A labeled state that records the trace context its first attempt ran in.
+fn golden_upsert_traced() -> LogRecord {
+    match golden_upsert_labeled() {
+        LogRecord::Upsert(s) => {
+            let trace = TraceContext::from_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+            LogRecord::Upsert(ActionState { trace, ..s })
+        }
+        other => other,
+    }
+}
+
+/// Every golden record of the format this build writes, with the writer epoch it is written
+/// with: those of version 4 (without a trace context, as a state written outside a trace is)
+/// and a state with one.
+fn golden_cases() -> Vec<(&'static str, LogRecord, u64)> {
+    let mut cases = v4_cases();
+    cases.push(("upsert_traced", golden_upsert_traced(), 3));
     cases
 }
 
@@ -401,18 +424,20 @@ fn golden_dir_has_no_stray_files() {
     let current = golden_cases().into_iter().map(|(n, _, _)| n).collect::<Vec<_>>();
     let names_of = |cases: Vec<(&'static str, LogRecord)>| cases.into_iter().map(|(n, _)| n).collect::<Vec<_>>();
     let v3 = v3_cases().into_iter().map(|(n, _, _)| n).collect::<Vec<_>>();
+    let v4 = v4_cases().into_iter().map(|(n, _, _)| n).collect::<Vec<_>>();
     for (dir, cases) in [
         (golden_dir(), current),
         (golden_dir().join("v1"), names_of(v1_cases())),
         (golden_dir().join("v2"), names_of(v2_cases())),
         (golden_dir().join("v3"), v3),
+        (golden_dir().join("v4"), v4),
     ] {
         let names: Vec<String> = cases.iter().map(|n| format!("{n}.hex")).collect();
         for entry in std::fs::read_dir(&dir).unwrap() {
             let entry = entry.unwrap();
             let file = entry.file_name().into_string().unwrap();
             if entry.file_type().unwrap().is_dir() {
-                assert!(["v1", "v2", "v3"].contains(&file.as_str()), "stray golden directory {file}");
+                assert!(["v1", "v2", "v3", "v4"].contains(&file.as_str()), "stray golden directory {file}");
                 continue;
             }
             assert!(names.contains(&file), "stray golden file {}", dir.join(&file).display());
@@ -445,17 +470,30 @@ fn version_3_golden_files_still_decode_without_a_label() {
     old_version_files_decode(codec::V3, v3_cases(), codec::HEADER_LEN);
 }
 
+/// Records written by format version 4 (states without a trace context) stay readable, with
+/// their writer epochs, labels and no trace context: the files in `tests/golden/v4` are the
+/// bytes version 4 wrote for the golden records. They are never rewritten.
+#[test]
+fn version_4_golden_files_still_decode_without_a_trace_context() {
+    old_version_files_decode(codec::V4, v4_cases(), codec::HEADER_LEN);
+}
+
 fn at_epoch_0(cases: Vec<(&'static str, LogRecord)>) -> Vec<(&'static str, LogRecord, u64)> {
     cases.into_iter().map(|(name, record)| (name, record, 0)).collect()
 }
 
-/// The payload a format before 4 wrote for `record`: the same postcard encoding, except that
-/// an upserted state ends before its key label (which those formats do not have).
-fn unlabeled_payload(record: &LogRecord) -> Vec<u8> {
+/// The payload format `version` (before 5) wrote for `record`: the same postcard encoding,
+/// except that an upserted state ends before its trace context (which formats before 5 do not
+/// have) and, before 4, before its key label.
+fn old_payload(version: u8, record: &LogRecord) -> Vec<u8> {
     let mut payload = postcard::to_allocvec(record).unwrap();
     if let LogRecord::Upsert(s) = record {
-        assert!(s.label.is_none(), "formats before 4 have no label");
-        assert_eq!(payload.pop(), Some(0), "a state without a label ends with postcard's None");
+        assert!(s.trace.is_none(), "formats before 5 have no trace context");
+        assert_eq!(payload.pop(), Some(0), "a state without a trace context ends with postcard's None");
+        if version < codec::V4 {
+            assert!(s.label.is_none(), "formats before 4 have no label");
+            assert_eq!(payload.pop(), Some(0), "a state without a label then ends with postcard's None");
+        }
     }
     payload
 }
@@ -469,7 +507,7 @@ fn old_version_files_decode(version: u8, cases: Vec<(&'static str, LogRecord, u6
         let path = golden_dir().join(format!("v{version}")).join(format!("{name}.hex"));
         let (key, value) = parse_golden(&std::fs::read_to_string(&path).unwrap());
         assert_eq!(value[4], version, "{}", path.display());
-        let payload = unlabeled_payload(&record);
+        let payload = old_payload(version, &record);
         assert_eq!(value, envelope_by(version, record.kind() as u8, epoch, &payload), "{}", path.display());
         assert_eq!(codec::decode(&key, &value).unwrap(), record, "{}", path.display());
         assert_eq!(codec::writer_epoch(&value).unwrap(), epoch, "{}", path.display());

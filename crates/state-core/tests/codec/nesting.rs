@@ -21,6 +21,7 @@ pub(crate) fn deep_payload(depth: usize) -> Vec<u8> {
     let event = fixed_event(1, "t", attrs(&[("a", Value::Null)]));
     let record = LogRecord::Upsert(ActionState {
         label: None,
+        trace: None,
         key: fixed_state_key(),
         action: ActionId::new("x"),
         trigger: Trigger::Input,
@@ -29,10 +30,10 @@ pub(crate) fn deep_payload(depth: usize) -> Vec<u8> {
         progress: Progress::Completed { outputs: vec![event], memory: vec![] },
     });
     let payload = postcard::to_allocvec(&record).unwrap();
-    // The payload ends with the attribute key "a", the Null variant, an empty memory list and
-    // no key label.
-    let (head, tail) = payload.split_at(payload.len() - 3);
-    assert_eq!(tail, [0, 0, 0]);
+    // The payload ends with the attribute key "a", the Null variant, an empty memory list, no
+    // key label and no trace context.
+    let (head, tail) = payload.split_at(payload.len() - 4);
+    assert_eq!(tail, [0, 0, 0, 0]);
     assert_eq!(head[head.len() - 2..], [1, b'a']);
     let mut out = head.to_vec();
     for _ in 0..depth {
@@ -51,6 +52,7 @@ fn nesting_at_the_limit_round_trips() {
     let deep = nested_list(MAX_VALUE_DEPTH);
     let record = LogRecord::Upsert(ActionState {
         label: None,
+        trace: None,
         key: fixed_state_key(),
         action: ActionId::new("x"),
         trigger: Trigger::Input,
@@ -79,6 +81,7 @@ fn nesting_beyond_the_limit_is_an_error() {
     // Encoding refuses what decoding would refuse.
     let too_deep = LogRecord::Upsert(ActionState {
         label: None,
+        trace: None,
         key: fixed_state_key(),
         action: ActionId::new("x"),
         trigger: Trigger::Input,

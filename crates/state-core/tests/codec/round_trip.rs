@@ -130,6 +130,7 @@ fn every_variant_round_trips() {
         for version in [None, Some(String::new()), Some("v2".to_owned())] {
             let base = ActionState {
                 label: None,
+                trace: None,
                 key: sk,
                 action: ActionId { name: "summarize".into(), version: version.clone() },
                 trigger: trigger.clone(),
@@ -149,6 +150,7 @@ fn every_variant_round_trips() {
             records.push(LogRecord::Upsert(base.clone()));
             records.push(LogRecord::Upsert(ActionState {
                 label: None,
+                trace: None,
                 progress: Progress::Completed {
                     outputs: vec![
                         fixed_event(1, "out", attrs(&[("v", values.clone())])),
@@ -160,6 +162,7 @@ fn every_variant_round_trips() {
             }));
             records.push(LogRecord::Upsert(ActionState {
                 label: None,
+                trace: None,
                 progress: Progress::Completed { outputs: vec![], memory: vec![] },
                 ..base
             }));
@@ -179,6 +182,7 @@ fn empty_results_stay_distinct() {
     let with = |status| {
         LogRecord::Upsert(ActionState {
             label: None,
+            trace: None,
             key: sk,
             action: ActionId::new("summarize"),
             trigger: Trigger::Input,
@@ -206,10 +210,10 @@ fn empty_results_stay_distinct() {
 fn envelope_matches_documented_layout() {
     let record = LogRecord::Delete { key: fixed_state_key(), reason: InvalidationReason::ProducerReplaced };
     let payload = postcard::to_allocvec(&record).unwrap();
-    assert_eq!(codec::encode_value(&record).unwrap(), envelope(4, 2, &payload));
+    assert_eq!(codec::encode_value(&record).unwrap(), envelope(5, 2, &payload));
     assert_eq!(codec::encode_value_by(&record, 0x0102_0304_0506_0708).unwrap(), {
         let mut expected = MAGIC.to_vec();
-        expected.extend_from_slice(&[4, 2]);
+        expected.extend_from_slice(&[5, 2]);
         expected.extend_from_slice(&u32::try_from(payload.len()).unwrap().to_le_bytes());
         expected.extend_from_slice(&[8, 7, 6, 5, 4, 3, 2, 1]);
         let mut covered = expected[4..].to_vec();
@@ -219,7 +223,7 @@ fn envelope_matches_documented_layout() {
         expected
     });
     assert_eq!(MAGIC, *b"AcSt");
-    assert_eq!(FORMAT_VERSION, 4);
+    assert_eq!(FORMAT_VERSION, 5);
     assert_eq!(HEADER_LEN, 22);
     assert_eq!(codec::V2_HEADER_LEN, 14);
     assert_eq!(codec::V1_HEADER_LEN, 26);
@@ -285,9 +289,11 @@ fn key_labels_are_bounded_and_cut_at_a_character_boundary() {
     assert_eq!(cut.as_str(), "é".repeat(32));
     assert!(cut.as_str().len() <= MAX_KEY_LABEL);
     assert_eq!(KeyLabel::new("").as_str(), "");
-    // 65 bytes of label, hand-encoded: postcard's `Some`, the length, the bytes.
+    // 65 bytes of label, hand-encoded: postcard's `Some`, the length, the bytes; then no trace
+    // context.
     let state = ActionState {
         label: None,
+        trace: None,
         key: fixed_state_key(),
         action: ActionId::new("answer"),
         trigger: Trigger::Input,
@@ -296,9 +302,10 @@ fn key_labels_are_bounded_and_cut_at_a_character_boundary() {
         progress: Progress::Completed { outputs: vec![], memory: vec![] },
     };
     let mut payload = postcard::to_allocvec(&LogRecord::Upsert(state)).unwrap();
-    assert_eq!(payload.pop(), Some(0));
+    assert_eq!((payload.pop(), payload.pop()), (Some(0), Some(0)));
     payload.extend_from_slice(&[1, 65]);
     payload.extend_from_slice(&[b'k'; 65]);
+    payload.push(0);
     let err = codec::decode_value(&envelope(FORMAT_VERSION, 1, &payload)).unwrap_err();
     assert!(matches!(err, Error::Payload { .. }), "{err:?}");
 }

@@ -3,7 +3,7 @@
 use actionstate_core::{
     ActionDigest, ActionId, ActionState, Attributes, Audit, AuditDetail, CallResult, CallStatus, Event, EventId,
     Fingerprint, IdempotencyKey, InvalidationReason, KeyId, KeyLabel, LogRecord, MemoryOp, MemoryUpdate, MissReason,
-    OccurrenceId, Progress, StateKey, TaggedBytes, Trigger, Value, WaitOutcome, WaitSecret, WaitSlot,
+    OccurrenceId, Progress, StateKey, TaggedBytes, TraceContext, Trigger, Value, WaitOutcome, WaitSecret, WaitSlot,
 };
 use proptest::prelude::*;
 
@@ -139,17 +139,28 @@ pub(crate) fn arb_label() -> impl Strategy<Value = Option<KeyLabel>> {
     proptest::option::of("[a-z0-9_-]{0,80}|[a-zé😀-]{0,30}".prop_map(|name| KeyLabel::new(&name)))
 }
 
+/// No trace context, or any valid one.
+pub(crate) fn arb_trace() -> impl Strategy<Value = Option<TraceContext>> {
+    proptest::option::of(
+        (any::<[u8; 16]>(), any::<[u8; 8]>(), any::<u8>())
+            .prop_filter_map("an all-zero id is no context", |(t, s, f)| TraceContext::new(t, s, f)),
+    )
+}
+
 pub(crate) fn arb_action_state(progress: impl Strategy<Value = Progress>) -> impl Strategy<Value = ActionState> {
-    (arb_state_key(), arb_action_id(), arb_trigger(), arb_event_id(), arb_fingerprint(), progress, arb_label())
-        .prop_map(|(key, action, trigger, trigger_event, input, progress, label)| ActionState {
+    let parts = (arb_state_key(), arb_action_id(), arb_trigger(), arb_event_id(), arb_fingerprint(), progress);
+    (parts, arb_label(), arb_trace()).prop_map(
+        |((key, action, trigger, trigger_event, input, progress), label, trace)| ActionState {
             label,
+            trace,
             key,
             action,
             trigger,
             trigger_event,
             input,
             progress,
-        })
+        },
+    )
 }
 
 pub(crate) fn arb_miss_reason() -> impl Strategy<Value = MissReason> {

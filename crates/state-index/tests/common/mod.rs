@@ -63,6 +63,7 @@ pub(crate) fn done(
 ) -> ActionState {
     ActionState {
         label: None,
+        trace: None,
         key: StateKey::new(key, seq, action, ev, &trigger),
         action: action.clone(),
         trigger,
@@ -84,6 +85,7 @@ pub(crate) fn pending(
 ) -> ActionState {
     ActionState {
         label: None,
+        trace: None,
         key: StateKey::new(key, seq, action, ev, &trigger),
         action: action.clone(),
         trigger,

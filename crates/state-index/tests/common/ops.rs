@@ -438,6 +438,7 @@ pub(crate) fn resolve_all(op: &Op, known: &BTreeMap<StateKey, ActionState>, ids:
             .collect();
         let state = ActionState {
             label: None,
+            trace: None,
             key: StateKey::new(k, *seq, &action, &ev, &trigger),
             action,
             trigger,
@@ -478,6 +479,7 @@ fn resolve(op: &Op, known: &BTreeMap<StateKey, ActionState>, ids: &mut Ids) -> S
             };
             Step::Upsert(ActionState {
                 label: None,
+                trace: None,
                 key: StateKey::new(k, s, &action, &ev, &trigger),
                 action,
                 trigger,

@@ -26,6 +26,7 @@ pub(crate) fn record(seq: u64) -> LogRecord {
     let action = ActionId::new("crash-append");
     LogRecord::Upsert(ActionState {
         label: None,
+        trace: None,
         key: StateKey::new(key_of(seq), seq, &action, &input, &Trigger::Input),
         action,
         trigger: Trigger::Input,
