@@ -196,6 +196,8 @@ const CLI_BACKENDS: &str = "actionstate/kafka,actionstate/fluss";
 /// The feature that builds the Kafka example and its SIGKILL campaign (`examples/`), which
 /// needs the broker the test step starts.
 const EXAMPLES_KAFKA: &str = "actionstate-examples/kafka";
+/// The store's spans as OpenTelemetry spans, and the test that exports them (`tests/otel.rs`).
+const RECOVERY_OTEL: &str = "actionstate-recovery/otel";
 /// The feature that builds the test which stops and restarts the Fluss tablet server.
 const TABLET_FAULT_FEATURE: &str = "actionstate-fluss/server-fault-tests";
 /// The feature that builds the tests which kill nodes of the three-node Kafka cluster.
@@ -244,7 +246,7 @@ fn lints() -> Result<()> {
             "--locked",
             "--features",
             &format!(
-                "{BROKER_FAULT_FEATURE},{TABLET_FAULT_FEATURE},{CLUSTER_FAULT_FEATURE},{CLI_BACKENDS},{EXAMPLES_KAFKA}"
+                "{BROKER_FAULT_FEATURE},{TABLET_FAULT_FEATURE},{CLUSTER_FAULT_FEATURE},{CLI_BACKENDS},{EXAMPLES_KAFKA},{RECOVERY_OTEL}"
             ),
             "--",
             "-D",
@@ -323,7 +325,7 @@ fn workspace_and_fault_tests(kafka: &services::kafka::KafkaEnv, fluss_env: &flus
     // Among them the fuzz target's checks (state-core's `codec` tests, `fuzz_target`) and the
     // documents' shell examples (the command line's `readme` test, which needs the broker too).
     let mut test = cargo();
-    let features = format!("{CLI_BACKENDS},{EXAMPLES_KAFKA}");
+    let features = format!("{CLI_BACKENDS},{EXAMPLES_KAFKA},{RECOVERY_OTEL}");
     test.args(["test", "--workspace", "--locked", "--features", &features, "--", "--nocapture"])
         .env("ACTIONSTATE_REQUIRE_SERVICES", "1")
         .env("RUST_BACKTRACE", "1")

@@ -63,16 +63,55 @@ pub(crate) fn action(
     }
     if let Some(first) = first {
         span.record("actionstate.first_attempt", first.traceparent());
+        #[cfg(feature = "otel")]
+        otel::link(&span, first);
     }
     span
 }
 
-/// The trace context of `span` as a tracer that exports spans knows it, for the state an
-/// attempt writes first. `None` while no such tracer is part of the build: `tracing` alone
-/// gives spans no trace ids.
+/// The trace context of `span` as OpenTelemetry knows it, for the state an attempt writes
+/// first: with the `otel` feature and a `tracing-opentelemetry` layer installed. `None`
+/// otherwise (`tracing` alone gives spans no trace ids), and for a span no layer records.
 pub(crate) fn context_of(span: &Span) -> Option<TraceContext> {
-    let _ = span;
-    None
+    #[cfg(feature = "otel")]
+    return otel::context_of(span);
+    #[cfg(not(feature = "otel"))]
+    {
+        let _ = span;
+        None
+    }
+}
+
+/// The spans as OpenTelemetry spans: the context a state records, the link to it.
+#[cfg(feature = "otel")]
+mod otel {
+    use actionstate_core::TraceContext;
+    use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState};
+    use tracing::Span;
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+    pub(super) fn context_of(span: &Span) -> Option<TraceContext> {
+        let context = span.context();
+        let span_ref = context.span();
+        let sc = span_ref.span_context();
+        if !sc.is_valid() {
+            return None;
+        }
+        TraceContext::new(sc.trace_id().to_bytes(), sc.span_id().to_bytes(), sc.trace_flags().to_u8())
+    }
+
+    /// A link from `span` to the first attempt's span: a remote context, written by another
+    /// process (or an earlier one).
+    pub(super) fn link(span: &Span, first: &TraceContext) {
+        let context = SpanContext::new(
+            TraceId::from_bytes(first.trace_id),
+            SpanId::from_bytes(first.span_id),
+            TraceFlags::new(first.flags),
+            true,
+            TraceState::default(),
+        );
+        span.add_link(context);
+    }
 }
 
 /// The span of the durable call at `index` of an attempt's journal, inside the attempt's span.
