@@ -100,6 +100,10 @@ mod otel {
         TraceContext::new(sc.trace_id().to_bytes(), sc.span_id().to_bytes(), sc.trace_flags().to_u8())
     }
 
+    pub(super) fn rename(span: &Span, name: String) {
+        span.context().span().update_name(name);
+    }
+
     /// A link from `span` to the first attempt's span: a remote context, written by another
     /// process (or an earlier one).
     pub(super) fn link(span: &Span, first: &TraceContext) {
@@ -128,7 +132,43 @@ pub(crate) fn call(attempt: &Span, function: &str, index: usize, incarnation: u3
         actionstate.call.key_digest = Empty,
         actionstate.call.ok = Empty,
         actionstate.replayed = Empty,
+        otel.name = Empty,
+        gen_ai.operation.name = Empty,
+        gen_ai.tool.name = Empty,
+        gen_ai.request.model = Empty,
     )
+}
+
+/// What a call is in the OpenTelemetry GenAI conventions, when the caller says
+/// ([`tool`](crate::DurableCall::tool), [`model`](crate::DurableCall::model)): its span, when
+/// the call executes, is named and attributed as that operation (docs/design.md, section 5.8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GenAi<'a> {
+    /// `execute_tool`, the tool being the call's function.
+    Tool,
+    /// `chat` with the named model.
+    Model(&'a str),
+}
+
+/// An executed call the caller said is a GenAI operation: the span takes the operation's
+/// attributes and name (`otel.name`; with the `otel` feature, the exported span's name).
+pub(crate) fn genai(span: &Span, function: &str, genai: GenAi<'_>) {
+    let name = match genai {
+        GenAi::Tool => {
+            span.record("gen_ai.operation.name", "execute_tool");
+            span.record("gen_ai.tool.name", function);
+            format!("execute_tool {function}")
+        }
+        GenAi::Model(model) => {
+            span.record("gen_ai.operation.name", "chat");
+            span.record("gen_ai.request.model", model);
+            format!("chat {model}")
+        }
+    };
+    span.record("otel.name", name.as_str());
+    // `tracing-opentelemetry` takes `otel.name` only before the span starts; this one has run.
+    #[cfg(feature = "otel")]
+    otel::rename(span, name);
 }
 
 /// The span of the wait at `index` of an attempt's journal, inside the attempt's span: how it

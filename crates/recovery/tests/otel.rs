@@ -32,7 +32,7 @@ async fn begin(store: &ActionStateStore<MemoryLog>) -> Begin {
 }
 
 async fn call(store: &ActionStateStore<MemoryLog>, h: &mut actionstate_recovery::ActionHandle, n: u32) -> CallSource {
-    let call = DurableCall::new("model").args(&n).unwrap();
+    let call = DurableCall::new("model").args(&n).unwrap().model("small-model");
     store.call(h, call, |_key| async move { Ok(n.to_le_bytes().to_vec()) }).await.unwrap().source
 }
 
@@ -108,14 +108,19 @@ async fn later_attempts_link_to_the_first_attempts_span() {
         assert_eq!(attribute(later, "actionstate.first_attempt"), Some(recorded.traceparent()));
     }
     // Each call inside the attempt that made it: executed by the first, replayed then executed
-    // by the resumed one.
-    let calls_of = |attempt: &SpanData| -> Vec<String> {
+    // by the resumed one. An executed call is the GenAI operation the caller named; a replay
+    // is no execution and keeps the plain call span.
+    let calls_of = |attempt: &SpanData| -> Vec<(String, String, Option<String>)> {
         spans
             .iter()
-            .filter(|s| s.name == "actionstate.call" && s.parent_span_id == attempt.span_context.span_id())
-            .map(|s| attribute(s, "actionstate.call.source").unwrap())
+            .filter(|s| s.parent_span_id == attempt.span_context.span_id())
+            .map(|s| {
+                let source = attribute(s, "actionstate.call.source").unwrap();
+                (s.name.to_string(), source, attribute(s, "gen_ai.operation.name"))
+            })
             .collect()
     };
-    assert_eq!(calls_of(first), ["executed"]);
-    assert_eq!(calls_of(resumed), ["journal", "executed"]);
+    let chat = || ("chat small-model".to_owned(), "executed".to_owned(), Some("chat".to_owned()));
+    assert_eq!(calls_of(first), [chat()]);
+    assert_eq!(calls_of(resumed), [("actionstate.call".to_owned(), "journal".to_owned(), None), chat()]);
 }

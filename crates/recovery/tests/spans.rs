@@ -141,8 +141,11 @@ async fn call(
     keys: &mut Vec<IdempotencyKey>,
 ) -> CallSource {
     let mut handed = None;
+    // The search is a tool in the GenAI conventions.
+    let made = DurableCall::new(function).args(&n).unwrap();
+    let made = if function == "search" { made.tool() } else { made };
     let c = store
-        .call(h, DurableCall::new(function).args(&n).unwrap(), |k| {
+        .call(h, made, |k| {
             handed = Some(k);
             async move { Ok(n.to_le_bytes().to_vec()) }
         })
@@ -190,6 +193,14 @@ fn print(seen: &[Seen]) {
     }
 }
 
+/// The GenAI operation and span name of each `search` call inside the attempt at `attempt`.
+fn search_as_genai(seen: &[Seen], attempt: usize) -> Vec<(Option<&str>, Option<&str>)> {
+    seen.iter()
+        .filter(|s| s.parent == Some(attempt) && s.field("actionstate.call.function") == Some("search"))
+        .map(|s| (s.field("gen_ai.operation.name"), s.field("otel.name")))
+        .collect()
+}
+
 /// No span shows any of `clear` in any field.
 fn assert_nothing_in_clear(seen: &[Seen], clear: &[String]) {
     for s in seen {
@@ -206,6 +217,7 @@ fn assert_nothing_in_clear(seen: &[Seen], clear: &[String]) {
 /// completes; a third
 /// `begin` reuses the completed action. Each shows in its spans, and no span holds a key, a
 /// token or a reply in clear.
+// Long: one scenario's spans, asserted attempt by attempt in the order they were opened.
 #[tokio::test]
 async fn a_crash_and_its_replay_show_in_the_spans_as_executed_and_replayed() {
     let spans = Spans::default();
@@ -262,6 +274,9 @@ async fn a_crash_and_its_replay_show_in_the_spans_as_executed_and_replayed() {
         second_calls,
         [row("model", "journal", "true"), row("search", "journal", "true"), row("pay", "executed", "false")]
     );
+    // The executed search is the GenAI tool execution; its replay is no execution.
+    assert_eq!(search_as_genai(&seen, first), [(Some("execute_tool"), Some("execute_tool search"))]);
+    assert_eq!(search_as_genai(&seen, second), [(None, None)]);
     // An executed call carries the digest of the key it was handed, a replayed one none.
     let digests: Vec<Option<&str>> = inside(first, "actionstate.call")
         .into_iter()

@@ -10,7 +10,7 @@ pub(crate) mod digest;
 use crate::checkpoint::form::CheckpointForm;
 use crate::error::{Result, StoreError};
 use crate::metrics as m;
-use crate::spans::{self, call_key_digest};
+use crate::spans::{self, GenAi, call_key_digest};
 use crate::store::ActionStateStore;
 use crate::store::handle::ActionHandle;
 use actionstate_core::{CallResult, CallStatus, IdempotencyKey, Progress, StateLog};
@@ -76,13 +76,14 @@ pub struct DurableCall<'a, R = NoReconcile> {
     function: &'a str,
     digest: [u8; 32],
     reconcile: Option<R>,
+    genai: Option<GenAi<'a>>,
 }
 
 impl<'a> DurableCall<'a> {
     /// A call of `function` without arguments (its digest is all zeros) and without a
     /// reconciler.
     pub fn new(function: &'a str) -> Self {
-        DurableCall { function, digest: [0; 32], reconcile: None }
+        DurableCall { function, digest: [0; 32], reconcile: None, genai: None }
     }
 }
 
@@ -125,7 +126,21 @@ impl<'a, R> DurableCall<'a, R> {
         G: FnOnce(IdempotencyKey) -> GFut,
         GFut: Future<Output = CallOutput>,
     {
-        DurableCall { function: self.function, digest: self.digest, reconcile: Some(reconcile) }
+        DurableCall { function: self.function, digest: self.digest, reconcile: Some(reconcile), genai: self.genai }
+    }
+
+    /// The call executes a tool, the function it calls: when it executes, its span is the
+    /// GenAI `execute_tool` operation (`gen_ai.tool.name`). A replay from the journal is no
+    /// execution and keeps the plain call span.
+    pub fn tool(self) -> Self {
+        DurableCall { genai: Some(GenAi::Tool), ..self }
+    }
+
+    /// The call asks `model` (a chat completion): when it executes, its span is the GenAI
+    /// `chat` operation (`gen_ai.request.model`). A replay from the journal keeps the plain
+    /// call span.
+    pub fn model(self, model: &'a str) -> Self {
+        DurableCall { genai: Some(GenAi::Model(model)), ..self }
     }
 }
 
@@ -159,11 +174,17 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
         RFut: Future<Output = CallOutput>,
     {
         let span = spans::call(&handle.span, call.function, handle.cursor, handle.incarnation);
+        let (function, genai) = (call.function, call.genai);
         let called = self.call_in(handle, call, f, &span).instrument(span.clone()).await;
         if let Ok(c) = &called {
             span.record("actionstate.call.source", c.source.as_str());
             span.record("actionstate.replayed", c.source == CallSource::Journal);
             span.record("actionstate.call.ok", c.output.is_ok());
+            if c.source == CallSource::Executed
+                && let Some(genai) = genai
+            {
+                spans::genai(&span, function, genai);
+            }
         }
         called
     }
@@ -184,7 +205,7 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
     {
         self.check_owned(&handle.key.key)?;
         handle.check_live()?;
-        let DurableCall { function: function_id, digest: args_digest, reconcile } = call;
+        let DurableCall { function: function_id, digest: args_digest, reconcile, .. } = call;
         let derived = handle.next_call_key(function_id, &args_digest);
         let key_digest = |key: &IdempotencyKey| {
             if !span.is_disabled() {
