@@ -196,8 +196,9 @@ const CLI_BACKENDS: &str = "actionstate/kafka,actionstate/fluss";
 /// The feature that builds the Kafka example and its SIGKILL campaign (`examples/`), which
 /// needs the broker the test step starts.
 const EXAMPLES_KAFKA: &str = "actionstate-examples/kafka";
-/// The store's spans as OpenTelemetry spans, and the test that exports them (`tests/otel.rs`).
-const RECOVERY_OTEL: &str = "actionstate-recovery/otel";
+/// The store's spans as OpenTelemetry spans (`actionstate-recovery/otel`, `tests/otel.rs`),
+/// exported by the command line (`--otlp`, `tests/otlp.rs` with its OTLP receiver).
+const OTEL: &str = "actionstate-recovery/otel,actionstate/otlp";
 /// The feature that builds the test which stops and restarts the Fluss tablet server.
 const TABLET_FAULT_FEATURE: &str = "actionstate-fluss/server-fault-tests";
 /// The feature that builds the tests which kill nodes of the three-node Kafka cluster.
@@ -246,7 +247,7 @@ fn lints() -> Result<()> {
             "--locked",
             "--features",
             &format!(
-                "{BROKER_FAULT_FEATURE},{TABLET_FAULT_FEATURE},{CLUSTER_FAULT_FEATURE},{CLI_BACKENDS},{EXAMPLES_KAFKA},{RECOVERY_OTEL}"
+                "{BROKER_FAULT_FEATURE},{TABLET_FAULT_FEATURE},{CLUSTER_FAULT_FEATURE},{CLI_BACKENDS},{EXAMPLES_KAFKA},{OTEL}"
             ),
             "--",
             "-D",
@@ -325,7 +326,7 @@ fn workspace_and_fault_tests(kafka: &services::kafka::KafkaEnv, fluss_env: &flus
     // Among them the fuzz target's checks (state-core's `codec` tests, `fuzz_target`) and the
     // documents' shell examples (the command line's `readme` test, which needs the broker too).
     let mut test = cargo();
-    let features = format!("{CLI_BACKENDS},{EXAMPLES_KAFKA},{RECOVERY_OTEL}");
+    let features = format!("{CLI_BACKENDS},{EXAMPLES_KAFKA},{OTEL}");
     test.args(["test", "--workspace", "--locked", "--features", &features, "--", "--nocapture"])
         .env("ACTIONSTATE_REQUIRE_SERVICES", "1")
         .env("RUST_BACKTRACE", "1")

@@ -44,7 +44,7 @@ pub(crate) struct BenchArgs {
     #[arg(long)]
     json: bool,
     #[command(flatten)]
-    metrics: crate::metrics::MetricsArgs,
+    pub(crate) metrics: crate::metrics::MetricsArgs,
 }
 
 /// Rounds of the rebuild measurement; the rebuild rate is their median. A round's rate varies

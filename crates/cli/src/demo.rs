@@ -41,7 +41,7 @@ pub(crate) struct DemoArgs {
     #[arg(long)]
     no_idempotency: bool,
     #[command(flatten)]
-    metrics: crate::metrics::MetricsArgs,
+    pub(crate) metrics: crate::metrics::MetricsArgs,
 }
 
 #[derive(Serialize, Debug)]

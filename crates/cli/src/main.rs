@@ -17,6 +17,7 @@ mod demo;
 mod inspect;
 mod metrics;
 mod offline;
+mod otlp;
 mod reset;
 mod soak;
 mod waits;
@@ -97,6 +98,18 @@ enum Command {
     },
 }
 
+impl Command {
+    /// The `--otlp` endpoint of a command that runs long, if it was given.
+    fn otlp(&self) -> Option<&str> {
+        match self {
+            Command::Demo(args) => args.metrics.otlp.as_deref(),
+            Command::Soak(args) => args.metrics.otlp.as_deref(),
+            Command::Bench(args) => args.metrics.otlp.as_deref(),
+            _ => None,
+        }
+    }
+}
+
 /// `text` as one word of a POSIX shell command line: as it is when it holds nothing a shell
 /// reads specially, else in single quotes. A log URL's `&` would otherwise end the command
 /// in the middle of its parameters, so a hint could not be pasted back.
@@ -130,10 +143,17 @@ fn one_line(e: &anyhow::Error) -> String {
 
 fn main() -> ExitCode {
     actionstate_cli::tune_allocator();
-    // Warnings of the library and the backends (a topic that deletes by age read by a
-    // read-only tool, a reclaim that failed) reach the operator on standard error.
-    tracing_subscriber::fmt().with_writer(std::io::stderr).with_max_level(tracing::Level::WARN).init();
     let cli = Cli::parse();
+    // Warnings of the library and the backends (a topic that deletes by age read by a
+    // read-only tool, a reclaim that failed) reach the operator on standard error; with
+    // `--otlp`, the store's spans go to a collector too.
+    let tracing = match otlp::install(cli.command.otlp()) {
+        Ok(tracing) => tracing,
+        Err(e) => {
+            eprintln!("error: {}", one_line(&e));
+            return ExitCode::FAILURE;
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -158,6 +178,8 @@ fn main() -> ExitCode {
         }
         result
     });
+    drop(runtime);
+    tracing.shutdown();
     match result {
         Ok(code) => code,
         Err(e) => {

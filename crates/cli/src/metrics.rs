@@ -21,6 +21,11 @@ pub(crate) struct MetricsArgs {
     /// final values can still be scraped (not after an error, which is printed at once).
     #[arg(long, value_name = "SECS", requires = "metrics")]
     linger: Option<u64>,
+    /// Export the store's spans (docs/design.md, section 5.8) to an OpenTelemetry collector
+    /// over OTLP/HTTP with protobuf, e.g. `http://127.0.0.1:4318` (the path `/v1/traces` is
+    /// added when none is given). Needs a build with `--features otlp`.
+    #[arg(long, value_name = "ENDPOINT")]
+    pub(crate) otlp: Option<String>,
 }
 
 /// How long `linger` keeps serving, once `serve` started a listener that should linger.

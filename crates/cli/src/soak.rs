@@ -85,7 +85,7 @@ pub(crate) struct SoakArgs {
     #[arg(long)]
     json: bool,
     #[command(flatten)]
-    metrics: crate::metrics::MetricsArgs,
+    pub(crate) metrics: crate::metrics::MetricsArgs,
 }
 
 fn retention(text: &str) -> Result<Retention> {

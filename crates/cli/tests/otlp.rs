@@ -1,0 +1,152 @@
+//! `actionstate demo --otlp`: the demo's crashes and replays reach an OTLP receiver. The
+//! receiver here is real: it serves OTLP/HTTP on a local port and decodes every request with
+//! the protocol's own types (`opentelemetry-proto`), as a collector does; nothing stands in
+//! for the exporter.
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::any_value::Value;
+use opentelemetry_proto::tonic::trace::v1::Span;
+use prost::Message;
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+
+/// Serves OTLP/HTTP requests on `listener` until the test ends; every decoded span goes to
+/// `spans`, every request that does not decode to `bad`.
+fn receive(listener: TcpListener, spans: Arc<Mutex<Vec<Span>>>, bad: Arc<Mutex<Vec<String>>>) {
+    for stream in listener.incoming() {
+        let Ok(stream) = stream else { return };
+        let (spans, bad) = (Arc::clone(&spans), Arc::clone(&bad));
+        std::thread::spawn(move || serve(stream, &spans, &bad));
+    }
+}
+
+/// The requests of one connection (HTTP/1.1, kept alive), each answered `200 OK`.
+fn serve(stream: TcpStream, spans: &Mutex<Vec<Span>>, bad: &Mutex<Vec<String>>) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut writer = stream;
+    loop {
+        let mut request_line = String::new();
+        if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
+            return;
+        }
+        let mut length = 0;
+        let mut content_type = String::new();
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            if let Some((name, value)) = line.split_once(':') {
+                match name.to_ascii_lowercase().as_str() {
+                    "content-length" => length = value.trim().parse().unwrap(),
+                    "content-type" => content_type = value.trim().to_owned(),
+                    _ => {}
+                }
+            }
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).unwrap();
+        if !request_line.starts_with("POST /v1/traces ") || content_type != "application/x-protobuf" {
+            bad.lock().unwrap().push(format!("{} ({content_type})", request_line.trim_end()));
+        }
+        match ExportTraceServiceRequest::decode(body.as_slice()) {
+            Ok(request) => {
+                let mut seen = spans.lock().unwrap();
+                for resource in request.resource_spans {
+                    for scope in resource.scope_spans {
+                        seen.extend(scope.spans);
+                    }
+                }
+            }
+            Err(e) => bad.lock().unwrap().push(format!("undecodable request: {e}")),
+        }
+        let response = "HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n";
+        if writer.write_all(response.as_bytes()).is_err() {
+            return;
+        }
+    }
+}
+
+fn attribute(span: &Span, key: &str) -> Option<String> {
+    let value = span.attributes.iter().find(|kv| kv.key == key)?.value.as_ref()?.value.as_ref()?;
+    Some(match value {
+        Value::StringValue(s) => s.clone(),
+        Value::BoolValue(b) => b.to_string(),
+        Value::IntValue(i) => i.to_string(),
+        other => format!("{other:?}"),
+    })
+}
+
+/// The demo on the embedded store, exporting to the receiver: every attempt after the crash
+/// that resumed or reused an action links to the span of the attempt that first wrote it, which
+/// the receiver holds too; calls replayed from the journal say so, and the crash's restores
+/// are there.
+#[test]
+fn the_demos_crash_and_replay_reach_an_otlp_receiver() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let (spans, bad) = (Arc::default(), Arc::default());
+    {
+        let (spans, bad) = (Arc::clone(&spans), Arc::clone(&bad));
+        std::thread::spawn(move || receive(listener, spans, bad));
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_actionstate"))
+        .args(["demo", "--inputs", "30", "--json", "--otlp", &endpoint])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "demo failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(bad.lock().unwrap().is_empty(), "requests the receiver refused: {:?}", bad.lock().unwrap());
+    let spans = spans.lock().unwrap();
+
+    let named = |name: &str| spans.iter().filter(|s| s.name == name).count();
+    println!(
+        "received {} spans: {} restores, {} rebuilds, {} attempts, {} calls",
+        spans.len(),
+        named("actionstate.restore"),
+        named("actionstate.rebuild"),
+        named("actionstate.action"),
+        spans.iter().filter(|s| attribute(s, "actionstate.call.source").is_some()).count(),
+    );
+    assert!(named("actionstate.restore") >= 2, "the start and the restore after the crash");
+    let attempts: Vec<&Span> = spans.iter().filter(|s| s.name == "actionstate.action").collect();
+    let by_span: HashMap<&[u8], &Span> = attempts.iter().map(|s| (s.span_id.as_slice(), *s)).collect();
+    let mut linked = 0;
+    for later in
+        attempts.iter().filter(|s| matches!(attribute(s, "actionstate.decision").as_deref(), Some("resume" | "reuse")))
+    {
+        let Some(link) = later.links.first() else { continue };
+        let first = by_span.get(link.span_id.as_slice()).expect("a link to a span the receiver never got");
+        assert_eq!(first.trace_id, link.trace_id, "the link names the first attempt's trace");
+        assert_eq!(attribute(first, "actionstate.decision").as_deref(), Some("fresh"));
+        assert_eq!(attribute(first, "actionstate.key"), attribute(later, "actionstate.key"), "the same action");
+        assert_eq!(attribute(first, "actionstate.action"), attribute(later, "actionstate.action"));
+        if linked < 3 {
+            println!(
+                "{} {} of {} links to fresh attempt {} in trace {}",
+                attribute(later, "actionstate.decision").unwrap(),
+                attribute(later, "actionstate.action").unwrap(),
+                attribute(later, "actionstate.key").unwrap(),
+                hex(&first.span_id),
+                hex(&first.trace_id),
+            );
+        }
+        linked += 1;
+    }
+    assert!(linked > 0, "no attempt after the crash linked to its first attempt");
+    let replayed = spans
+        .iter()
+        .filter(|s| attribute(s, "actionstate.call.source").as_deref() == Some("journal"))
+        .inspect(|s| assert_eq!(attribute(s, "actionstate.replayed").as_deref(), Some("true")))
+        .count();
+    println!("{linked} later attempts linked to their first; {replayed} calls replayed from the journal");
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
