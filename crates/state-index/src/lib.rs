@@ -44,6 +44,7 @@
 //!
 //! let state = ActionState {
 //!     label: None,
+//!     trace: None,
 //!     key: sk,
 //!     action,
 //!     trigger: Trigger::Input,
