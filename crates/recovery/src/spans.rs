@@ -61,7 +61,9 @@ pub(crate) fn action(
     if let Some(reason) = reason {
         span.record("actionstate.miss_reason", reason);
     }
-    if let Some(first) = first {
+    // A disabled span records nothing, but the arguments would still be built: a resume or a
+    // reuse formats the traceparent only for a span that keeps it.
+    if let Some(first) = first.filter(|_| !span.is_disabled()) {
         span.record("actionstate.first_attempt", first.traceparent());
         #[cfg(feature = "otel")]
         otel::link(&span, first);
@@ -91,6 +93,9 @@ mod otel {
     use tracing_opentelemetry::OpenTelemetrySpanExt;
 
     pub(super) fn context_of(span: &Span) -> Option<TraceContext> {
+        if span.is_disabled() {
+            return None;
+        }
         let context = span.context();
         let span_ref = context.span();
         let sc = span_ref.span_context();
