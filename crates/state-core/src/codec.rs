@@ -128,11 +128,13 @@ fn decode_payload(version: u8, kind: RecordKind, body: &[u8]) -> Result<LogRecor
     let (record, rest): (LogRecord, &[u8]) = if version >= FORMAT_VERSION {
         postcard::take_from_bytes(body).map_err(payload)?
     } else if version == V4 {
-        let (old, rest): (untraced::LogRecord, &[u8]) = postcard::take_from_bytes(body).map_err(payload)?;
-        (old.into(), rest)
+        let (old, rest): (older::LogRecord<older::Untraced>, &[u8]) =
+            postcard::take_from_bytes(body).map_err(payload)?;
+        (old.upgrade(version)?, rest)
     } else {
-        let (old, rest): (unlabeled::LogRecord, &[u8]) = postcard::take_from_bytes(body).map_err(payload)?;
-        (old.into(), rest)
+        let (old, rest): (older::LogRecord<older::Unlabeled>, &[u8]) =
+            postcard::take_from_bytes(body).map_err(payload)?;
+        (old.upgrade(version)?, rest)
     };
     if !rest.is_empty() {
         return Err(Error::TrailingBytes { extra: rest.len() });
@@ -284,70 +286,24 @@ pub fn decode_state_key(key: &[u8]) -> Result<StateKey, Error> {
     StateKey::from_bytes(key)
 }
 
-/// The records of formats 1 to 3, whose upserted states carry no key label: decoded by the
-/// same derive, variant for variant, and given `label: None`.
-mod unlabeled {
-    use crate::fence::Fence;
-    use crate::id::{ActionId, EventId, Fingerprint};
-    use crate::key::{StateKey, Trigger};
-    use crate::record::{Audit, InvalidationReason};
-    use crate::state::Progress;
-    use serde::Deserialize;
-
-    #[derive(Deserialize)]
-    pub(super) enum LogRecord {
-        Upsert(ActionState),
-        Delete { key: StateKey, reason: InvalidationReason },
-        Audit(Audit),
-        Fence(Fence),
-    }
-
-    #[derive(Deserialize)]
-    pub(super) struct ActionState {
-        key: StateKey,
-        action: ActionId,
-        trigger: Trigger,
-        trigger_event: EventId,
-        input: Fingerprint,
-        progress: Progress,
-    }
-
-    impl From<LogRecord> for crate::record::LogRecord {
-        fn from(old: LogRecord) -> Self {
-            match old {
-                LogRecord::Upsert(s) => crate::record::LogRecord::Upsert(crate::state::ActionState {
-                    key: s.key,
-                    action: s.action,
-                    trigger: s.trigger,
-                    trigger_event: s.trigger_event,
-                    input: s.input,
-                    progress: s.progress,
-                    label: None,
-                    trace: None,
-                }),
-                LogRecord::Delete { key, reason } => crate::record::LogRecord::Delete { key, reason },
-                LogRecord::Audit(a) => crate::record::LogRecord::Audit(a),
-                LogRecord::Fence(f) => crate::record::LogRecord::Fence(f),
-            }
-        }
-    }
-}
-
-/// The records of format 4, whose upserted states carry no trace context: decoded by the same
-/// derive, variant for variant, and given `trace: None`.
-mod untraced {
+/// The records of formats 1 to 4, read by the same derive, variant for variant, and given what
+/// their format lacked as `None`: format 4's states have no trace context, and those of formats
+/// 1 to 3 no key label either. Formats 1 to 3 had no checkpoint or resolve records.
+mod older {
+    use super::V4;
     use crate::checkpoint::CheckpointRecord;
+    use crate::error::Error;
     use crate::fence::Fence;
     use crate::id::{ActionId, EventId, Fingerprint};
     use crate::key::{StateKey, Trigger};
-    use crate::record::{Audit, InvalidationReason};
-    use crate::state::{KeyLabel, Progress};
+    use crate::record::{Audit, InvalidationReason, LogRecord as New};
+    use crate::state::{ActionState, KeyLabel, Progress};
     use crate::wait::ResolveRequest;
     use serde::Deserialize;
 
     #[derive(Deserialize)]
-    pub(super) enum LogRecord {
-        Upsert(ActionState),
+    pub(super) enum LogRecord<S> {
+        Upsert(S),
         Delete { key: StateKey, reason: InvalidationReason },
         Audit(Audit),
         Fence(Fence),
@@ -355,37 +311,60 @@ mod untraced {
         Resolve(ResolveRequest),
     }
 
+    /// A state of formats 1 to 3.
     #[derive(Deserialize)]
-    pub(super) struct ActionState {
+    pub(super) struct Unlabeled {
         key: StateKey,
         action: ActionId,
         trigger: Trigger,
         trigger_event: EventId,
         input: Fingerprint,
         progress: Progress,
+    }
+
+    /// A state of format 4: a state of formats 1 to 3, then its label. Postcard writes a
+    /// struct as its fields one after the other, so the nesting reads the same bytes.
+    #[derive(Deserialize)]
+    pub(super) struct Untraced {
+        state: Unlabeled,
         label: Option<KeyLabel>,
     }
 
-    impl From<LogRecord> for crate::record::LogRecord {
-        fn from(old: LogRecord) -> Self {
-            use crate::record::LogRecord as New;
-            match old {
-                LogRecord::Upsert(s) => New::Upsert(crate::state::ActionState {
-                    key: s.key,
-                    action: s.action,
-                    trigger: s.trigger,
-                    trigger_event: s.trigger_event,
-                    input: s.input,
-                    progress: s.progress,
-                    label: s.label,
-                    trace: None,
-                }),
+    impl Unlabeled {
+        fn labeled(self, label: Option<KeyLabel>) -> ActionState {
+            let Unlabeled { key, action, trigger, trigger_event, input, progress } = self;
+            ActionState { key, action, trigger, trigger_event, input, progress, label, trace: None }
+        }
+    }
+
+    impl From<Unlabeled> for ActionState {
+        fn from(s: Unlabeled) -> Self {
+            s.labeled(None)
+        }
+    }
+
+    impl From<Untraced> for ActionState {
+        fn from(s: Untraced) -> Self {
+            s.state.labeled(s.label)
+        }
+    }
+
+    impl<S: Into<ActionState>> LogRecord<S> {
+        /// Today's record of this record of format `version`.
+        pub(super) fn upgrade(self, version: u8) -> Result<New, Error> {
+            Ok(match self {
+                LogRecord::Upsert(s) => New::Upsert(s.into()),
                 LogRecord::Delete { key, reason } => New::Delete { key, reason },
                 LogRecord::Audit(a) => New::Audit(a),
                 LogRecord::Fence(f) => New::Fence(f),
+                LogRecord::Checkpoint(_) | LogRecord::Resolve(_) if version < V4 => {
+                    return Err(Error::Payload {
+                        detail: format!("format {version} has no checkpoint or resolve records"),
+                    });
+                }
                 LogRecord::Checkpoint(c) => New::Checkpoint(c),
                 LogRecord::Resolve(r) => New::Resolve(r),
-            }
+            })
         }
     }
 }
