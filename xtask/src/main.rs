@@ -27,6 +27,9 @@
 //! - `bench waits` — a durable wait, resolved and resumed, against a plain durable call, and
 //!   100,000 pending waits (bytes each, the restore that finds them), on the embedded store;
 //!   `bench waits kafka` makes the first on a local broker.
+//! - `bench tracing` — what the store's spans cost: put and rebuild of `actionstate bench` built
+//!   without the `otlp` feature, built with it and run without `--otlp`, and run with `--otlp`
+//!   to a local endpoint, in alternating rounds (`bench_tracing.rs`).
 //! - `fuzz [--time SECONDS]` — the decoder fuzz target from its seed corpus (needs cargo-fuzz
 //!   and a nightly toolchain, installed on demand when missing; without nightly, the stable
 //!   compiler with `RUSTC_BOOTSTRAP=1`). Its checks also run in `ci`, inside the workspace's
@@ -47,6 +50,7 @@
 //!   crate (from their `use` statements) and functions over 80 lines: the measures the tidy
 //!   tests hold the code to (`shape.rs`).
 
+mod bench_tracing;
 mod services;
 mod shape;
 #[cfg(test)]
@@ -101,6 +105,7 @@ fn print_help() {
          bench soak           a million inputs: retention on and off, 4 owners vs 1, 4 rescaled to 3, both two-phase too\n  \
          bench soak kafka     the same, 200,000 inputs on a local Kafka broker\n  \
          bench waits [kafka]  a durable wait, resolved and resumed, vs a plain call; 100,000 pending waits\n  \
+         bench tracing        store put and rebuild without the otel feature, with it off, with it exporting\n  \
          fuzz [--time SECS]   run the record-decoder fuzz target (default 60 s)\n  \
          chaos kafka [--leader-kills N] [--zombie-episodes N]   kill Kafka partition leaders under puts, run zombie writers (local 3-node cluster)\n  \
          chaos fluss [--leader-kills N]   kill the busiest Fluss tablet server under puts and rebuilds (local 3-server cluster)\n  \
@@ -530,6 +535,7 @@ fn bench(what: Option<&str>, on: Option<&str>) -> Result<()> {
             cargo().args(["run", "--release", "-p", "actionstate-bench", "--no-default-features", "--"]),
         ),
         Some("soak") => bench_soak(on),
+        Some("tracing") => bench_tracing::run(),
         Some("kafka") => {
             let kafka = services::up_kafka().context("starting the Kafka broker for the benchmark")?;
             let measured =

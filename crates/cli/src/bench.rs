@@ -30,7 +30,8 @@ pub(crate) struct BenchArgs {
     /// The log to measure: `file:DIR` (DIR must be absent or empty; the benchmark writes into
     /// `DIR/bench` and removes that, and DIR if it created it, when done; without `--log`, a
     /// fresh directory under the system temp dir), or a new or empty `kafka://HOST:PORT/TOPIC`
-    /// or `fluss://HOST:PORT/DATABASE/TABLE`, which keeps the benchmark's records.
+    /// or `fluss://HOST:PORT/DATABASE/TABLE`, which keeps the benchmark's records; or
+    /// `memory` (no durable append: what the store itself costs).
     #[arg(long, value_name = "URL")]
     log: Option<String>,
     /// Sequential puts measured.
@@ -91,7 +92,7 @@ pub(crate) async fn run(args: BenchArgs) -> Result<ExitCode> {
     let measured = measure(&config, &target, &args).await;
     if let Some(scratch) = scratch {
         scratch.remove()?;
-    } else if measured.is_ok() {
+    } else if measured.is_ok() && !matches!(config, LogConfig::Memory(_)) {
         eprintln!("note: the benchmark's records stay in {config}; delete it when done");
     }
     let report = measured?;
@@ -162,14 +163,18 @@ async fn measure(shown: &LogConfig, target: &LogConfig, args: &BenchArgs) -> Res
         marker: Marker::new(log.identity().clone(), vec![0; end.len()]),
         completed: Arc::default(),
     }];
-    // Closed before the rounds open it again: a data directory admits one handle at a time.
-    drop(log);
+    // A memory log lives in this process alone: its rounds read the handle that wrote it.
+    // Any other is closed before the rounds open it again: a data directory admits one
+    // handle at a time.
+    let memory = matches!(target, LogConfig::Memory(_)).then_some(log);
     let mut rounds = Vec::new();
     for _ in 0..ROUNDS {
         // A fresh log per round, as a restarted worker opens it.
-        let (store, restored) =
-            ActionStateStore::restore(Arc::new(reopen(target).await?), StoreConfig::default(), &Ownership::All, &from)
-                .await?;
+        let log = match &memory {
+            Some(log) => Arc::clone(log),
+            None => Arc::new(reopen(target).await?),
+        };
+        let (store, restored) = ActionStateStore::restore(log, StoreConfig::default(), &Ownership::All, &from).await?;
         let report = restored.rebuild;
         if report.records < written {
             bail!("the rebuild read {} records, the log holds {written}", report.records);
@@ -181,7 +186,10 @@ async fn measure(shown: &LogConfig, target: &LogConfig, args: &BenchArgs) -> Res
         }
         drop(store);
         // A fresh handle again, so that its caches are as cold as the rebuild's were.
-        let read = log_read(&Arc::new(reopen(target).await?), &end).await?;
+        let read = match &memory {
+            Some(log) => log_read(log, &end).await?,
+            None => log_read(&Arc::new(reopen(target).await?), &end).await?,
+        };
         rounds.push((report.records_per_second(), read));
     }
     let rebuild: Vec<f64> = rounds.iter().map(|r| r.0).collect();

@@ -413,6 +413,18 @@ fn bench_reports_put_latency_and_rebuild_rate_of_a_data_directory() {
     assert!(!data.exists(), "bench left the directory it created");
 }
 
+/// `bench --log memory`: the rebuild rounds read the log the puts and the load wrote (a memory
+/// log lives in its process alone), and nothing is said to stay behind.
+#[test]
+fn bench_on_a_memory_log_rebuilds_what_it_wrote() {
+    let out = actionstate(&["bench", "--log", "memory", "--puts", "20", "--records", "300", "--json"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "bench failed: {}{err}", stdout(&out));
+    let r: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_bench_report(&r, "memory:8");
+    assert!(!err.contains("stay in"), "{err}");
+}
+
 /// The figures of a `bench --puts 20 --records 300` report on `url`.
 fn assert_bench_report(r: &serde_json::Value, url: &str) {
     assert_eq!(r["log"], url, "{r}");
