@@ -8,7 +8,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::Command;
@@ -85,8 +85,9 @@ fn attribute(span: &Span, key: &str) -> Option<String> {
 
 /// The demo on the embedded store, exporting to the receiver: every attempt after the crash
 /// that resumed or reused an action links to the span of the attempt that first wrote it, which
-/// the receiver holds too; calls replayed from the journal say so, and the crash's restores
-/// are there.
+/// the receiver holds too; calls replayed from the journal say so, and each was executed by an
+/// attempt of the same input; the crash's restores are there. One input's attempts and their
+/// calls are printed, across the crash.
 #[test]
 fn the_demos_crash_and_replay_reach_an_otlp_receiver() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -117,11 +118,14 @@ fn the_demos_crash_and_replay_reach_an_otlp_receiver() {
     let attempts: Vec<&Span> = spans.iter().filter(|s| s.name == "actionstate.action").collect();
     let by_span: HashMap<&[u8], &Span> = attempts.iter().map(|s| (s.span_id.as_slice(), *s)).collect();
     let mut linked = 0;
+    // The attempts after the first, by the first attempt they link to.
+    let mut chains: HashMap<&[u8], Vec<&Span>> = HashMap::new();
     for later in
         attempts.iter().filter(|s| matches!(attribute(s, "actionstate.decision").as_deref(), Some("resume" | "reuse")))
     {
         let Some(link) = later.links.first() else { continue };
         let first = by_span.get(link.span_id.as_slice()).expect("a link to a span the receiver never got");
+        chains.entry(first.span_id.as_slice()).or_default().push(later);
         assert_eq!(first.trace_id, link.trace_id, "the link names the first attempt's trace");
         assert_eq!(attribute(first, "actionstate.decision").as_deref(), Some("fresh"));
         assert_eq!(attribute(first, "actionstate.key"), attribute(later, "actionstate.key"), "the same action");
@@ -139,12 +143,71 @@ fn the_demos_crash_and_replay_reach_an_otlp_receiver() {
         linked += 1;
     }
     assert!(linked > 0, "no attempt after the crash linked to its first attempt");
+    // Which attempt executed each call a later attempt replayed: one of the same input's
+    // attempts, the first or another that links to it, ran the call at that index, and the
+    // replay names the same function.
+    let mut shown = false;
+    for (first, later) in &chains {
+        let first = by_span[first];
+        let chain: Vec<&Span> = std::iter::once(first).chain(later.iter().copied()).collect();
+        for attempt in later {
+            for (index, (function, source)) in calls_of(&spans, attempt) {
+                if source != "journal" {
+                    continue;
+                }
+                let executed = chain.iter().filter(|a| a.span_id != attempt.span_id).any(|a| {
+                    calls_of(&spans, a)
+                        .get(&index)
+                        .is_some_and(|(f, s)| *f == function && matches!(s.as_str(), "executed" | "reconciled"))
+                });
+                assert!(executed, "call {index} ({function}) replayed, but no attempt of its input executed it");
+            }
+        }
+        if !shown && later.iter().any(|a| calls_of(&spans, a).values().any(|(_, s)| s == "journal")) {
+            println!("one input across the crash:");
+            for attempt in &chain {
+                print_attempt(&spans, attempt);
+            }
+            shown = true;
+        }
+    }
+    assert!(shown, "no attempt after the crash replayed a call from the journal");
     let replayed = spans
         .iter()
         .filter(|s| attribute(s, "actionstate.call.source").as_deref() == Some("journal"))
         .inspect(|s| assert_eq!(attribute(s, "actionstate.replayed").as_deref(), Some("true")))
         .count();
     println!("{linked} later attempts linked to their first; {replayed} calls replayed from the journal");
+}
+
+/// The call spans inside `attempt`, by their index in its journal: function and source.
+fn calls_of(spans: &[Span], attempt: &Span) -> BTreeMap<u64, (String, String)> {
+    spans
+        .iter()
+        .filter(|s| s.parent_span_id == attempt.span_id && s.trace_id == attempt.trace_id)
+        .filter_map(|s| {
+            let index = attribute(s, "actionstate.call.index")?.parse().ok()?;
+            Some((index, (attribute(s, "actionstate.call.function")?, attribute(s, "actionstate.call.source")?)))
+        })
+        .collect()
+}
+
+/// One attempt of an input and its calls, as a line each.
+fn print_attempt(spans: &[Span], attempt: &Span) {
+    let links: Vec<String> = attempt.links.iter().map(|l| format!(" links to {}", hex(&l.span_id))).collect();
+    println!(
+        "  trace {} span {}: {} attempt of {} for key {}{}",
+        hex(&attempt.trace_id),
+        hex(&attempt.span_id),
+        attribute(attempt, "actionstate.decision").unwrap_or_default(),
+        attribute(attempt, "actionstate.action").unwrap_or_default(),
+        attribute(attempt, "actionstate.key").unwrap_or_default(),
+        links.concat(),
+    );
+    for (index, (function, source)) in calls_of(spans, attempt) {
+        let how = if source == "journal" { "replayed from the journal" } else { source.as_str() };
+        println!("    call {index} {function}: {how}");
+    }
 }
 
 fn hex(bytes: &[u8]) -> String {

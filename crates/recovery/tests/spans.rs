@@ -15,6 +15,7 @@ use actionstate_recovery::{
     ActionHandle, ActionStateStore, Begin, CallSource, DurableCall, Ownership, RestoreFrom, Round, StoreConfig, Wait,
     Waited, call_key_digest,
 };
+use actionstate_testkit::Faulty;
 use common::{input, key, plan};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Debug;
@@ -332,6 +333,33 @@ async fn a_wait_says_whether_its_outcome_came_from_the_journal() {
         .map(|s| (s.field("actionstate.wait.status").unwrap_or("-"), s.field("actionstate.replayed").unwrap_or("-")))
         .collect();
     assert_eq!(seen, [("suspended", "false"), ("resumed", "false"), ("resumed", "true")], "{waits:?}");
+}
+
+/// A call that ran but whose journal write failed (its acknowledgement lost, as when the process
+/// dies in the write) reads as executed on its span: the side effect happened, and the record
+/// that did land lets the next attempt replay it.
+#[tokio::test]
+async fn a_call_whose_journal_write_fails_still_reads_as_executed() {
+    let spans = Spans::default();
+    let _default = tracing::subscriber::set_default(tracing_subscriber::registry().with(spans.clone()));
+    let log = Faulty::wrap(MemoryLog::new(4));
+    let faults = Arc::clone(log.faults());
+    let (store, _) =
+        ActionStateStore::restore(log, StoreConfig::default(), &Ownership::All, RestoreFrom::Latest).await.unwrap();
+    let inp = input(1);
+    let round = store.round(Round::new(key("dave"), 0, &inp));
+    let Begin::Fresh(mut h, _) = store.begin(&round, &plan(), &inp, &Trigger::Input).await.unwrap() else {
+        panic!("nothing was recorded")
+    };
+    round.suspend();
+    faults.lose_ack_of_nth_append(1);
+    let paid = store.call(&mut h, DurableCall::new("pay"), |_| async { Ok(b"paid".to_vec()) }).await;
+    assert!(paid.is_err(), "the journal write's error reaches the caller: {paid:?}");
+    drop(h);
+    let calls: Vec<Seen> = spans.seen().into_iter().filter(|s| s.name == "actionstate.call").collect();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(calls[0].field("actionstate.call.source"), Some("executed"), "{calls:?}");
+    assert_eq!(calls[0].field("actionstate.replayed"), Some("false"), "{calls:?}");
 }
 
 /// A round that came in a trace: the state its first attempt writes records the trace

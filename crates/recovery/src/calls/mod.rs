@@ -174,19 +174,7 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
         RFut: Future<Output = CallOutput>,
     {
         let span = spans::call(&handle.span, call.function, handle.cursor, handle.incarnation);
-        let (function, genai) = (call.function, call.genai);
-        let called = self.call_in(handle, call, f, &span).instrument(span.clone()).await;
-        if let Ok(c) = &called {
-            span.record("actionstate.call.source", c.source.as_str());
-            span.record("actionstate.replayed", c.source == CallSource::Journal);
-            span.record("actionstate.call.ok", c.output.is_ok());
-            if c.source == CallSource::Executed
-                && let Some(genai) = genai
-            {
-                spans::genai(&span, function, genai);
-            }
-        }
-        called
+        self.call_in(handle, call, f, &span).instrument(span.clone()).await
     }
 
     /// [`call`](Self::call), inside the call's `span`.
@@ -205,7 +193,7 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
     {
         self.check_owned(&handle.key.key)?;
         handle.check_live()?;
-        let DurableCall { function: function_id, digest: args_digest, reconcile, .. } = call;
+        let DurableCall { function: function_id, digest: args_digest, reconcile, genai } = call;
         let derived = handle.next_call_key(function_id, &args_digest);
         let key_digest = |key: &IdempotencyKey| {
             if !span.is_disabled() {
@@ -226,6 +214,7 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
             }
             (_, reconcile) => {
                 if let Some(output) = journaled(handle, function_id, &args_digest) {
+                    outcome(span, function_id, None, CallSource::Journal, output.is_ok());
                     handle.cursor += 1;
                     m::call(CallSource::Journal.as_str());
                     return Ok(Call { output, source: CallSource::Journal });
@@ -238,6 +227,9 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
                 (f(derived).await, CallSource::Executed)
             }
         };
+        // Before the journal write: a call that ran is an execution on its span even when
+        // the write fails or the process dies in it (the next attempt may replay it).
+        outcome(span, function_id, genai, source, output.is_ok());
         self.persist_slot(handle, slot(function_id, args_digest, finished(&output))).await?;
         handle.cursor += 1;
         m::call(source.as_str());
@@ -254,6 +246,22 @@ impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
         self.put(handle.state(Progress::Pending { calls: journal.clone() })).await?;
         handle.journal = journal;
         Ok(())
+    }
+}
+
+/// Records on a call's `span` where its output came from and whether it is a success; an
+/// executed call the caller marked as a GenAI operation takes that operation's attributes.
+fn outcome(span: &Span, function: &str, genai: Option<GenAi<'_>>, source: CallSource, ok: bool) {
+    if span.is_disabled() {
+        return;
+    }
+    span.record("actionstate.call.source", source.as_str());
+    span.record("actionstate.replayed", source == CallSource::Journal);
+    span.record("actionstate.call.ok", ok);
+    if source == CallSource::Executed
+        && let Some(genai) = genai
+    {
+        spans::genai(span, function, genai);
     }
 }
 
