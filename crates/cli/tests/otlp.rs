@@ -143,41 +143,45 @@ fn the_demos_crash_and_replay_reach_an_otlp_receiver() {
         linked += 1;
     }
     assert!(linked > 0, "no attempt after the crash linked to its first attempt");
-    // Which attempt executed each call a later attempt replayed: one of the same input's
-    // attempts, the first or another that links to it, ran the call at that index, and the
-    // replay names the same function.
-    let mut shown = false;
-    for (first, later) in &chains {
-        let first = by_span[first];
-        let chain: Vec<&Span> = std::iter::once(first).chain(later.iter().copied()).collect();
-        for attempt in later {
-            for (index, (function, source)) in calls_of(&spans, attempt) {
-                if source != "journal" {
-                    continue;
-                }
-                let executed = chain.iter().filter(|a| a.span_id != attempt.span_id).any(|a| {
-                    calls_of(&spans, a)
-                        .get(&index)
-                        .is_some_and(|(f, s)| *f == function && matches!(s.as_str(), "executed" | "reconciled"))
-                });
-                assert!(executed, "call {index} ({function}) replayed, but no attempt of its input executed it");
-            }
-        }
-        if !shown && later.iter().any(|a| calls_of(&spans, a).values().any(|(_, s)| s == "journal")) {
-            println!("one input across the crash:");
-            for attempt in &chain {
-                print_attempt(&spans, attempt);
-            }
-            shown = true;
-        }
-    }
-    assert!(shown, "no attempt after the crash replayed a call from the journal");
+    replays_were_executed(&spans, &by_span, &chains);
     let replayed = spans
         .iter()
         .filter(|s| attribute(s, "actionstate.call.source").as_deref() == Some("journal"))
         .inspect(|s| assert_eq!(attribute(s, "actionstate.replayed").as_deref(), Some("true")))
         .count();
     println!("{linked} later attempts linked to their first; {replayed} calls replayed from the journal");
+}
+
+/// Which attempt executed each call a later attempt replayed: one of the same input's attempts,
+/// the first or another that links to it, ran the call at that index, and the replay names the
+/// same function. Prints one input's attempts across the crash.
+fn replays_were_executed(spans: &[Span], by_span: &HashMap<&[u8], &Span>, chains: &HashMap<&[u8], Vec<&Span>>) {
+    let mut shown = false;
+    for (first, later) in chains {
+        let first = by_span[first];
+        let chain: Vec<&Span> = std::iter::once(first).chain(later.iter().copied()).collect();
+        for attempt in later {
+            for (index, (function, source)) in calls_of(spans, attempt) {
+                if source != "journal" {
+                    continue;
+                }
+                let executed = chain.iter().filter(|a| a.span_id != attempt.span_id).any(|a| {
+                    calls_of(spans, a)
+                        .get(&index)
+                        .is_some_and(|(f, s)| *f == function && matches!(s.as_str(), "executed" | "reconciled"))
+                });
+                assert!(executed, "call {index} ({function}) replayed, but no attempt of its input executed it");
+            }
+        }
+        if !shown && later.iter().any(|a| calls_of(spans, a).values().any(|(_, s)| s == "journal")) {
+            println!("one input across the crash:");
+            for attempt in &chain {
+                print_attempt(spans, attempt);
+            }
+            shown = true;
+        }
+    }
+    assert!(shown, "no attempt after the crash replayed a call from the journal");
 }
 
 /// The call spans inside `attempt`, by their index in its journal: function and source.
