@@ -144,6 +144,20 @@ fn the_demos_crash_and_replay_reach_an_otlp_receiver() {
     }
     assert!(linked > 0, "no attempt after the crash linked to its first attempt");
     replays_were_executed(&spans, &by_span, &chains);
+    // The demo's calls are a model's and tools': an executed one is that GenAI operation, by
+    // name too; a replay from the journal is none.
+    for call in spans.iter().filter(|s| attribute(s, "actionstate.call.source").is_some()) {
+        let operation = attribute(call, "gen_ai.operation.name");
+        match attribute(call, "actionstate.call.source").as_deref() {
+            Some("executed") => {
+                let operation = operation.expect("an executed call with no GenAI operation");
+                assert!(["execute_tool", "chat"].contains(&operation.as_str()), "{operation}");
+                assert!(call.name.starts_with(&format!("{operation} ")), "span name {}", call.name);
+            }
+            Some("journal") => assert_eq!((operation, call.name.as_str()), (None, "actionstate.call")),
+            _ => {}
+        }
+    }
     let replayed = spans
         .iter()
         .filter(|s| attribute(s, "actionstate.call.source").as_deref() == Some("journal"))

@@ -73,6 +73,8 @@ pub const PLAN_CALL: &str = "llm.plan";
 pub const SEARCH_CALL: &str = "tool.search";
 /// The second durable call of `work` (a tool; reconciled when the simulation says so).
 pub const FETCH_CALL: &str = "tool.fetch";
+/// The model `plan`'s call stands for, as its GenAI span names it (`chat sim-model`).
+pub const PLAN_MODEL: &str = "sim-model";
 /// The durable wait of `approve`.
 pub const APPROVAL_WAIT: &str = "approval";
 /// Every durable call the agent makes.

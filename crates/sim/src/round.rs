@@ -256,6 +256,8 @@ async fn durable<S: LogSource>(
     let store = &a.stores[owner];
     // The agent's arguments are bytes already; the agent defines their digest.
     let call = DurableCall::new(function).args_digest(agent::digest(args));
+    // The GenAI operations the calls stand for: the plan is a model's, the others are tools.
+    let call = if function == agent::PLAN_CALL { call.model(agent::PLAN_MODEL) } else { call.tool() };
     let call = if reconcile {
         let reconciler = move |key: IdempotencyKey| async move {
             let Some(service) = external else { return Ok(agent::external(function, args)) };
