@@ -8,7 +8,8 @@
 //!   checks of the fuzz target over its seed corpus and generated inputs
 //!   (`crates/state-core/tests/codec/fuzz_target.rs`) and every shell example of the README
 //!   and the documents it links (`docs/cli.md`, `docs/logs.md`, ...), run in order against
-//!   the local servers (`crates/cli/tests/readme.rs`).
+//!   the local servers (`crates/cli/tests/readme.rs`). The tracing test's OTLP receiver, the `oteltest`
+//!   Python package, is installed once into `target/services/otlp-sink` (`services/otlp_sink.rs`).
 //! - `bench index` — criterion benchmarks of the replay index and its summary line.
 //! - `bench restore` — a restore from the log's own checkpoints after histories of 10,000,
 //!   100,000 and 1,000,000 inputs, with everything kept and with the default retention
@@ -116,6 +117,7 @@ fn print_help() {
          services up fluss3   start a local Fluss cluster of 3 tablet servers; addresses in target/services/fluss3.env\n  \
          services restart-node fluss3 N   stop tablet server N of it and start it again\n  \
          services down [SVC]  stop the services `services up` started (all of them by default)\n  \
+         services up otlp-sink  install the tracing test's OTLP receiver (oteltest, from PyPI) into target/services\n  \
          services status      whether they run and answer
            shape                lines per crate, long files and functions, import circles between files"
     );
@@ -330,10 +332,13 @@ fn server_tests() -> Result<()> {
 fn workspace_and_fault_tests(kafka: &services::kafka::KafkaEnv, fluss_env: &fluss::FlussEnv) -> Result<()> {
     // Among them the fuzz target's checks (state-core's `codec` tests, `fuzz_target`) and the
     // documents' shell examples (the command line's `readme` test, which needs the broker too).
+    // And the tracing test's OTLP receiver, a Python package.
+    let sink = services::otlp_sink::python()?;
     let mut test = cargo();
     let features = format!("{CLI_BACKENDS},{EXAMPLES_KAFKA},{OTEL}");
     test.args(["test", "--workspace", "--locked", "--features", &features, "--", "--nocapture"])
         .env("ACTIONSTATE_REQUIRE_SERVICES", "1")
+        .env(services::otlp_sink::PYTHON_VAR, &sink)
         .env("RUST_BACKTRACE", "1")
         .envs(kafka.vars())
         .envs(fluss_env.vars());

@@ -4,6 +4,7 @@
 //! for the exporter.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
+use actionstate_testkit::services::skip_because;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value;
 use opentelemetry_proto::tonic::trace::v1::Span;
@@ -11,7 +12,7 @@ use prost::Message;
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 
 /// Serves OTLP/HTTP requests on `listener` until the test ends; every decoded span goes to
@@ -97,14 +98,78 @@ fn the_demos_crash_and_replay_reach_an_otlp_receiver() {
         let (spans, bad) = (Arc::clone(&spans), Arc::clone(&bad));
         std::thread::spawn(move || receive(listener, spans, bad));
     }
+    run_demo(&endpoint);
+    assert!(bad.lock().unwrap().is_empty(), "requests the receiver refused: {:?}", bad.lock().unwrap());
+    check(&spans.lock().unwrap());
+}
+
+/// The same through a receiver installed from the Python package index: `oteltest`'s
+/// `HttpSink` (`tests/otlp_sink.py`; `cargo xtask ci` installs the package) takes the demo's
+/// exports and hands back each request as it parsed it.
+#[test]
+fn the_demos_crash_and_replay_reach_oteltests_receiver() {
+    let Some(python) = sink_python() else {
+        skip_because(
+            "otlp-sink",
+            "the_demos_crash_and_replay_reach_oteltests_receiver",
+            "no Python with the oteltest package: set ACTIONSTATE_OTLP_SINK_PYTHON (cargo xtask ci does)",
+        );
+        return;
+    };
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let dir = tempfile::tempdir().unwrap();
+    let (requests, log) = (dir.path().join("requests.bin"), dir.path().join("sink.log"));
+    let mut sink = Command::new(&python)
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/otlp_sink.py"))
+        .arg(port.to_string())
+        .arg(&requests)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let said = |what: &str| format!("{what}: {}", std::fs::read_to_string(&log).unwrap_or_default());
+    let mut ready = String::new();
+    BufReader::new(sink.stdout.take().unwrap()).read_line(&mut ready).unwrap();
+    assert_eq!(ready.trim(), "ready", "{}", said("the receiver did not start"));
+    run_demo(&format!("http://127.0.0.1:{port}"));
+    // Its standard input closed, the receiver stops.
+    drop(sink.stdin.take());
+    assert!(sink.wait().unwrap().success(), "{}", said("the receiver failed"));
+    let bytes = std::fs::read(&requests).unwrap();
+    let (mut spans, mut rest) = (Vec::new(), bytes.as_slice());
+    while let Some((len, body)) = rest.split_first_chunk::<4>() {
+        let (request, after) = body.split_at(u32::from_le_bytes(*len) as usize);
+        for resource in ExportTraceServiceRequest::decode(request).unwrap().resource_spans {
+            spans.extend(resource.scope_spans.into_iter().flat_map(|scope| scope.spans));
+        }
+        rest = after;
+    }
+    assert!(rest.is_empty(), "a request cut short");
+    check(&spans);
+}
+
+/// The Python that runs `oteltest`'s receiver: `ACTIONSTATE_OTLP_SINK_PYTHON`, else the
+/// environment `cargo xtask ci` makes, if it is there.
+fn sink_python() -> Option<std::path::PathBuf> {
+    if let Some(python) = std::env::var_os("ACTIONSTATE_OTLP_SINK_PYTHON") {
+        return Some(python.into());
+    }
+    let made = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/services/otlp-sink/venv/bin/python");
+    made.exists().then_some(made)
+}
+
+/// `actionstate demo --otlp ENDPOINT`, which must succeed.
+fn run_demo(endpoint: &str) {
     let out = Command::new(env!("CARGO_BIN_EXE_actionstate"))
-        .args(["demo", "--inputs", "30", "--json", "--otlp", &endpoint])
+        .args(["demo", "--inputs", "30", "--json", "--otlp", endpoint])
         .output()
         .unwrap();
     assert!(out.status.success(), "demo failed: {}", String::from_utf8_lossy(&out.stderr));
-    assert!(bad.lock().unwrap().is_empty(), "requests the receiver refused: {:?}", bad.lock().unwrap());
-    let spans = spans.lock().unwrap();
+}
 
+/// What a receiver got of the demo: see the tests.
+fn check(spans: &[Span]) {
     let named = |name: &str| spans.iter().filter(|s| s.name == name).count();
     println!(
         "received {} spans: {} restores, {} rebuilds, {} attempts, {} calls",
@@ -143,7 +208,7 @@ fn the_demos_crash_and_replay_reach_an_otlp_receiver() {
         linked += 1;
     }
     assert!(linked > 0, "no attempt after the crash linked to its first attempt");
-    replays_were_executed(&spans, &by_span, &chains);
+    replays_were_executed(spans, &by_span, &chains);
     // The demo's calls are a model's and tools': an executed one is that GenAI operation, by
     // name too; a replay from the journal is none.
     for call in spans.iter().filter(|s| attribute(s, "actionstate.call.source").is_some()) {

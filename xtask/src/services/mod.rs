@@ -33,6 +33,7 @@ mod config;
 mod env;
 pub(crate) mod fluss;
 pub(crate) mod kafka;
+pub(crate) mod otlp_sink;
 mod probe;
 mod process;
 
@@ -41,9 +42,9 @@ pub(crate) use kafka::{down_kafka, kafka_log_dir, up_kafka};
 
 use anyhow::{Context, Result, bail};
 
-const USAGE: &str = "usage: cargo xtask services <up|down|status> [kafka] [kafka3] [fluss] [fluss3]\n       \
+const USAGE: &str = "usage: cargo xtask services <up|down|status> [kafka] [kafka3] [fluss] [fluss3] [otlp-sink]\n       \
                      cargo xtask services restart-node <kafka3|fluss3> <0|1|2>";
-const SERVICES: [&str; 4] = ["kafka", "kafka3", "fluss", "fluss3"];
+const SERVICES: [&str; 5] = ["kafka", "kafka3", "fluss", "fluss3", "otlp-sink"];
 
 /// `cargo xtask services <action> [service...]`. Without services, `up` starts Kafka only, and
 /// `down` and `status` cover all of them; see [`kafka`], [`kafka::cluster`], [`fluss`] and
@@ -77,6 +78,8 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
                     "fluss" => print!("{}", fluss::up_fluss()?.render()),
                     "fluss3" => print!("{}", fluss::cluster::up_fluss3()?.render()),
                     "kafka3" => print!("{}", kafka::cluster::up_kafka3()?.render()),
+                    // Made ready only: the tracing test starts the receiver itself.
+                    "otlp-sink" => println!("{}={}", otlp_sink::PYTHON_VAR, otlp_sink::python()?.display()),
                     _ => print!("{}", kafka::up_kafka()?.render()),
                 }
             }
@@ -90,6 +93,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
                     "fluss" => fluss::down_fluss(),
                     "fluss3" => fluss::cluster::down_fluss3(),
                     "kafka3" => kafka::cluster::down_kafka3(),
+                    "otlp-sink" => Ok(()),
                     _ => kafka::down_kafka(),
                 })
                 .collect();
@@ -101,6 +105,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
                     "fluss" => fluss::status_fluss()?,
                     "fluss3" => fluss::cluster::status_fluss3()?,
                     "kafka3" => kafka::cluster::status_kafka3()?,
+                    "otlp-sink" => println!("otlp-sink: {}", otlp_sink::status()?),
                     _ => kafka::status_kafka()?,
                 }
             }
