@@ -208,7 +208,7 @@ impl FlussError {
             FlussError::Connect { source, .. }
             | FlussError::Client { source, .. }
             | FlussError::Append { source, .. }
-            | FlussError::Read { source, .. } => source.is_retriable(),
+            | FlussError::Read { source, .. } => source.is_retriable() || metadata_incomplete(source),
             FlussError::Timeout { .. }
             | FlussError::TableNotReady { .. }
             | FlussError::DeliveryTimeout { .. }
@@ -254,6 +254,14 @@ pub(crate) fn leader_moving(e: &ClientError) -> bool {
     }
 }
 
+/// Whether a request failed because the client's cluster metadata did not (yet) name a server it
+/// needs: the coordinator, while the metadata is refreshed after a server of the cluster went away
+/// (seen on a three-node cluster when a tablet server is killed). The client reports it as a
+/// terminal `UnexpectedError`, but the next metadata refresh usually names the server again.
+pub(crate) fn metadata_incomplete(e: &ClientError) -> bool {
+    matches!(e, ClientError::UnexpectedError { message, .. } if message.contains("not found in cluster metadata"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -274,5 +282,21 @@ mod tests {
         for other in [ApiError::TableNotExist, ApiError::NotEnoughReplicasException, ApiError::AuthenticateException] {
             assert!(!leader_moving(&api(other)), "{other:?}");
         }
+    }
+
+    #[test]
+    fn a_coordinator_missing_from_the_metadata_is_retryable_and_a_corrupt_batch_is_not() {
+        let missing = ClientError::UnexpectedError {
+            message: "Coordinator server not found in cluster metadata".to_owned(),
+            source: None,
+        };
+        let error =
+            FlussError::Client { operation: "current_identity", table: "db.t".to_owned(), source: Box::new(missing) };
+        assert!(error.is_retryable(), "{error}");
+        let corrupt =
+            ClientError::UnexpectedError { message: "Invalid record batch: crc mismatch".to_owned(), source: None };
+        let error =
+            FlussError::Client { operation: "current_identity", table: "db.t".to_owned(), source: Box::new(corrupt) };
+        assert!(!error.is_retryable(), "{error}");
     }
 }
