@@ -52,6 +52,7 @@
 //!   tests hold the code to (`shape.rs`).
 
 mod bench_tracing;
+mod ci;
 mod services;
 mod shape;
 #[cfg(test)]
@@ -73,7 +74,7 @@ fn main() -> Result<()> {
     let root = workspace_root()?;
     std::env::set_current_dir(&root)?;
     match args.first().map(String::as_str) {
-        Some("ci") => ci(),
+        Some("ci") => ci::ci(),
         Some("bench") => bench(args.get(1).map(String::as_str), args.get(2).map(String::as_str)),
         Some("fuzz") => fuzz(parse_time(&args[1..])?),
         Some("chaos") => chaos(&args[1..]),
@@ -150,15 +151,12 @@ fn free_gib(path: &Path) -> Option<f64> {
     Some(available_kib / (1024.0 * 1024.0))
 }
 
-/// What a cold `ci` run writes under `target/` (debug build of every test binary, clippy's
-/// metadata, rustdoc, the servers' artifacts and data): 3.0 GiB measured on a clean checkout, plus slack.
-const CI_DISK_GIB: f64 = 4.0;
-
 /// Runs a command, echoing it, and fails with its exit status.
 fn run(step: &str, cmd: &mut Command) -> Result<()> {
     eprintln!("==> {step}: {cmd:?}");
     let started = Instant::now();
     let status = cmd.status().with_context(|| format!("{step}: could not start {cmd:?}"))?;
+    ci::record(step, started.elapsed(), status.success());
     if !status.success() {
         bail!("{step} failed ({status})");
     }
@@ -181,6 +179,7 @@ fn run_no_skips(step: &str, cmd: &mut Command) -> Result<()> {
         }
     }
     let status = child.wait()?;
+    ci::record(step, started.elapsed(), status.success() && skips.is_empty());
     if !status.success() {
         bail!("{step} failed ({status})");
     }
@@ -195,220 +194,8 @@ fn run_no_skips(step: &str, cmd: &mut Command) -> Result<()> {
     Ok(())
 }
 
-/// The feature that builds the test which stops and restarts the broker.
-const BROKER_FAULT_FEATURE: &str = "actionstate-kafka/broker-fault-tests";
-/// The command line's server backends, off by default (see `crates/cli/Cargo.toml`): the tests,
-/// clippy and the docs cover them.
-const CLI_BACKENDS: &str = "actionstate/kafka,actionstate/fluss";
-/// The feature that builds the Kafka example and its SIGKILL campaign (`examples/`), which
-/// needs the broker the test step starts.
-const EXAMPLES_KAFKA: &str = "actionstate-examples/kafka";
-/// The store's spans as OpenTelemetry spans (`actionstate-recovery/otel`, `tests/otel.rs`),
-/// exported by the command line (`--otlp`, `tests/otlp.rs` with its OTLP receiver).
-const OTEL: &str = "actionstate-recovery/otel,actionstate/otlp";
-/// The feature that builds the test which stops and restarts the Fluss tablet server.
-const TABLET_FAULT_FEATURE: &str = "actionstate-fluss/server-fault-tests";
-/// The feature that builds the tests which kill nodes of the three-node Kafka cluster.
-const CLUSTER_FAULT_FEATURE: &str = "actionstate-tests/cluster-fault-tests";
-
-/// Every step of CI, in order: lints, the secret tests on the default build, the tests
-/// against the servers, rustdoc. The first failing step ends the run.
-fn ci() -> Result<()> {
-    let started = Instant::now();
-    warn_free_disk();
-    lints()?;
-    secret_tests_without_server_backends()?;
-    server_tests()?;
-    run(
-        "doc",
-        cargo()
-            .args(["doc", "--workspace", "--no-deps", "--locked", "--features", CLI_BACKENDS])
-            .env("RUSTDOCFLAGS", "-D warnings"),
-    )?;
-    eprintln!("==> ci: all steps passed in {:.0}s", started.elapsed().as_secs_f64());
-    Ok(())
-}
-
-/// Says how much disk `target/` has, warning when a cold run would not fit.
-fn warn_free_disk() {
-    match free_gib(Path::new(".")) {
-        Some(free) if free < CI_DISK_GIB => eprintln!(
-            "==> ci: WARNING: only {free:.1} GiB free on the disk that holds target/; a cold run \
-             needs about {CI_DISK_GIB:.0} GiB and fails with `No space left on device` without it"
-        ),
-        Some(free) => eprintln!("==> ci: {free:.1} GiB free on the disk that holds target/"),
-        None => {}
-    }
-}
-
-/// Formatting, then clippy with warnings denied: on the whole workspace with every feature,
-/// and on the command line without its server backends.
-fn lints() -> Result<()> {
-    run("fmt", cargo().args(["fmt", "--all", "--", "--check"]))?;
-    run(
-        "clippy",
-        cargo().args([
-            "clippy",
-            "--workspace",
-            "--all-targets",
-            "--locked",
-            "--features",
-            &format!(
-                "{BROKER_FAULT_FEATURE},{TABLET_FAULT_FEATURE},{CLUSTER_FAULT_FEATURE},{CLI_BACKENDS},{EXAMPLES_KAFKA},{OTEL}"
-            ),
-            "--",
-            "-D",
-            "warnings",
-        ]),
-    )?;
-    // The command line as a newcomer builds it: the embedded store alone.
-    run(
-        "clippy (actionstate without server backends)",
-        cargo().args([
-            "clippy",
-            "-p",
-            "actionstate",
-            "--no-default-features",
-            "--all-targets",
-            "--locked",
-            "--",
-            "-D",
-            "warnings",
-        ]),
-    )
-}
-
-/// No secret is printed whether or not the server backends are compiled in: the secret
-/// tests once more on the default build (the server tests build them with the backends).
-fn secret_tests_without_server_backends() -> Result<()> {
-    run(
-        "secret tests without server backends",
-        cargo().args(["test", "-p", "actionstate-recovery", "--locked", "--test", "secrets"]),
-    )?;
-    run(
-        "secret tests of the command line without server backends",
-        cargo().args([
-            "test",
-            "-p",
-            "actionstate",
-            "--locked",
-            "--test",
-            "operator",
-            "--",
-            "no_command_prints_a_secret_from_a_url",
-        ]),
-    )
-}
-
-/// The tests against real servers, started here and always stopped again: the workspace's
-/// tests and the fault tests on a Kafka broker and a Fluss cluster, then the cluster fault
-/// tests on a three-node Kafka cluster.
-fn server_tests() -> Result<()> {
-    let kafka = services::up_kafka().context("starting the Kafka broker for the tests")?;
-    let fluss_env = match fluss::up_fluss() {
-        Ok(env) => env,
-        Err(e) => {
-            let stopped = services::down_kafka();
-            let _ = fluss::down_fluss();
-            stopped.context("stopping the Kafka broker")?;
-            return Err(e.context("starting the Fluss cluster for the tests"));
-        }
-    };
-    let mut tested = workspace_and_fault_tests(&kafka, &fluss_env);
-    let fluss_stopped = fluss::down_fluss();
-    let stopped = services::down_kafka();
-    // The cluster after the single broker and Fluss are gone: three more JVMs beside them
-    // would crowd a small machine.
-    if tested.is_ok() {
-        tested = cluster_fault_tests();
-    }
-    tested?;
-    stopped.context("stopping the Kafka broker")?;
-    fluss_stopped.context("stopping the Fluss cluster")
-}
-
-/// The workspace's tests against the broker and the Fluss cluster, then the tests that stop
-/// and restart one of them. A test that reports a skip fails the step.
-fn workspace_and_fault_tests(kafka: &services::kafka::KafkaEnv, fluss_env: &fluss::FlussEnv) -> Result<()> {
-    // Among them the fuzz target's checks (state-core's `codec` tests, `fuzz_target`) and the
-    // documents' shell examples (the command line's `readme` test, which needs the broker too).
-    // And the tracing test's OTLP receiver, a Python package.
-    let sink = services::otlp_sink::python()?;
-    let mut test = cargo();
-    let features = format!("{CLI_BACKENDS},{EXAMPLES_KAFKA},{OTEL}");
-    test.args(["test", "--workspace", "--locked", "--features", &features, "--", "--nocapture"])
-        .env("ACTIONSTATE_REQUIRE_SERVICES", "1")
-        .env(services::otlp_sink::PYTHON_VAR, &sink)
-        .env("RUST_BACKTRACE", "1")
-        .envs(kafka.vars())
-        .envs(fluss_env.vars());
-    let mut tested = run_no_skips("test", &mut test);
-    // The fault tests stop and restart a shared server: alone, after every other test is done
-    // with it, one after the other.
-    for (step, package, feature, test) in [
-        ("broker-stop test", "actionstate-kafka", BROKER_FAULT_FEATURE, "broker_stop"),
-        ("tablet-stop test", "actionstate-fluss", TABLET_FAULT_FEATURE, "tablet_stop"),
-    ] {
-        if tested.is_ok() {
-            let mut fault = cargo();
-            fault
-                .args(["test", "-p", package, "--features", feature, "--test", test, "--locked", "--", "--nocapture"])
-                .env("ACTIONSTATE_REQUIRE_SERVICES", "1")
-                .env("RUST_BACKTRACE", "1")
-                .envs(kafka.vars())
-                .envs(fluss_env.vars());
-            tested = run_no_skips(step, &mut fault);
-        }
-    }
-    tested
-}
-
-/// The tests that kill nodes of the three-node clusters, each on a cluster started for them and
-/// stopped after, whatever they did: on kafka3, leader kills and a lost quorum under puts, and
-/// zombie writers fenced out (`tests/tests/kafka3.rs`) and the simulator's SIGKILL campaign
-/// with a broker kill (`sim_survives_sigkill_and_a_broker_kill_on_kafka3`); then the same on
-/// fluss3 with tablet servers (`tests/tests/fluss3.rs`,
-/// `sim_survives_sigkill_and_a_tablet_server_kill_on_fluss3`). The tests of a cluster all have
-/// its name in theirs; one at a time, since each kills nodes, and one cluster at a time, since
-/// two would crowd a small machine. Built with the workspace's features and theirs, so only the
-/// tests package is compiled again.
-fn cluster_fault_tests() -> Result<()> {
-    cluster_fault_tests_on("kafka3", services::up_kafka3().map(drop), services::down_kafka3)?;
-    cluster_fault_tests_on("fluss3", fluss::cluster::up_fluss3().map(drop), fluss::cluster::down_fluss3)
-}
-
 /// Starts or stops a cluster.
 type Step = fn() -> Result<()>;
-
-/// The cluster fault tests of `cluster` (its name, the name of its test file and in the names
-/// of its tests), once `started` it; `down` stops it.
-fn cluster_fault_tests_on(cluster: &str, started: Result<()>, down: Step) -> Result<()> {
-    let tested =
-        started.with_context(|| format!("starting the {cluster} cluster for the cluster fault tests")).and_then(|()| {
-            let mut test = cargo();
-            test.args([
-                "test",
-                "--workspace",
-                "--locked",
-                "--features",
-                &format!("{CLI_BACKENDS},{CLUSTER_FAULT_FEATURE}"),
-                "--test",
-                cluster,
-                "--test",
-                "all",
-                "--",
-                cluster,
-                "--test-threads=1",
-                "--nocapture",
-            ])
-            .env("ACTIONSTATE_REQUIRE_SERVICES", "1")
-            .env("RUST_BACKTRACE", "1");
-            run_no_skips(&format!("{cluster} cluster fault tests"), &mut test)
-        });
-    let stopped = down();
-    tested?;
-    stopped.with_context(|| format!("stopping the {cluster} cluster"))
-}
 
 /// `cargo xtask chaos kafka|fluss [--leader-kills N] [--rebuild-kills N] [--zombie-episodes N]`:
 /// starts the three-node cluster (kafka3, fluss3), runs the leader-kill and zombie scenarios
