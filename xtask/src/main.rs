@@ -31,6 +31,9 @@
 //! - `bench tracing` — what the store's spans cost: put and rebuild of `actionstate bench` built
 //!   without the `otlp` feature, built with it and run without `--otlp`, and run with `--otlp`
 //!   to a local endpoint, in alternating rounds (`bench_tracing.rs`).
+//! - `release --dry-run` — `cargo publish --workspace --dry-run`: every published crate packaged
+//!   in dependency order and built from its package; `release VERSION` bumps the versions, cuts
+//!   CHANGELOG.md's "Unreleased" under the new version, and runs the dry run (`release.rs`).
 //! - `fuzz [--time SECONDS]` — the decoder fuzz target from its seed corpus (needs cargo-fuzz
 //!   and a nightly toolchain, installed on demand when missing; without nightly, the stable
 //!   compiler with `RUSTC_BOOTSTRAP=1`). Its checks also run in `ci`, inside the workspace's
@@ -53,6 +56,7 @@
 
 mod bench_tracing;
 mod ci;
+mod release;
 mod services;
 mod shape;
 #[cfg(test)]
@@ -78,6 +82,7 @@ fn main() -> Result<()> {
         Some("bench") => bench(args.get(1).map(String::as_str), args.get(2).map(String::as_str)),
         Some("fuzz") => fuzz(parse_time(&args[1..])?),
         Some("chaos") => chaos(&args[1..]),
+        Some("release") => release::run_release(&args[1..]),
         Some("services") => services::run(&args[1..]),
         Some("shape") => {
             shape::report(&root);
@@ -108,6 +113,8 @@ fn print_help() {
          bench soak kafka     the same, 200,000 inputs on a local Kafka broker\n  \
          bench waits [kafka]  a durable wait, resolved and resumed, vs a plain call; 100,000 pending waits\n  \
          bench tracing        store put and rebuild without the otel feature, with it off, with it exporting\n  \
+         release --dry-run    package every published crate in dependency order and build each from its package\n  \
+         release VERSION      bump the published crates to VERSION, cut CHANGELOG.md, run the dry run\n  \
          fuzz [--time SECS]   run the record-decoder fuzz target (default 60 s)\n  \
          chaos kafka [--leader-kills N] [--zombie-episodes N]   kill Kafka partition leaders under puts, run zombie writers (local 3-node cluster)\n  \
          chaos fluss [--leader-kills N]   kill the busiest Fluss tablet server under puts and rebuilds (local 3-server cluster)\n  \

@@ -7,11 +7,14 @@
 //! tests' too, so the fault and cluster steps run what the build made without compiling again.
 //! The test step leaves the fault tests out by name; they run after it, alone.
 
+mod binaries;
+
 use crate::services::{self, fluss};
 use crate::{Step, cargo, free_gib, run, run_no_skips};
 use anyhow::{Context, Result, bail};
+use binaries::Binary;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -74,8 +77,8 @@ pub(crate) fn ci() -> Result<()> {
 fn steps() -> Result<()> {
     run("fmt", cargo().args(["fmt", "--all", "--", "--check"]))?;
     default_build()?;
-    run("test build, with clippy", cargo_test()?.args(["--all-targets", "--no-run"]))?;
-    server_tests()?;
+    let binaries = test_build()?;
+    server_tests(&binaries)?;
     run(
         "doc",
         cargo()
@@ -146,6 +149,22 @@ fn default_build() -> Result<()> {
     )
 }
 
+/// The test build: every target of the workspace, linted; the test binaries it made.
+fn test_build() -> Result<Vec<Binary>> {
+    let step = "test build, with clippy";
+    let mut build = cargo_test()?;
+    build.args(["--all-targets", "--no-run", "--message-format=json-render-diagnostics"]).stdout(Stdio::piped());
+    eprintln!("==> {step}: {build:?}");
+    let started = Instant::now();
+    let out = build.output().with_context(|| format!("{step}: could not start {build:?}"))?;
+    record(step, started.elapsed(), out.status.success());
+    if !out.status.success() {
+        bail!("{step} failed ({})", out.status);
+    }
+    eprintln!("==> {step}: ok in {:.1}s", started.elapsed().as_secs_f64());
+    binaries::from_build_output(&String::from_utf8_lossy(&out.stdout))
+}
+
 /// `cargo test` as the test build and every step that runs its tests call it: on the
 /// workspace with every feature a test step needs, the workspace's crates compiled by clippy's
 /// driver with warnings denied (what `cargo clippy` sets for a check; here for a build that
@@ -188,7 +207,7 @@ fn clippy_driver() -> Result<PathBuf> {
 /// The tests against real servers, started here and always stopped again: the workspace's
 /// tests and the fault tests on a Kafka broker and a Fluss cluster, then the cluster fault
 /// tests on a three-node Kafka cluster and a Fluss cluster of three tablet servers.
-fn server_tests() -> Result<()> {
+fn server_tests(binaries: &[Binary]) -> Result<()> {
     let kafka = timed("kafka up", services::up_kafka).context("starting the Kafka broker for the tests")?;
     let fluss_env = match timed("fluss up", fluss::up_fluss) {
         Ok(env) => env,
@@ -199,16 +218,24 @@ fn server_tests() -> Result<()> {
             return Err(e.context("starting the Fluss cluster for the tests"));
         }
     };
-    let mut tested = workspace_and_fault_tests(&kafka, &fluss_env);
-    let fluss_stopped = fluss::down_fluss();
-    let stopped = services::down_kafka();
+    let mut tested = workspace_and_fault_tests(binaries, &kafka, &fluss_env);
+    let fluss_stopped = timed("fluss down", fluss::down_fluss);
+    let stopped = timed("kafka down", services::down_kafka);
     // The clusters after the single broker and Fluss are gone: three more JVMs beside them
     // would crowd a small machine.
     if tested.is_ok() {
-        tested = cluster_fault_tests_on("kafka3", services::up_kafka3().map(drop), services::down_kafka3);
+        tested = cluster_fault_tests_on(
+            "kafka3",
+            timed("kafka3 up", || services::up_kafka3().map(drop)),
+            services::down_kafka3,
+        );
     }
     if tested.is_ok() {
-        tested = cluster_fault_tests_on("fluss3", fluss::cluster::up_fluss3().map(drop), fluss::cluster::down_fluss3);
+        tested = cluster_fault_tests_on(
+            "fluss3",
+            timed("fluss3 up", || fluss::cluster::up_fluss3().map(drop)),
+            fluss::cluster::down_fluss3,
+        );
     }
     tested?;
     stopped.context("stopping the Kafka broker")?;
@@ -217,19 +244,26 @@ fn server_tests() -> Result<()> {
 
 /// The workspace's tests against the broker and the Fluss cluster, then the tests that stop
 /// and restart one of them. A test that reports a skip fails the step.
-fn workspace_and_fault_tests(kafka: &services::kafka::KafkaEnv, fluss_env: &fluss::FlussEnv) -> Result<()> {
+fn workspace_and_fault_tests(
+    binaries: &[Binary],
+    kafka: &services::kafka::KafkaEnv,
+    fluss_env: &fluss::FlussEnv,
+) -> Result<()> {
     // Among them the fuzz target's checks (state-core's `codec` tests, `fuzz_target`) and the
     // documents' shell examples (the command line's `readme` test, which needs the broker too).
     // And the tracing test's OTLP receiver, a Python package.
     let sink = timed("otlp-sink venv", services::otlp_sink::python)?;
-    let mut test = cargo_test()?;
-    test.args(["--", "--nocapture"])
-        .args(FAULT_TESTS.iter().flat_map(|name| ["--skip", name]))
-        .env("ACTIONSTATE_REQUIRE_SERVICES", "1")
-        .env(services::otlp_sink::PYTHON_VAR, &sink)
-        .envs(kafka.vars())
-        .envs(fluss_env.vars());
-    run_no_skips("test", &mut test)?;
+    let mut envs = vec![
+        ("ACTIONSTATE_REQUIRE_SERVICES".to_owned(), "1".to_owned()),
+        ("RUST_BACKTRACE".to_owned(), "1".to_owned()),
+        (services::otlp_sink::PYTHON_VAR.to_owned(), sink.display().to_string()),
+    ];
+    envs.extend(kafka.vars());
+    envs.extend(fluss_env.vars());
+    let mut args = vec!["--nocapture".to_owned()];
+    args.extend(FAULT_TESTS.iter().flat_map(|name| ["--skip".to_owned(), (*name).to_owned()]));
+    binaries::run_all("test", binaries, &args, &envs, Path::new("target/ci-logs"))?;
+    run_no_skips("doc tests", cargo_test()?.args(["--doc", "--", "--nocapture"]).envs(envs.iter().cloned()))?;
     // The fault tests stop and restart a shared server: alone, after every other test is done
     // with it, one after the other.
     for (step, test) in [("broker-stop test", "broker_stop"), ("tablet-stop test", "tablet_stop")] {
@@ -259,7 +293,7 @@ fn cluster_fault_tests_on(cluster: &str, started: Result<()>, down: Step) -> Res
                 .env("ACTIONSTATE_REQUIRE_SERVICES", "1");
             run_no_skips(&format!("{cluster} cluster fault tests"), &mut test)
         });
-    let stopped = down();
+    let stopped = timed(&format!("{cluster} down"), down);
     tested?;
     stopped.with_context(|| format!("stopping the {cluster} cluster"))
 }
