@@ -6,7 +6,6 @@
 //! kept aside and printed whole when it ends, so that two binaries' lines never interleave.
 
 use crate::SKIP_MARKER;
-use crate::ci::record;
 use anyhow::{Context, Result, bail};
 use std::collections::VecDeque;
 use std::fs::{self, File};
@@ -107,7 +106,6 @@ pub(crate) fn run_all(
         }
     });
     let failures = failures.into_inner().unwrap_or_default();
-    record(step, started.elapsed(), failures.is_empty());
     if !failures.is_empty() {
         bail!("{step}: {} test binaries failed:\n{}", failures.len(), failures.join("\n"));
     }

@@ -262,7 +262,7 @@ fn workspace_and_fault_tests(
     envs.extend(fluss_env.vars());
     let mut args = vec!["--nocapture".to_owned()];
     args.extend(FAULT_TESTS.iter().flat_map(|name| ["--skip".to_owned(), (*name).to_owned()]));
-    binaries::run_all("test", binaries, &args, &envs, Path::new("target/ci-logs"))?;
+    timed("test", || binaries::run_all("test", binaries, &args, &envs, Path::new("target/ci-logs")))?;
     run_no_skips("doc tests", cargo_test()?.args(["--doc", "--", "--nocapture"]).envs(envs.iter().cloned()))?;
     // The fault tests stop and restart a shared server: alone, after every other test is done
     // with it, one after the other.
