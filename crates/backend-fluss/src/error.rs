@@ -254,12 +254,20 @@ pub(crate) fn leader_moving(e: &ClientError) -> bool {
     }
 }
 
-/// Whether a request failed because the client's cluster metadata did not (yet) name a server it
-/// needs: the coordinator, while the metadata is refreshed after a server of the cluster went away
-/// (seen on a three-node cluster when a tablet server is killed). The client reports it as a
-/// terminal `UnexpectedError`, but the next metadata refresh usually names the server again.
+/// Whether a request failed because a server did not (yet) know what the request needs: the
+/// client's cluster metadata did not name the coordinator, while it is refreshed after a server
+/// of the cluster went away; or a tablet server that just restarted had not yet loaded the
+/// table (`InvalidTableException`, "Table info not found for …"). Both seen on a three-server
+/// cluster when a tablet server is killed. The client reports them as terminal, but the next
+/// metadata refresh, or the server a moment later, answers.
 pub(crate) fn metadata_incomplete(e: &ClientError) -> bool {
-    matches!(e, ClientError::UnexpectedError { message, .. } if message.contains("not found in cluster metadata"))
+    match e {
+        ClientError::UnexpectedError { message, .. } => message.contains("not found in cluster metadata"),
+        ClientError::FlussAPIError { api_error } => {
+            e.api_error() == Some(ApiError::InvalidTableException) && api_error.message.contains("Table info not found")
+        }
+        _ => false,
+    }
 }
 
 #[cfg(test)]
@@ -285,7 +293,7 @@ mod tests {
     }
 
     #[test]
-    fn a_coordinator_missing_from_the_metadata_is_retryable_and_a_corrupt_batch_is_not() {
+    fn a_server_that_does_not_know_the_coordinator_or_the_table_yet_is_retried_and_an_invalid_table_is_not() {
         let missing = ClientError::UnexpectedError {
             message: "Coordinator server not found in cluster metadata".to_owned(),
             source: None,
@@ -293,6 +301,23 @@ mod tests {
         let error =
             FlussError::Client { operation: "current_identity", table: "db.t".to_owned(), source: Box::new(missing) };
         assert!(error.is_retryable(), "{error}");
+        let unloaded = ClientError::FlussAPIError {
+            api_error: fluss::rpc::ApiError {
+                code: ApiError::InvalidTableException.code(),
+                message: "Table info not found for db.t".to_owned(),
+            },
+        };
+        let error =
+            FlussError::Client { operation: "end_offsets", table: "db.t".to_owned(), source: Box::new(unloaded) };
+        assert!(error.is_retryable(), "{error}");
+        let invalid = ClientError::FlussAPIError {
+            api_error: fluss::rpc::ApiError {
+                code: ApiError::InvalidTableException.code(),
+                message: "Table name is invalid".to_owned(),
+            },
+        };
+        let error = FlussError::Client { operation: "create", table: "db.t".to_owned(), source: Box::new(invalid) };
+        assert!(!error.is_retryable(), "{error}");
         let corrupt =
             ClientError::UnexpectedError { message: "Invalid record batch: crc mismatch".to_owned(), source: None };
         let error =
