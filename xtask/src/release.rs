@@ -75,6 +75,11 @@ fn prepare(version: &str) -> Result<()> {
     fs::write("CHANGELOG.md", cut_changelog(&changelog, version, &date)?).context("writing CHANGELOG.md")?;
     // The lock file names the workspace's own versions too.
     run("release: lock file", cargo().args(["update", "--workspace", "--offline"]))?;
+    // And the fuzz target's, a workspace of its own that depends on actionstate-core.
+    run(
+        "release: the fuzz target's lock file",
+        cargo().args(["update", "-p", "actionstate-core", "--offline", "--manifest-path", "fuzz/Cargo.toml"]),
+    )?;
     dry_run()?;
     eprintln!(
         "==> release {version}: versions bumped from {current}, CHANGELOG.md cut. Commit it, then add \
