@@ -50,6 +50,12 @@ pub(crate) fn from_build_output(stdout: &str) -> Result<Vec<Binary>> {
         else {
             continue;
         };
+        // What `cargo test` runs: the unit tests of libraries and binaries, and the integration
+        // tests; benchmarks and examples the build only checks.
+        let kinds = message["target"]["kind"].as_array().map(Vec::as_slice).unwrap_or_default();
+        if kinds.iter().any(|k| k == "bench" || k == "example") {
+            continue;
+        }
         let manifest = Path::new(message["manifest_path"].as_str().context("an artifact without manifest_path")?);
         let dir = manifest.parent().context("a manifest path without a directory")?.to_path_buf();
         let source = Path::new(message["target"]["src_path"].as_str().context("an artifact without src_path")?);
@@ -166,11 +172,12 @@ mod tests {
     use super::*;
 
     fn artifact(package_id: &str, dir: &str, source: &str, test: bool, executable: Option<&str>) -> String {
+        let kind = if source.starts_with("benches/") { "bench" } else { "test" };
         serde_json::json!({
             "reason": "compiler-artifact",
             "package_id": package_id,
             "manifest_path": format!("{dir}/Cargo.toml"),
-            "target": {"kind": ["test"], "name": "x", "src_path": format!("{dir}/{source}"), "test": true},
+            "target": {"kind": [kind], "name": "x", "src_path": format!("{dir}/{source}"), "test": true},
             "profile": {"opt_level": "0", "test": test},
             "executable": executable,
             "fresh": true,
@@ -210,6 +217,14 @@ mod tests {
                 "tests/all/main.rs",
                 true,
                 Some("/w/target/debug/deps/all-2"),
+            ),
+            // A benchmark, built in test mode by `--all-targets`, which `cargo test` does not run.
+            artifact(
+                "path+file:///w/crates/state-index#actionstate-index@0.1.0",
+                "/w/crates/state-index",
+                "benches/index.rs",
+                true,
+                Some("/w/target/debug/deps/index-4"),
             ),
             // A package whose directory has its name: the id has no name before the version.
             artifact(
