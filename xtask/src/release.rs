@@ -64,11 +64,11 @@ pub(crate) fn published() -> Result<Vec<String>> {
 /// heading, and runs the release checks. Committing, and naming the commit in `RELEASES`, is
 /// left to the one who runs it.
 fn prepare(version: &str) -> Result<()> {
-    let current = workspace_version(&fs::read_to_string("Cargo.toml").context("reading Cargo.toml")?)?;
+    let manifest = fs::read_to_string("Cargo.toml").context("reading Cargo.toml")?;
+    let current = workspace_version(&manifest)?;
     if parse(version)? <= parse(&current)? {
         bail!("{version} is not newer than the current version {current}");
     }
-    let manifest = fs::read_to_string("Cargo.toml").context("reading Cargo.toml")?;
     fs::write("Cargo.toml", bump(&manifest, &current, version)?).context("writing Cargo.toml")?;
     let changelog = fs::read_to_string("CHANGELOG.md").context("reading CHANGELOG.md")?;
     let date = today()?;

@@ -275,7 +275,22 @@ mod tests {
     use super::*;
 
     fn api(error: ApiError) -> ClientError {
-        ClientError::FlussAPIError { api_error: fluss::rpc::ApiError { code: error.code(), message: String::new() } }
+        api_saying(error, "")
+    }
+
+    fn api_saying(error: ApiError, message: &str) -> ClientError {
+        ClientError::FlussAPIError {
+            api_error: fluss::rpc::ApiError { code: error.code(), message: message.to_owned() },
+        }
+    }
+
+    fn unexpected(message: &str) -> ClientError {
+        ClientError::UnexpectedError { message: message.to_owned(), source: None }
+    }
+
+    /// `source` as the failure of a client request.
+    fn client(source: ClientError) -> FlussError {
+        FlussError::Client { operation: "current_identity", table: "db.t".to_owned(), source: Box::new(source) }
     }
 
     #[test]
@@ -294,34 +309,19 @@ mod tests {
 
     #[test]
     fn a_server_that_does_not_know_the_coordinator_or_the_table_yet_is_retried_and_an_invalid_table_is_not() {
-        let missing = ClientError::UnexpectedError {
-            message: "Coordinator server not found in cluster metadata".to_owned(),
-            source: None,
-        };
-        let error =
-            FlussError::Client { operation: "current_identity", table: "db.t".to_owned(), source: Box::new(missing) };
-        assert!(error.is_retryable(), "{error}");
-        let unloaded = ClientError::FlussAPIError {
-            api_error: fluss::rpc::ApiError {
-                code: ApiError::InvalidTableException.code(),
-                message: "Table info not found for db.t".to_owned(),
-            },
-        };
-        let error =
-            FlussError::Client { operation: "end_offsets", table: "db.t".to_owned(), source: Box::new(unloaded) };
-        assert!(error.is_retryable(), "{error}");
-        let invalid = ClientError::FlussAPIError {
-            api_error: fluss::rpc::ApiError {
-                code: ApiError::InvalidTableException.code(),
-                message: "Table name is invalid".to_owned(),
-            },
-        };
-        let error = FlussError::Client { operation: "create", table: "db.t".to_owned(), source: Box::new(invalid) };
-        assert!(!error.is_retryable(), "{error}");
-        let corrupt =
-            ClientError::UnexpectedError { message: "Invalid record batch: crc mismatch".to_owned(), source: None };
-        let error =
-            FlussError::Client { operation: "current_identity", table: "db.t".to_owned(), source: Box::new(corrupt) };
-        assert!(!error.is_retryable(), "{error}");
+        for retried in [
+            unexpected("Coordinator server not found in cluster metadata"),
+            api_saying(ApiError::InvalidTableException, "Table info not found for db.t"),
+        ] {
+            let error = client(retried);
+            assert!(error.is_retryable(), "{error}");
+        }
+        for terminal in [
+            api_saying(ApiError::InvalidTableException, "Table name is invalid"),
+            unexpected("Invalid record batch: crc mismatch"),
+        ] {
+            let error = client(terminal);
+            assert!(!error.is_retryable(), "{error}");
+        }
     }
 }

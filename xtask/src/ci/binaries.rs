@@ -31,10 +31,10 @@ const LONGEST_FIRST: [&str; 7] = [
 ];
 
 /// A test binary the build made.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct Binary {
     /// Package and source of the target: `actionstate-tests tests/all/main.rs`.
-    pub(crate) name: String,
+    name: String,
     executable: PathBuf,
     /// The package's directory, where cargo runs its tests.
     dir: PathBuf,

@@ -267,13 +267,7 @@ fn workspace_and_fault_tests(
     // The fault tests stop and restart a shared server: alone, after every other test is done
     // with it, one after the other.
     for (step, test) in [("broker-stop test", "broker_stop"), ("tablet-stop test", "tablet_stop")] {
-        let mut fault = cargo_test()?;
-        fault
-            .args(["--test", test, "--", "--nocapture"])
-            .env("ACTIONSTATE_REQUIRE_SERVICES", "1")
-            .envs(kafka.vars())
-            .envs(fluss_env.vars());
-        run_no_skips(step, &mut fault)?;
+        run_no_skips(step, cargo_test()?.args(["--test", test, "--", "--nocapture"]).envs(envs.iter().cloned()))?;
     }
     Ok(())
 }
