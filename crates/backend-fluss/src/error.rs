@@ -208,7 +208,9 @@ impl FlussError {
             FlussError::Connect { source, .. }
             | FlussError::Client { source, .. }
             | FlussError::Append { source, .. }
-            | FlussError::Read { source, .. } => source.is_retriable() || metadata_incomplete(source),
+            | FlussError::Read { source, .. } => {
+                source.is_retriable() || metadata_incomplete(source) || writer_dead(source)
+            }
             FlussError::Timeout { .. }
             | FlussError::TableNotReady { .. }
             | FlussError::DeliveryTimeout { .. }
@@ -270,6 +272,20 @@ pub(crate) fn metadata_incomplete(e: &ClientError) -> bool {
     }
 }
 
+/// Whether a failure says the writer can never send again: fluss-rs 1.0.0 closes a writer for
+/// good when it cannot get a writer ID (no tablet server answered, as when two of three are
+/// down): it fails what it holds ("Writer ID allocation failed: …") and every later append
+/// ("Fluss writer closed: Memory limiter is closed"). A new writer, on a connection of its own,
+/// asks again; so the failure is retryable, and the append replaces the writer (the `writer`
+/// module).
+pub(crate) fn writer_dead(e: &ClientError) -> bool {
+    match e {
+        ClientError::WriterClosed { .. } => true,
+        ClientError::UnexpectedError { message, .. } => message.starts_with("Writer ID allocation failed"),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -291,6 +307,22 @@ mod tests {
     /// `source` as the failure of a client request.
     fn client(source: ClientError) -> FlussError {
         FlussError::Client { operation: "current_identity", table: "db.t".to_owned(), source: Box::new(source) }
+    }
+
+    #[test]
+    fn a_writer_closed_for_good_is_retried_on_a_new_one_and_other_client_failures_are_not() {
+        let dead = [
+            ClientError::WriterClosed { message: "Memory limiter is closed".to_owned() },
+            unexpected("Writer ID allocation failed: connection refused"),
+        ];
+        for e in dead {
+            assert!(writer_dead(&e), "{e}");
+            let error = FlussError::Append { table: "db.t".to_owned(), bucket: 1, source: Box::new(e) };
+            assert!(error.is_retryable(), "{error}");
+        }
+        for other in [unexpected("No tablet server available to allocate writer ID"), api(ApiError::TableNotExist)] {
+            assert!(!writer_dead(&other), "{other}");
+        }
     }
 
     #[test]

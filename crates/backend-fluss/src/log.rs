@@ -2,7 +2,7 @@
 //! and reads.
 
 use crate::bucket;
-use crate::error::{BACKEND, FlussError, with_operation};
+use crate::error::{BACKEND, FlussError, with_operation, writer_dead};
 use crate::open::{FlussLog, fetch_identity, listed_offsets};
 use crate::table::COLUMNS;
 use crate::writer::{Generation, Recovery};
@@ -74,17 +74,39 @@ impl StateLog for FlussLog {
                 .await
                 .unwrap_or(Ok(Recovery::Wait))
         };
+        let append_error = |source: ClientError| FlussError::Append {
+            table: inner.table_name.clone(),
+            bucket,
+            source: Box::new(source),
+        };
+        // A writer closed for good: replaced within the deadline, or the append fails, retryably.
+        let replace_dead = |generation: Arc<Generation>, e: ClientError| async move {
+            let replacing = appender.replace_dead(&inner.config, &inner.path, &inner.info, &generation);
+            match tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), replacing).await {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(reopen)) => {
+                    tracing::debug!(table = %inner.table_name, bucket, error = %reopen, "no new writer for a closed one");
+                    Err(fail(append_error(e)))
+                }
+                Err(_) => Err(fail(timed_out())),
+            }
+        };
         // Each turn hands the record to the current writer; a turn ends when that writer is
-        // replaced after its bucket's leader moved (the `writer` module).
+        // replaced after its bucket's leader moved, or after it was closed (the `writer` module).
         loop {
+            if Instant::now() >= deadline {
+                return Err(fail(timed_out()));
+            }
             let generation = appender.current();
             let sent_to = generation.leader_of(bucket);
-            let append_error = |source: ClientError| FlussError::Append {
-                table: inner.table_name.clone(),
-                bucket,
-                source: Box::new(source),
+            let acked = match generation.writer.append(&row) {
+                Ok(acked) => acked,
+                Err(e) if writer_dead(&e) => {
+                    replace_dead(generation, e).await?;
+                    continue;
+                }
+                Err(e) => return Err(fail(append_error(e))),
             };
-            let acked = generation.writer.append(&row).map_err(|e| fail(append_error(e)))?;
             if inner.config.flush_on_append {
                 generation.flush_in_background();
             }
@@ -123,17 +145,22 @@ impl StateLog for FlussLog {
                     }
                 }
             };
-            if let Some(e) = error {
+            match error {
+                None => {}
+                // Closed for good (its writer ID was refused): a new writer, or a retryable error.
+                Some(e) if writer_dead(&e) => replace_dead(generation, e).await?,
                 // Failed: append again only on a replaced writer. A writer that was closed
                 // because another bucket's leader moved fails what it held, retriable or not.
-                let replaced = appender.current().number != generation.number;
-                let recovery = if Instant::now() < deadline && (replaced || e.is_retriable()) {
-                    recover(Arc::clone(&generation), sent_to).await.unwrap_or(Recovery::Wait)
-                } else {
-                    Recovery::Wait
-                };
-                if recovery != Recovery::Retry {
-                    return Err(fail(append_error(e)));
+                Some(e) => {
+                    let replaced = appender.current().number != generation.number;
+                    let recovery = if Instant::now() < deadline && (replaced || e.is_retriable()) {
+                        recover(Arc::clone(&generation), sent_to).await.unwrap_or(Recovery::Wait)
+                    } else {
+                        Recovery::Wait
+                    };
+                    if recovery != Recovery::Retry {
+                        return Err(fail(append_error(e)));
+                    }
                 }
             }
             tracing::debug!(table = %inner.table_name, bucket, "appending again on the replaced writer");

@@ -9,6 +9,10 @@
 //! is closed (its sender task aborted, so it sends nothing more) and a new one takes its place,
 //! on which the append tries again within its deadline.
 //!
+//! A writer that fluss-rs closed for good (it got no writer ID while no tablet server answered)
+//! is replaced the same way, by the first append that finds it closed
+//! ([`Appender::replace_dead`]).
+//!
 //! Appends that the replaced generation still held (for other buckets, whose leaders did not
 //! move) are appended again on the new one too: the old generation is closed first.
 //!
@@ -232,11 +236,40 @@ impl Appender {
             generation = next.number,
             "the leader of a Fluss bucket moved and its append is stuck: replacing the writer"
         );
-        // New appends go to the new generation at once; appends of the old one retry only once
-        // it is stopped (they wait for this lock), so no record is sent by both at once.
-        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(next);
-        stuck.stop().await;
+        self.install(next, stuck).await;
         Ok(Recovery::Retry)
+    }
+
+    /// Replaces `dead`, whose writer was closed for good (see
+    /// [`writer_dead`](crate::error::writer_dead)), unless another append has replaced it
+    /// already. The caller then appends again, on the current generation.
+    pub(crate) async fn replace_dead(
+        &self,
+        config: &FlussConfig,
+        path: &TablePath,
+        info: &TableInfo,
+        dead: &Generation,
+    ) -> Result<(), FlussError> {
+        let _one_at_a_time = self.replacing.lock().await;
+        if self.current().number != dead.number {
+            return Ok(());
+        }
+        let next = Generation::open(config, path, info, dead.number + 1).await?;
+        tracing::warn!(
+            table = %config.table_name(),
+            generation = next.number,
+            "the Fluss writer was closed for good (no writer ID): replacing it"
+        );
+        self.install(next, dead).await;
+        Ok(())
+    }
+
+    /// Makes `next` the current generation and stops `old`. New appends go to `next` at once;
+    /// appends of `old` retry only once it is stopped (they wait for the replacing lock, which
+    /// the caller holds), so no record is sent by both at once.
+    async fn install(&self, next: Generation, old: &Generation) {
+        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(next);
+        old.stop().await;
     }
 }
 
