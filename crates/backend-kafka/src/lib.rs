@@ -28,7 +28,9 @@
 //!   names, set explicitly, so all records of one key share a partition.
 //! - The producer runs with `acks=all`, `enable.idempotence=true` and `linger.ms=0`;
 //!   [`append`](actionstate_core::StateLog::append) awaits this record's own delivery report and returns its exact
-//!   offset. Nothing on the append path flushes the producer. An append that has no report a
+//!   offset; when the report carries none (librdkafka's -1001, for a batch sent again that the
+//!   broker had already written), a lower bound of it (`exact: false`): one past the highest
+//!   offset reported on that partition before the record was sent. Nothing on the append path flushes the producer. An append that has no report a
 //!   second after [`KafkaConfig::delivery_timeout`] fails with librdkafka's retryable
 //!   `MessageTimedOut` (librdkafka alone can hold a message in flight longer: to a leader that
 //!   waits for replicas which died, or to a node restarting); its record may still be written,
@@ -112,7 +114,7 @@
 //! [`StateLog`]: actionstate_core::StateLog
 //! [`LogIdentity`]: actionstate_core::LogIdentity
 //! [`Capabilities::RECLAIM`]: actionstate_core::Capabilities::RECLAIM
-
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -11,6 +11,7 @@ use rdkafka::producer::{FutureRecord, Producer};
 use rdkafka::util::Timeout;
 use rdkafka::{Offset, TopicPartitionList};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// How long after [`KafkaConfig::delivery_timeout`](crate::KafkaConfig::delivery_timeout) an
@@ -138,14 +139,31 @@ impl StateLog for KafkaLog {
             rec.payload(&record.value)
         };
         let delivery_timeout = self.inner.config.delivery_timeout;
+        let floor = self.inner.floors.get(partition as usize).ok_or_else(|| {
+            with_operation(
+                KafkaError::Unexpected(format!("partition {partition} of {}", self.identity.partitions)),
+                "append",
+            )
+        })?;
+        // Taken before the record is sent: what was delivered before it lies before it (the
+        // idempotent producer keeps a partition's records in the order they were sent).
+        let lower = floor.load(Ordering::Acquire);
         let sent = self.inner.producer.send(rec, Timeout::After(delivery_timeout));
         match tokio::time::timeout(delivery_timeout + DELIVERY_SLACK, sent).await {
-            Ok(Ok(delivery)) => {
-                let offset = u64::try_from(delivery.offset).map_err(|_| {
-                    with_operation(KafkaError::Unexpected(format!("delivered offset {}", delivery.offset)), "append")
-                })?;
-                Ok(Position { partition, offset, exact: true })
-            }
+            Ok(Ok(delivery)) => Ok(match u64::try_from(delivery.offset) {
+                Ok(offset) => {
+                    floor.fetch_max(offset + 1, Ordering::AcqRel);
+                    Position { partition, offset, exact: true }
+                }
+                // Delivered without an offset: librdkafka reports -1001 for a batch that the
+                // idempotent producer sent again after a timeout and the broker had already
+                // written (a duplicate it acknowledges without the offset). Written all the
+                // same, at or after `lower`.
+                Err(_) => {
+                    floor.fetch_max(lower + 1, Ordering::AcqRel);
+                    Position { partition, offset: lower, exact: false }
+                }
+            }),
             Ok(Err((e, _))) => Err(with_operation(self.inner.errors.fail("append", e), "append")),
             // The record may still be delivered: like an append whose acknowledgement was lost.
             Err(_) => Err(with_operation(

@@ -12,6 +12,7 @@ use rdkafka::error::{KafkaError as RdError, RDKafkaErrorCode};
 use rdkafka::producer::{FutureProducer, Producer};
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -25,6 +26,10 @@ pub(crate) struct Inner {
     pub(crate) admin: AdminClient<LogContext>,
     /// One cached consumer per partition, taken out while a read uses it.
     pub(crate) readers: Mutex<Vec<Vec<Reader>>>,
+    /// Per partition, an offset no greater than that of the next record appended: one past
+    /// the highest offset a delivery report gave. The position of an append whose report
+    /// carries no offset (see `log.rs`).
+    pub(crate) floors: Vec<AtomicU64>,
 }
 
 /// A cached reader of one partition and the offset it continues at (see `read.rs`).
@@ -179,7 +184,8 @@ impl KafkaLog {
         }
         let identity = Self::fetch_identity(&producer, &errors, &topic, timeout).await?;
         let readers = Mutex::new((0..partitions).map(|_| Vec::new()).collect());
-        Ok(KafkaLog { inner: Arc::new(Inner { config, producer, errors, admin, readers }), identity })
+        let floors = (0..partitions).map(|_| AtomicU64::new(0)).collect();
+        Ok(KafkaLog { inner: Arc::new(Inner { config, producer, errors, admin, readers, floors }), identity })
     }
 
     async fn create_topic(admin: &AdminClient<LogContext>, config: &KafkaConfig) -> Result<(), KafkaError> {
