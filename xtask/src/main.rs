@@ -34,6 +34,13 @@
 //! - `release --dry-run` — `cargo publish --workspace --dry-run`: every published crate packaged
 //!   in dependency order and built from its package; `release VERSION` bumps the versions, cuts
 //!   CHANGELOG.md's "Unreleased" under the new version, and runs the dry run (`release.rs`).
+//! - `semver` — cargo-semver-checks on every published crate against the last release that
+//!   `RELEASES` names, from rustdoc's JSON of both (`ci/beside.rs`; `ci` runs it too).
+//! - `scratch` — the README's registry lines in a crate outside the workspace, with the
+//!   published crates as `cargo package` packs them (`ci/beside.rs`; `ci` runs it too).
+//! - `msrv` — the published crates, every feature, checked by the toolchain that the
+//!   workspace's `rust-version` names, installed by rustup when missing (`ci/beside.rs`; `ci`
+//!   runs it too).
 //! - `fuzz [--time SECONDS]` — the decoder fuzz target from its seed corpus (needs cargo-fuzz
 //!   and a nightly toolchain, installed on demand when missing; without nightly, the stable
 //!   compiler with `RUSTC_BOOTSTRAP=1`). Its checks also run in `ci`, inside the workspace's
@@ -83,6 +90,7 @@ fn main() -> Result<()> {
         Some("fuzz") => fuzz(parse_time(&args[1..])?),
         Some("chaos") => chaos(&args[1..]),
         Some("release") => release::run_release(&args[1..]),
+        Some(check @ ("semver" | "scratch" | "msrv")) => ci::alone(check),
         Some("services") => services::run(&args[1..]),
         Some("shape") => {
             shape::report(&root);
@@ -115,6 +123,9 @@ fn print_help() {
          bench tracing        store put and rebuild without the otel feature, with it off, with it exporting\n  \
          release --dry-run    package every published crate in dependency order and build each from its package\n  \
          release VERSION      bump the published crates to VERSION, cut CHANGELOG.md, run the dry run\n  \
+         semver               cargo-semver-checks on every published crate against the last release in RELEASES\n  \
+         scratch              the README's dependency lines in a crate outside the workspace, against the packaged crates\n  \
+         msrv                 the published crates checked by the Rust that rust-version names (installed by rustup if missing)\n  \
          fuzz [--time SECS]   run the record-decoder fuzz target (default 60 s)\n  \
          chaos kafka [--leader-kills N] [--zombie-episodes N]   kill Kafka partition leaders under puts, run zombie writers (local 3-node cluster)\n  \
          chaos fluss [--leader-kills N]   kill the busiest Fluss tablet server under puts and rebuilds (local 3-server cluster)\n  \
@@ -145,6 +156,9 @@ fn cargo() -> Command {
     // (several GiB for this workspace) and time to write.
     if std::env::var_os("CI").is_some() {
         cmd.env("CARGO_INCREMENTAL", "0");
+        // Line tables are what a test's backtrace needs; the full debug info of every test
+        // binary and dependency would only make the build and its links slower.
+        cmd.env("CARGO_PROFILE_DEV_DEBUG", "line-tables-only");
     }
     cmd
 }

@@ -73,6 +73,8 @@ fn prepare(version: &str) -> Result<()> {
     let changelog = fs::read_to_string("CHANGELOG.md").context("reading CHANGELOG.md")?;
     let date = today()?;
     fs::write("CHANGELOG.md", cut_changelog(&changelog, version, &date)?).context("writing CHANGELOG.md")?;
+    let readme = fs::read_to_string("README.md").context("reading README.md")?;
+    fs::write("README.md", readme_lines(&readme, &current, version)?).context("writing README.md")?;
     // The lock file names the workspace's own versions too.
     run("release: lock file", cargo().args(["update", "--workspace", "--offline"]))?;
     // And the fuzz target's, a workspace of its own that depends on actionstate-core.
@@ -83,20 +85,26 @@ fn prepare(version: &str) -> Result<()> {
     dry_run()?;
     eprintln!(
         "==> release {version}: versions bumped from {current}, CHANGELOG.md cut. Commit it, then add \
-         `{version} <commit>` to {RELEASES} in the next commit."
+         `{version} <commit>` to {RELEASES}, and that commit to the README's git lines, in the next commit."
     );
     Ok(())
 }
 
 /// `[workspace.package] version`.
-fn workspace_version(manifest: &str) -> Result<String> {
+pub(crate) fn workspace_version(manifest: &str) -> Result<String> {
+    workspace_package(manifest, "version")
+}
+
+/// A string field of the workspace manifest's `[workspace.package]`.
+pub(crate) fn workspace_package(manifest: &str, field: &str) -> Result<String> {
     let section = manifest.split("[workspace.package]").nth(1).context("Cargo.toml has no [workspace.package]")?;
+    let prefix = format!("{field} = \"");
     section
         .lines()
         .take_while(|line| !line.starts_with('['))
-        .find_map(|line| line.strip_prefix("version = \"").and_then(|v| v.strip_suffix('"')))
+        .find_map(|line| line.strip_prefix(prefix.as_str()).and_then(|v| v.strip_suffix('"')))
         .map(str::to_owned)
-        .context("[workspace.package] has no version")
+        .with_context(|| format!("[workspace.package] has no {field}"))
 }
 
 /// The workspace's version and the versions its members require of each other, from `current`
@@ -109,6 +117,20 @@ fn bump(manifest: &str, current: &str, version: &str) -> Result<String> {
     let bumped = manifest.replacen(&package, &format!("version = \"{version}\"\nedition"), 1);
     let internal = format!("{{ version = \"{current}\", path = ");
     Ok(bumped.replace(&internal, &format!("{{ version = \"{version}\", path = ")))
+}
+
+/// The README's registry lines (`actionstate-… = "MAJOR.MINOR"`) from `current` to `version`.
+fn readme_lines(readme: &str, current: &str, version: &str) -> Result<String> {
+    let short = |v: &str| -> Result<String> {
+        let (major, minor, _) = parse(v)?;
+        Ok(format!("= \"{major}.{minor}\""))
+    };
+    let (from, to) = (short(current)?, short(version)?);
+    let lines: Vec<String> = readme
+        .lines()
+        .map(|line| if line.starts_with("actionstate") { line.replace(&from, &to) } else { line.to_owned() })
+        .collect();
+    Ok(lines.join("\n") + if readme.ends_with('\n') { "\n" } else { "" })
 }
 
 /// "Unreleased" keeps its heading, empty; what it held goes under `## VERSION — DATE`.
@@ -174,6 +196,12 @@ mod tests {
     }
 
     #[test]
+    fn a_release_moves_the_readmes_registry_lines_only() {
+        let readme = "actionstate-core = \"0.2\"\ntokio = \"0.2\"\n";
+        assert_eq!(readme_lines(readme, "0.2.0", "0.3.0").unwrap(), "actionstate-core = \"0.3\"\ntokio = \"0.2\"\n");
+    }
+
+    #[test]
     fn versions_compare_as_numbers() {
         assert!(parse("0.10.0").unwrap() > parse("0.9.1").unwrap());
         assert!(parse("1.0").is_err());
@@ -204,5 +232,23 @@ mod tests {
                 .unwrap();
             assert!(found.success(), "{RELEASES}: {version} names {commit}, which is not a commit here");
         }
+    }
+
+    #[test]
+    fn the_readme_depends_on_the_current_version_and_the_last_releases_commit() {
+        let root = crate::services::workspace_root().unwrap();
+        let readme = fs::read_to_string(root.join("README.md")).unwrap();
+        let section = readme.split("### Depending on them").nth(1).unwrap();
+        let version = workspace_version(&fs::read_to_string(root.join("Cargo.toml")).unwrap()).unwrap();
+        let (major, minor, _) = parse(&version).unwrap();
+        assert!(
+            section.contains(&format!("actionstate-recovery = \"{major}.{minor}\"")),
+            "README.md: not {major}.{minor}"
+        );
+        let (last, commit) = releases(&root).unwrap().pop().unwrap();
+        assert!(
+            section.contains(&format!("rev = \"{commit}\"")),
+            "README.md's git lines do not name {last}'s commit {commit} ({RELEASES})"
+        );
     }
 }

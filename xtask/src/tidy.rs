@@ -289,6 +289,15 @@ fn no_library_source_file_is_over_700_lines() {
     );
 }
 
+/// The README stays a front door: what the project is, the quick start, "Using it" and where
+/// to go next, in at most 250 lines. Detail belongs in `docs/`, which it links.
+#[test]
+fn the_readme_is_at_most_250_lines() {
+    let lines = read(&root().join("README.md")).lines().count();
+    assert!(lines > 50, "README.md has only {lines} lines; is the root right?");
+    assert!(lines <= 250, "README.md has {lines} lines, over 250: move detail into docs/ and link it");
+}
+
 /// No two files of one crate import each other, directly or around a circle (ARCHITECTURE.md,
 /// invariant 15): a file's imports point one way, so each file can be read, and moved, after
 /// the files it uses. Derived from `use` statements and paths named inline, re-exports followed (`cargo xtask shape`).

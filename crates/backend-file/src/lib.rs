@@ -75,6 +75,7 @@
 //! [`StateLog`]: actionstate_core::StateLog
 //! [`LogIdentity`]: actionstate_core::LogIdentity
 //! [`Error`]: actionstate_core::Error
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

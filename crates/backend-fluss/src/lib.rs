@@ -123,7 +123,7 @@
 //!
 //! [`StateLog`]: actionstate_core::StateLog
 //! [`LogIdentity`]: actionstate_core::LogIdentity
-
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 

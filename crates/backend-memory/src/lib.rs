@@ -42,6 +42,7 @@
 //! [`StateLog`]: actionstate_core::StateLog
 //! [`StateLog::reclaim`]: actionstate_core::StateLog::reclaim
 //! [`LogIdentity`]: actionstate_core::LogIdentity
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

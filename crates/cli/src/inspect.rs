@@ -191,9 +191,9 @@ pub(crate) fn short(hex: impl std::fmt::Display) -> String {
 fn trigger_text(t: &Trigger, index: &Index) -> String {
     match t {
         Trigger::Input => "input".into(),
-        Trigger::Emitted { producer, index: i } => match index.get(producer) {
-            Some(p) if let Ok(p) = p.state() => format!("output {i} of {}", p.action),
-            Some(_) => format!("output {i} of {} (its record does not decode)", short(hex_key(producer))),
+        Trigger::Emitted { producer, index: i } => match index.get(producer).map(|p| p.state()) {
+            Some(Ok(p)) => format!("output {i} of {}", p.action),
+            Some(Err(_)) => format!("output {i} of {} (its record does not decode)", short(hex_key(producer))),
             None => format!("output {i} of {}", short(hex_key(producer))),
         },
         Trigger::Bootstrap { label } => format!("bootstrap {label}"),

@@ -10,6 +10,7 @@
 //! - [`write_line`]: a line to standard output that ends the program quietly on a closed pipe.
 //!
 //! Errors are `anyhow` errors: every one of them ends up printed to an operator as text.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod claim;
 pub mod hint;

@@ -90,6 +90,7 @@
 //! failed or dropped write leaves the index unchanged, and its error says whether retrying can
 //! help ([`StoreError::is_retryable`]). The whole contract: docs/design.md, section 5.1.
 //!
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![deny(clippy::unwrap_used)]
 #![warn(missing_docs)]

@@ -11,6 +11,7 @@
 //! [`Sim::run`] runs all attempts in one process; [`Sim::run_attempt`] runs one attempt of a
 //! run whose checkpoints and ledger live in a [`RunDir`], for a process that is killed for
 //! real and started again.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![deny(clippy::unwrap_used)]
 #![warn(missing_docs)]

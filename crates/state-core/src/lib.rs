@@ -34,6 +34,7 @@
 //! let wire = codec::encode(&LogRecord::Upsert(state.clone())).unwrap();
 //! assert_eq!(codec::decode(&wire.key, &wire.value).unwrap(), LogRecord::Upsert(state));
 //! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![deny(clippy::unwrap_used)]
 #![warn(missing_docs)]

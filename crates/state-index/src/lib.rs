@@ -59,6 +59,7 @@
 //! let probe = Probe { key: sk, trigger: &Trigger::Input, event: replayed.id, input: replayed.fingerprint() };
 //! assert!(matches!(index.lookup(&probe).decision, Decision::Hit(_)));
 //! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![deny(clippy::unwrap_used)]
 #![warn(missing_docs)]

@@ -23,6 +23,7 @@
 //! The suite runs its futures with no runtime of its own ([`join_all`], [`within`]); backends
 //! that need one (tokio for the file backend's blocking pool, Kafka, Fluss) run it inside their
 //! `#[tokio::test]`.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -15,8 +15,8 @@ use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// How many binaries run at once: two cores, and binaries that often wait.
-const JOBS: usize = 2;
+/// How many binaries the test step runs at once: two cores, and binaries that often wait.
+pub(crate) const JOBS: usize = 2;
 
 /// The binaries that take longest, started first so that the run does not end on one of them
 /// alone (names as `Binary::name` gives them; about 240, 80, 60 and 50 s on two cores).
@@ -72,6 +72,17 @@ pub(crate) fn from_build_output(stdout: &str) -> Result<Vec<Binary>> {
     Ok(binaries)
 }
 
+/// The binaries of `binaries` built from `names` (`package source`, as [`Binary`] names them),
+/// in that order; fails if one is missing.
+pub(crate) fn named<'a>(binaries: &'a [Binary], names: &[&str]) -> Result<Vec<&'a Binary>> {
+    names
+        .iter()
+        .map(|name| {
+            binaries.iter().find(|b| b.name == *name).with_context(|| format!("the test build made no `{name}`"))
+        })
+        .collect()
+}
+
 /// `name` of `package_id` (`path+file:///…/crates/cli#actionstate@0.1.0` or
 /// `…#0.1.0` when the directory has the package's name).
 fn package_name(message: &serde_json::Value) -> String {
@@ -83,24 +94,25 @@ fn package_name(message: &serde_json::Value) -> String {
     }
 }
 
-/// Runs every binary with `args`, `JOBS` at a time, with `envs` added, writing each one's output
+/// Runs every binary with `args`, `jobs` at a time, with `envs` added, writing each one's output
 /// under `logs` and printing it when it ends. Fails, after all have run, if any failed or
 /// printed the skip marker.
 pub(crate) fn run_all(
     step: &str,
-    binaries: &[Binary],
+    binaries: &[&Binary],
+    jobs: usize,
     args: &[String],
     envs: &[(String, String)],
     logs: &Path,
 ) -> Result<()> {
-    eprintln!("==> {step}: {} test binaries, {JOBS} at a time", binaries.len());
+    eprintln!("==> {step}: {} test binaries, {jobs} at a time", binaries.len());
     let started = Instant::now();
     fs::create_dir_all(logs).with_context(|| format!("creating {}", logs.display()))?;
-    let queue = Mutex::new(binaries.iter().collect::<VecDeque<_>>());
+    let queue = Mutex::new(binaries.iter().copied().collect::<VecDeque<_>>());
     let failures = Mutex::new(Vec::new());
     let printing = Mutex::new(());
     std::thread::scope(|scope| {
-        for _ in 0..JOBS {
+        for _ in 0..jobs {
             scope.spawn(|| {
                 while let Some(binary) = queue.lock().ok().and_then(|mut q| q.pop_front()) {
                     let outcome = run_one(binary, args, envs, logs, &printing);

@@ -7,6 +7,7 @@
 //! tests' too, so the fault and cluster steps run what the build made without compiling again.
 //! The test step leaves the fault tests out by name; they run after it, alone.
 
+mod beside;
 mod binaries;
 
 use crate::services::{self, fluss};
@@ -78,13 +79,12 @@ fn steps() -> Result<()> {
     run("fmt", cargo().args(["fmt", "--all", "--", "--check"]))?;
     default_build()?;
     let binaries = test_build()?;
-    server_tests(&binaries)?;
-    run(
-        "doc",
-        cargo()
-            .args(["doc", "--workspace", "--no-deps", "--locked", "--features", CLI_BACKENDS])
-            .env("RUSTDOCFLAGS", "-D warnings"),
-    )
+    server_tests(&binaries)
+}
+
+/// `cargo xtask semver`, `cargo xtask scratch`, `cargo xtask msrv`.
+pub(crate) fn alone(check: &str) -> Result<()> {
+    beside::alone(check)
 }
 
 /// The step table: each step's time and share of the run.
@@ -206,7 +206,10 @@ fn clippy_driver() -> Result<PathBuf> {
 
 /// The tests against real servers, started here and always stopped again: the workspace's
 /// tests and the fault tests on a Kafka broker and a Fluss cluster, then the cluster fault
-/// tests on a three-node Kafka cluster and a Fluss cluster of three tablet servers.
+/// tests on a three-node Kafka cluster and a Fluss cluster of three tablet servers. Once the
+/// workspace's tests are done, the checks that need no server run beside the rest
+/// ([`beside`]); every step after that runs the test build's binaries without cargo, which
+/// those checks hold.
 fn server_tests(binaries: &[Binary]) -> Result<()> {
     let kafka = timed("kafka up", services::up_kafka).context("starting the Kafka broker for the tests")?;
     let fluss_env = match timed("fluss up", fluss::up_fluss) {
@@ -218,40 +221,38 @@ fn server_tests(binaries: &[Binary]) -> Result<()> {
             return Err(e.context("starting the Fluss cluster for the tests"));
         }
     };
-    let mut tested = workspace_and_fault_tests(binaries, &kafka, &fluss_env);
+    let envs = test_envs(&kafka, &fluss_env);
+    let mut tested =
+        envs.as_ref().map_err(|e| anyhow::anyhow!("{e:#}")).and_then(|envs| workspace_tests(binaries, envs));
+    let checks = match &tested {
+        Ok(()) => Some(beside::start()),
+        Err(_) => None,
+    };
+    if let (Ok(()), Ok(envs)) = (&tested, &envs) {
+        tested = fault_tests(binaries, envs);
+    }
     let fluss_stopped = timed("fluss down", fluss::down_fluss);
     let stopped = timed("kafka down", services::down_kafka);
     // The clusters after the single broker and Fluss are gone: three more JVMs beside them
     // would crowd a small machine.
-    if tested.is_ok() {
-        tested = cluster_fault_tests_on(
-            "kafka3",
-            timed("kafka3 up", || services::up_kafka3().map(drop)),
-            services::down_kafka3,
-        );
+    for (cluster, up, down) in [
+        ("kafka3", (|| services::up_kafka3().map(drop)) as fn() -> Result<()>, services::down_kafka3 as Step),
+        ("fluss3", || fluss::cluster::up_fluss3().map(drop), fluss::cluster::down_fluss3),
+    ] {
+        if tested.is_ok() {
+            tested = cluster_fault_tests_on(binaries, cluster, timed(&format!("{cluster} up"), up), down);
+        }
     }
-    if tested.is_ok() {
-        tested = cluster_fault_tests_on(
-            "fluss3",
-            timed("fluss3 up", || fluss::cluster::up_fluss3().map(drop)),
-            fluss::cluster::down_fluss3,
-        );
-    }
+    let checked = checks.map(|started| started.and_then(beside::Beside::finish));
     tested?;
+    checked.transpose()?;
     stopped.context("stopping the Kafka broker")?;
     fluss_stopped.context("stopping the Fluss cluster")
 }
 
-/// The workspace's tests against the broker and the Fluss cluster, then the tests that stop
-/// and restart one of them. A test that reports a skip fails the step.
-fn workspace_and_fault_tests(
-    binaries: &[Binary],
-    kafka: &services::kafka::KafkaEnv,
-    fluss_env: &fluss::FlussEnv,
-) -> Result<()> {
-    // Among them the fuzz target's checks (state-core's `codec` tests, `fuzz_target`) and the
-    // documents' shell examples (the command line's `readme` test, which needs the broker too).
-    // And the tracing test's OTLP receiver, a Python package.
+/// What every test binary runs with: the servers' addresses, skips turned into failures, and
+/// the tracing test's OTLP receiver, a Python package.
+fn test_envs(kafka: &services::kafka::KafkaEnv, fluss_env: &fluss::FlussEnv) -> Result<Vec<(String, String)>> {
     let sink = timed("otlp-sink venv", services::otlp_sink::python)?;
     let mut envs = vec![
         ("ACTIONSTATE_REQUIRE_SERVICES".to_owned(), "1".to_owned()),
@@ -260,14 +261,32 @@ fn workspace_and_fault_tests(
     ];
     envs.extend(kafka.vars());
     envs.extend(fluss_env.vars());
+    Ok(envs)
+}
+
+/// The workspace's tests against the broker and the Fluss cluster, but the fault tests, and the
+/// doc tests. A test that reports a skip fails the step.
+fn workspace_tests(binaries: &[Binary], envs: &[(String, String)]) -> Result<()> {
+    // Among them the fuzz target's checks (state-core's `codec` tests, `fuzz_target`) and the
+    // documents' shell examples (the command line's `readme` test, which needs the broker too).
     let mut args = vec!["--nocapture".to_owned()];
     args.extend(FAULT_TESTS.iter().flat_map(|name| ["--skip".to_owned(), (*name).to_owned()]));
-    timed("test", || binaries::run_all("test", binaries, &args, &envs, Path::new("target/ci-logs")))?;
-    run_no_skips("doc tests", cargo_test()?.args(["--doc", "--", "--nocapture"]).envs(envs.iter().cloned()))?;
-    // The fault tests stop and restart a shared server: alone, after every other test is done
-    // with it, one after the other.
-    for (step, test) in [("broker-stop test", "broker_stop"), ("tablet-stop test", "tablet_stop")] {
-        run_no_skips(step, cargo_test()?.args(["--test", test, "--", "--nocapture"]).envs(envs.iter().cloned()))?;
+    let all: Vec<&Binary> = binaries.iter().collect();
+    let logs = Path::new("target/ci-logs");
+    timed("test", || binaries::run_all("test", &all, binaries::JOBS, &args, envs, logs))?;
+    run_no_skips("doc tests", cargo_test()?.args(["--doc", "--", "--nocapture"]).envs(envs.iter().cloned()))
+}
+
+/// The tests that stop and restart a shared server: alone, after every other test is done with
+/// it, one after the other.
+fn fault_tests(binaries: &[Binary], envs: &[(String, String)]) -> Result<()> {
+    let args = ["--nocapture".to_owned()];
+    for (step, test) in [
+        ("broker-stop test", "actionstate-kafka tests/broker_stop.rs"),
+        ("tablet-stop test", "actionstate-fluss tests/tablet_stop.rs"),
+    ] {
+        let binary = binaries::named(binaries, &[test])?;
+        timed(step, || binaries::run_all(step, &binary, 1, &args, envs, Path::new("target/ci-logs")))?;
     }
     Ok(())
 }
@@ -279,13 +298,20 @@ fn workspace_and_fault_tests(
 /// the same with tablet servers (`tests/tests/fluss3.rs`,
 /// `sim_survives_sigkill_and_a_tablet_server_kill_on_fluss3`). One test at a time, since each
 /// kills nodes, and one cluster at a time, since two would crowd a small machine.
-fn cluster_fault_tests_on(cluster: &str, started: Result<()>, down: Step) -> Result<()> {
+fn cluster_fault_tests_on(binaries: &[Binary], cluster: &str, started: Result<()>, down: Step) -> Result<()> {
+    let step = format!("{cluster} cluster fault tests");
     let tested =
         started.with_context(|| format!("starting the {cluster} cluster for the cluster fault tests")).and_then(|()| {
-            let mut test = cargo_test()?;
-            test.args(["--test", cluster, "--test", "all", "--", cluster, "--test-threads=1", "--nocapture"])
-                .env("ACTIONSTATE_REQUIRE_SERVICES", "1");
-            run_no_skips(&format!("{cluster} cluster fault tests"), &mut test)
+            let tests = binaries::named(
+                binaries,
+                &[&format!("actionstate-tests tests/{cluster}.rs"), "actionstate-tests tests/all/main.rs"],
+            )?;
+            let args = [cluster.to_owned(), "--test-threads=1".to_owned(), "--nocapture".to_owned()];
+            let envs = [
+                ("ACTIONSTATE_REQUIRE_SERVICES".to_owned(), "1".to_owned()),
+                ("RUST_BACKTRACE".to_owned(), "1".to_owned()),
+            ];
+            timed(&step, || binaries::run_all(&step, &tests, 1, &args, &envs, Path::new("target/ci-logs")))
         });
     let stopped = timed(&format!("{cluster} down"), down);
     tested?;
