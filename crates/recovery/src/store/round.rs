@@ -6,6 +6,7 @@ use crate::metrics as m;
 use crate::store::ActionStateStore;
 use crate::store::vocab::Round;
 use actionstate_core::StateLog;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 /// A round started with [`ActionStateStore::round`]. It derefs to its [`Round`], so it is
@@ -16,15 +17,40 @@ use std::sync::atomic::Ordering;
 /// rounds ([`rounds_dropped`](crate::metrics::ROUNDS_DROPPED)) and logs each at `warn`.
 #[must_use = "a round must be finished once its actions are done; dropped, it is replayed after a restore"]
 pub struct OpenRound<'s, L: StateLog, F: CheckpointForm> {
-    store: &'s ActionStateStore<L, F>,
+    store: Held<'s, L, F>,
     round: Round,
     finished: bool,
+}
+
+/// How an [`OpenRound`] holds its store: borrowed, or shared when the round must outlive any
+/// borrow ([`ActionStateStore::round_shared`]).
+enum Held<'s, L: StateLog, F: CheckpointForm> {
+    Borrowed(&'s ActionStateStore<L, F>),
+    Shared(Arc<ActionStateStore<L, F>>),
+}
+
+impl<L: StateLog, F: CheckpointForm> std::ops::Deref for Held<'_, L, F> {
+    type Target = ActionStateStore<L, F>;
+
+    fn deref(&self) -> &ActionStateStore<L, F> {
+        match self {
+            Held::Borrowed(store) => store,
+            Held::Shared(store) => store,
+        }
+    }
 }
 
 impl<L: StateLog, F: CheckpointForm> ActionStateStore<L, F> {
     /// Starts `round`; [`OpenRound::finish`] completes it.
     pub fn round(&self, round: Round) -> OpenRound<'_, L, F> {
-        OpenRound { store: self, round, finished: false }
+        OpenRound { store: Held::Borrowed(self), round, finished: false }
+    }
+
+    /// [`round`](Self::round) for a store shared by `Arc`: the round holds the store, so it
+    /// can be kept beyond any borrow (by a task that owns it, or by a binding to another
+    /// language, whose objects cannot borrow).
+    pub fn round_shared(self: &Arc<Self>, round: Round) -> OpenRound<'static, L, F> {
+        OpenRound { store: Held::Shared(Arc::clone(self)), round, finished: false }
     }
 }
 
