@@ -5,7 +5,7 @@
 //! - `using-it` (`src/bin/using_it.rs`), the README's "Using it": a service that restores
 //!   itself from its log, answers its inputs, checkpoints with its input position, and on a
 //!   restart reuses the answers it gave after that checkpoint. The README quotes it verbatim.
-//! - `approval` (`src/bin/approval.rs`), the README's "Waiting for a person": a payment that
+//! - `approval` (`src/bin/approval.rs`), "Waiting for a person" (docs/waits.md): a payment that
 //!   waits durably for a person's approval; its test kills it while it waits, approves through
 //!   `actionstate resolve`, and restarts it, which pays once.
 //! - `kafka-service` (`src/bin/kafka_service.rs`, feature `kafka`): a service that consumes

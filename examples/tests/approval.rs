@@ -1,4 +1,4 @@
-//! The README's "Waiting for a person", run as a user runs it: the service suspends on an
+//! "Waiting for a person" (docs/waits.md), run as a user runs it: the service suspends on an
 //! approval and is killed (SIGKILL) while it waits; the approval arrives through
 //! `actionstate resolve` while it is stopped; restarted, the service continues with the reply
 //! and pays once; a run after that finds the invoice settled. A rejection ends it unpaid. The
@@ -87,11 +87,11 @@ fn a_rejected_payment_is_not_made() {
 }
 
 #[test]
-fn the_readme_quotes_the_example_as_it_is() {
+fn the_waits_document_quotes_the_example_as_it_is() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let readme = std::fs::read_to_string(root.join("../README.md")).expect("README.md");
-    let section = readme.split("## Waiting for a person").nth(1).expect("README has a section `Waiting for a person`");
+    let doc = std::fs::read_to_string(root.join("../docs/waits.md")).expect("docs/waits.md");
+    let section = doc.split("# Waiting for a person").nth(1).expect("docs/waits.md has a title `Waiting for a person`");
     let block = section.split("```rust\n").nth(1).and_then(|b| b.split("```").next()).expect("it quotes Rust");
     let code = std::fs::read_to_string(root.join("src/bin/approval.rs")).expect("the example");
-    assert_eq!(block, code, "README `Waiting for a person` no longer quotes examples/src/bin/approval.rs");
+    assert_eq!(block, code, "docs/waits.md no longer quotes examples/src/bin/approval.rs");
 }

@@ -38,6 +38,9 @@
 //!   `RELEASES` names, from rustdoc's JSON of both (`ci/beside.rs`; `ci` runs it too).
 //! - `scratch` — the README's registry lines in a crate outside the workspace, with the
 //!   published crates as `cargo package` packs them (`ci/beside.rs`; `ci` runs it too).
+//! - `python` — the Python package's wheel, built by maturin and installed into a fresh
+//!   virtual environment, and its pytest suite (`crates/python/tests`), on the servers
+//!   `services up` started (`ci/python.rs`; `ci` runs it too).
 //! - `msrv` — the published crates, every feature, checked by the toolchain that the
 //!   workspace's `rust-version` names, installed by rustup when missing (`ci/beside.rs`; `ci`
 //!   runs it too).
@@ -90,7 +93,7 @@ fn main() -> Result<()> {
         Some("fuzz") => fuzz(parse_time(&args[1..])?),
         Some("chaos") => chaos(&args[1..]),
         Some("release") => release::run_release(&args[1..]),
-        Some(check @ ("semver" | "scratch" | "msrv")) => ci::alone(check),
+        Some(check @ ("semver" | "scratch" | "msrv" | "python")) => ci::alone(check),
         Some("services") => services::run(&args[1..]),
         Some("shape") => {
             shape::report(&root);
@@ -126,6 +129,7 @@ fn print_help() {
          semver               cargo-semver-checks on every published crate against the last release in RELEASES\n  \
          scratch              the README's dependency lines in a crate outside the workspace, against the packaged crates\n  \
          msrv                 the published crates checked by the Rust that rust-version names (installed by rustup if missing)\n  \
+         python               the Python package's wheel (maturin), installed into a fresh virtual environment, and its pytest suite\n  \
          fuzz [--time SECS]   run the record-decoder fuzz target (default 60 s)\n  \
          chaos kafka [--leader-kills N] [--zombie-episodes N]   kill Kafka partition leaders under puts, run zombie writers (local 3-node cluster)\n  \
          chaos fluss [--leader-kills N]   kill the busiest Fluss tablet server under puts and rebuilds (local 3-server cluster)\n  \

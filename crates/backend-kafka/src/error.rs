@@ -179,6 +179,24 @@ pub enum KafkaError {
     /// The broker reported a value that cannot be an offset or partition count.
     #[error("unexpected value from the broker: {0}")]
     Unexpected(String),
+    /// An append was reported delivered without an offset (librdkafka's -1001, for a batch the
+    /// broker called a duplicate of one it had written), and its partition does not hold the
+    /// record from the offset it must be at or after: whether it was written is unknown, as
+    /// when an acknowledgement is lost.
+    #[error(
+        "{topic} partition {partition}: a record reported delivered without an offset is not between offsets \
+         {from} and {end}; whether it was written is unknown"
+    )]
+    DeliveryUnconfirmed {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: u32,
+        /// The offset the record must be at or after.
+        from: u64,
+        /// The end of the partition when it was looked for.
+        end: u64,
+    },
     /// A blocking task panicked or was cancelled.
     #[error("blocking task failed: {0}")]
     Task(String),
@@ -246,7 +264,9 @@ impl KafkaError {
             KafkaError::Admin { source, .. } | KafkaError::Reclaim { source, .. } => {
                 error_code(source).is_some_and(code_is_retryable)
             }
-            KafkaError::ReadStalled { .. } | KafkaError::TopicNotReady { .. } => true,
+            KafkaError::ReadStalled { .. }
+            | KafkaError::TopicNotReady { .. }
+            | KafkaError::DeliveryUnconfirmed { .. } => true,
             KafkaError::TopicMigration { retryable, .. } => *retryable,
             KafkaError::TopicRetention { .. }
             | KafkaError::Authentication { .. }
@@ -268,6 +288,7 @@ impl KafkaError {
             | KafkaError::PartitionsChanged { .. }
             | KafkaError::TopicNotReady { .. } => "open",
             KafkaError::Unexpected(_) | KafkaError::Task(_) => "request",
+            KafkaError::DeliveryUnconfirmed { .. } => "append",
         }
     }
 }

@@ -28,9 +28,11 @@
 //!   names, set explicitly, so all records of one key share a partition.
 //! - The producer runs with `acks=all`, `enable.idempotence=true` and `linger.ms=0`;
 //!   [`append`](actionstate_core::StateLog::append) awaits this record's own delivery report and returns its exact
-//!   offset; when the report carries none (librdkafka's -1001, for a batch sent again that the
-//!   broker had already written), a lower bound of it (`exact: false`): one past the highest
-//!   offset reported on that partition before the record was sent. Nothing on the append path flushes the producer. An append that has no report a
+//!   offset. When the report carries none (librdkafka's -1001, for a batch sent again that the
+//!   broker called a duplicate), the append reads its partition from the highest offset
+//!   reported before the record was sent, and returns where the record is; not found, it fails
+//!   with the retryable `DeliveryUnconfirmed` (its outcome is unknown, as after a lost
+//!   acknowledgement). Nothing on the append path flushes the producer. An append that has no report a
 //!   second after [`KafkaConfig::delivery_timeout`] fails with librdkafka's retryable
 //!   `MessageTimedOut` (librdkafka alone can hold a message in flight longer: to a leader that
 //!   waits for replicas which died, or to a node restarting); its record may still be written,

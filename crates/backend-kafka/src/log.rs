@@ -26,6 +26,29 @@ const DELIVERY_SLACK: Duration = Duration::from_secs(1);
 const WATERMARK_FANOUT: usize = 16;
 
 impl KafkaLog {
+    /// Where `record`, delivered without an offset, is: read from `lower` (an offset it is at
+    /// or after) to its partition's end, the first record with its key and bytes. Not there:
+    /// [`KafkaError::DeliveryUnconfirmed`], retryable, since the append's outcome is then
+    /// unknown (librdkafka marks such a batch delivered, trusting the broker's duplicate check).
+    async fn locate(&self, partition: u32, lower: u64, record: &WireRecord) -> Result<Position, CoreError> {
+        let ends = self.end_offsets().await?;
+        let end = ends.get(partition as usize).copied().unwrap_or(lower);
+        let mut from = lower;
+        while from < end {
+            let batch = self.read(partition, from, end, 1024).await?;
+            if let Some(found) = batch.records.iter().find(|r| r.key == record.key && r.value == record.value) {
+                return Ok(Position { partition, offset: found.offset, exact: true });
+            }
+            if batch.next <= from {
+                break;
+            }
+            from = batch.next;
+        }
+        tracing::warn!(topic = %self.inner.config.topic, partition, from = lower, end, "a record delivered without an offset is not in its partition");
+        let topic = self.inner.config.topic.clone();
+        Err(with_operation(KafkaError::DeliveryUnconfirmed { topic, partition, from: lower, end }, "append"))
+    }
+
     async fn watermarks(&self, operation: &'static str) -> Result<Vec<(u64, u64)>, CoreError> {
         let inner = Arc::clone(&self.inner);
         let partitions = self.identity.partitions;
@@ -155,13 +178,13 @@ impl StateLog for KafkaLog {
                     floor.fetch_max(offset + 1, Ordering::AcqRel);
                     Position { partition, offset, exact: true }
                 }
-                // Delivered without an offset: librdkafka reports -1001 for a batch that the
-                // idempotent producer sent again after a timeout and the broker had already
-                // written (a duplicate it acknowledges without the offset). Written all the
-                // same, at or after `lower`.
+                // Delivered without an offset: librdkafka reports -1001 for a batch the broker
+                // answered DUPLICATE_SEQUENCE_NUMBER (sent again after a timeout, written by
+                // the first send). Confirmed where it is, or the outcome is unknown.
                 Err(_) => {
-                    floor.fetch_max(lower + 1, Ordering::AcqRel);
-                    Position { partition, offset: lower, exact: false }
+                    let position = self.locate(partition, lower, &record).await?;
+                    floor.fetch_max(position.offset + 1, Ordering::AcqRel);
+                    position
                 }
             }),
             Ok(Err((e, _))) => Err(with_operation(self.inner.errors.fail("append", e), "append")),

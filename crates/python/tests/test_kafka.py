@@ -25,8 +25,10 @@ def test_reuse_and_resume_on_a_kafka_topic_across_restores(kafka_url):
 
     async def first():
         store = await Store.open(kafka_url)
-        got = [await answer(store, seq, asked) for seq in range(3)]
+        got = [await answer(store, seq, asked) for seq in range(2)]
+        # Rounds 0 and 1 are finished: a restore of this checkpoint resumes at round 2.
         await store.checkpoint_json({"next": 2})
+        got.append(await answer(store, 2, asked))
         return got
 
     async def second():

@@ -1,5 +1,8 @@
 //! The checks that need no server, run beside the tests that do.
 //!
+//! First the Python package's wheel and its test environment (`python.rs`), handed to the
+//! step that runs its suite once the fault tests are done with the broker; then:
+//!
 //! Once the test step is done, CI spends most of its time waiting on servers: the fault tests
 //! stop and kill them and wait for elections, and a core idles. These checks take that time, at
 //! the lowest CPU priority (`nice 19`, inherited by every process they start), so the fault
@@ -15,13 +18,14 @@
 //!
 //! Their output goes to `target/ci-logs/beside.log`, printed whole when they end.
 
-use super::record;
+use super::{python, record};
 use crate::cargo;
 use crate::release::{published, releases};
 use anyhow::{Context, Result, anyhow, bail};
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::mpsc::{Receiver, channel};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -39,6 +43,8 @@ const SEMVER_DIR: &str = "target/semver";
 pub(crate) struct Beside {
     running: JoinHandle<Result<()>>,
     log: PathBuf,
+    /// The Python test environment's `python`, once the wheel is built and installed.
+    python: Receiver<Result<PathBuf>>,
 }
 
 /// Starts the checks on a thread of their own.
@@ -47,20 +53,32 @@ pub(crate) fn start() -> Result<Beside> {
     fs::create_dir_all("target/ci-logs").context("creating target/ci-logs")?;
     let out = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
     eprintln!(
-        "==> beside the server tests: docs.rs build, semver, scratch crate and MSRV checks, at low priority, into {}",
+        "==> beside the server tests: the Python wheel, docs.rs build, semver, scratch crate and MSRV checks, \
+         at low priority, into {}",
         log.display()
     );
+    let (built, python) = channel();
     let running = std::thread::Builder::new()
         .name("beside".into())
         .spawn(move || {
             lower_priority();
+            // The suite's step waits for this, and reports a failure itself.
+            let _ = built.send(python::build(&|step, cmd| logged(&out, step, cmd)));
             checks(&out)
         })
         .context("starting the checks beside the server tests")?;
-    Ok(Beside { running, log })
+    Ok(Beside { running, log, python })
 }
 
 impl Beside {
+    /// Waits for the Python wheel and its test environment: its `python`.
+    pub(crate) fn python(&self) -> Result<PathBuf> {
+        let started = Instant::now();
+        let built = self.python.recv().unwrap_or_else(|_| Err(anyhow!("the checks beside the server tests ended")));
+        record("python: waiting for the wheel", started.elapsed(), built.is_ok());
+        built.with_context(|| format!("building the Python wheel (its log: {})", self.log.display()))
+    }
+
     /// Waits for the checks, prints their output, and says whether they passed.
     pub(crate) fn finish(self) -> Result<()> {
         let passed =

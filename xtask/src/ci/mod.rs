@@ -9,6 +9,7 @@
 
 mod beside;
 mod binaries;
+mod python;
 
 use crate::services::{self, fluss};
 use crate::{Step, cargo, free_gib, run, run_no_skips};
@@ -82,9 +83,12 @@ fn steps() -> Result<()> {
     server_tests(&binaries)
 }
 
-/// `cargo xtask semver`, `cargo xtask scratch`, `cargo xtask msrv`.
+/// `cargo xtask semver`, `cargo xtask scratch`, `cargo xtask msrv`, `cargo xtask python`.
 pub(crate) fn alone(check: &str) -> Result<()> {
-    beside::alone(check)
+    match check {
+        "python" => python::alone(),
+        other => beside::alone(other),
+    }
 }
 
 /// The step table: each step's time and share of the run.
@@ -230,6 +234,10 @@ fn server_tests(binaries: &[Binary]) -> Result<()> {
     };
     if let (Ok(()), Ok(envs)) = (&tested, &envs) {
         tested = fault_tests(binaries, envs);
+    }
+    // The Python suite needs the broker, which the broker-stop test has restarted by now.
+    if let (Ok(()), Ok(envs), Some(Ok(beside))) = (&tested, &envs, &checks) {
+        tested = beside.python().and_then(|python| python::tests(&python, envs));
     }
     let fluss_stopped = timed("fluss down", fluss::down_fluss);
     let stopped = timed("kafka down", services::down_kafka);
