@@ -14,6 +14,10 @@
 //!   and state from one record. Each input makes one side effect, a line in a ledger file,
 //!   through a reconciled durable call. Its test kills it with SIGKILL again and again and
 //!   checks the ledger: every effect exactly once, no acknowledged state lost.
+//! - `external-service` (`src/bin/external_service.rs`): the simulator's HTTP service on its
+//!   own, which the Python agent (`python/agent.py`) calls with idempotency keys.
+//! - `python/using_it.py` and `python/agent.py`: the same service and an agent written in
+//!   Python, run by the Python package's tests (`crates/python/tests`).
 //!
 //! The library holds what the Kafka service and its test share: an [`Input`] as a record of the
 //! input topic, the [`Positions`] a checkpoint carries, and the [`Ledger`].

@@ -120,6 +120,7 @@ fn print_help() {
          bench file           store put and rebuild on the embedded backend vs raw redb\n  \
          bench kafka          store put and rebuild vs raw rdkafka: a local broker, then the 3-node cluster\n  \
          bench fluss          store put and rebuild vs raw fluss-rs: a local Fluss cluster, then 3 tablet servers\n  \
+         bench python         sequential puts through Python vs the same from Rust, and a durable call from Python\n  \
          bench soak           a million inputs: retention on and off, 4 owners vs 1, 4 rescaled to 3, both two-phase too\n  \
          bench soak kafka     the same, 200,000 inputs on a local Kafka broker\n  \
          bench waits [kafka]  a durable wait, resolved and resumed, vs a plain call; 100,000 pending waits\n  \
@@ -353,6 +354,7 @@ fn bench(what: Option<&str>, on: Option<&str>) -> Result<()> {
         ),
         Some("soak") => bench_soak(on),
         Some("tracing") => bench_tracing::run(),
+        Some("python") => ci::bench_python(),
         Some("kafka") => {
             let kafka = services::up_kafka().context("starting the Kafka broker for the benchmark")?;
             let measured =

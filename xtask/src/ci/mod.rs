@@ -83,6 +83,11 @@ fn steps() -> Result<()> {
     server_tests(&binaries)
 }
 
+/// `cargo xtask bench python`.
+pub(crate) fn bench_python() -> Result<()> {
+    python::bench()
+}
+
 /// `cargo xtask semver`, `cargo xtask scratch`, `cargo xtask msrv`, `cargo xtask python`.
 pub(crate) fn alone(check: &str) -> Result<()> {
     match check {

@@ -49,6 +49,11 @@ pub(crate) fn tests(python: &Path, envs: &[(String, String)]) -> Result<()> {
 /// `cargo xtask python`: the wheel, a fresh environment and the suite, with the servers
 /// `cargo xtask services up` published; without them their tests skip, loudly.
 pub(crate) fn alone() -> Result<()> {
+    // The agent example's HTTP service (CI's test build has made it already).
+    crate::run(
+        "python: the external service",
+        crate::cargo().args(["build", "--locked", "-p", "actionstate-examples", "--bin", "external-service"]),
+    )?;
     let python = build(&|step, cmd| crate::run(step, cmd))?;
     crate::run("python tests (pytest, against the wheel)", &mut pytest(&python, &[])?)
 }
@@ -62,6 +67,45 @@ fn pytest(python: &Path, envs: &[(String, String)]) -> Result<Command> {
         .envs(envs.iter().cloned())
         .current_dir(&root);
     Ok(pytest)
+}
+
+/// `cargo xtask bench python`: sequential puts through the Python package against the same
+/// puts from Rust (`actionstate bench`), and a durable call's cost from Python, on the
+/// embedded store and on a local Kafka broker (`crates/python/bench/put.py`). Both sides are
+/// release builds: the command line with the Kafka backend, and the wheel as a user's
+/// `pip install` builds it.
+pub(crate) fn bench() -> Result<()> {
+    let root = crate::services::workspace_root()?;
+    crate::run(
+        "bench python: the command line (release)",
+        crate::cargo().args(["build", "--release", "--locked", "-p", "actionstate", "--features", "kafka"]),
+    )?;
+    let venv = root.join("target/python/bench-env");
+    crate::run("bench python: environment", Command::new("python3").args(["-m", "venv", "--clear"]).arg(&venv))?;
+    crate::run(
+        "bench python: pip install ./crates/python (release)",
+        pip(&venv)
+            .arg("./crates/python")
+            .current_dir(&root)
+            .env("MATURIN_PEP517_ARGS", "--locked --features kafka")
+            .env("CARGO_TARGET_DIR", root.join("target")),
+    )?;
+    let binary = root.join("target/release/actionstate");
+    let script = root.join("crates/python/bench/put.py");
+    let python = venv.join("bin").join("python");
+    let data = root.join("target/python/bench-data");
+    if data.exists() {
+        std::fs::remove_dir_all(&data)?;
+    }
+    let on = |what: &str, prefix: &str| {
+        crate::run(&format!("bench python: {what}"), Command::new(&python).arg(&script).arg(&binary).arg(prefix))
+    };
+    on("embedded store", &format!("file:{}", data.display()))?;
+    let kafka = crate::services::up_kafka()?;
+    let measured = on("kafka, one broker", &format!("kafka://{}/pybench", kafka.client.bootstrap));
+    let stopped = crate::services::down_kafka();
+    measured?;
+    stopped
 }
 
 fn pip(venv: &Path) -> Command {
