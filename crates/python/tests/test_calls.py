@@ -286,3 +286,45 @@ def test_a_call_must_return_bytes_and_a_wrong_type_journals_nothing():
 def test_idempotency_key_outside_a_call_is_a_clear_error():
     with pytest.raises(actionstate.HandleError):
         idempotency_key()
+
+
+def test_a_reconciler_that_is_not_callable_is_refused_before_the_call():
+    # Flink: reconciler validation (a non-callable reconciler is refused).
+    ran = []
+
+    async def scenario():
+        store = await Store.open("memory")
+        round, action = await begin(store)
+        async with action as act:
+            with pytest.raises(TypeError, match="reconcile must be callable"):
+                await act.call(lambda: ran.append(1) or b"", name="f", reconcile="not callable")
+        round.finish()
+
+    run(scenario())
+    assert ran == []
+
+
+def test_restoring_an_earlier_checkpoint_keeps_the_durable_results_after_it(tmp_path):
+    # Flink: testEarlierCheckpointReplayKeepsDurableState (the supplier is not called again).
+    url = f"file:{tmp_path / 'log'}"
+    calls = []
+
+    async def history():
+        store = await Store.open(url)
+        ids = []
+        for n in range(2):
+            with store.round("k", n, Event("input", {"n": n})) as round:
+                async with store.action(round, "act") as act:
+                    await act.call(lambda n=n: calls.append(n) or b"r", name="supplier")
+            ids.append(await store.checkpoint(b""))
+        return ids
+
+    async def replay(checkpoint):
+        store = await Store.open(url, checkpoint=checkpoint)
+        with store.round("k", 1, Event("input", {"n": 1})) as round:
+            async with store.action(round, "act") as act:
+                return act.reused
+
+    ids = run(history())
+    assert run(replay(ids[0])), "round 1, completed after checkpoint 1, is reused when it is restored"
+    assert calls == [0, 1]
