@@ -41,9 +41,10 @@
 //! - `python` — the Python package's wheel, built by maturin and installed into a fresh
 //!   virtual environment, and its pytest suite (`crates/python/tests`), on the servers
 //!   `services up` started (`ci/python.rs`; `ci` runs it too).
-//! - `msrv` — the published crates, every feature, checked by the toolchain that the
-//!   workspace's `rust-version` names, installed by rustup when missing (`ci/beside.rs`; `ci`
-//!   runs it too).
+//! - `msrv` (or `minimal-versions`) — the published crates, every feature, checked by the
+//!   toolchain that the workspace's `rust-version` names (installed by rustup when missing)
+//!   with the lowest dependency versions the manifests allow (`cargo +nightly update -Z
+//!   direct-minimal-versions`, in a checkout of `HEAD`; `ci/beside.rs`; `ci` runs it too).
 //! - `fuzz [--time SECONDS]` — the decoder fuzz target from its seed corpus (needs cargo-fuzz
 //!   and a nightly toolchain, installed on demand when missing; without nightly, the stable
 //!   compiler with `RUSTC_BOOTSTRAP=1`). Its checks also run in `ci`, inside the workspace's
@@ -93,7 +94,7 @@ fn main() -> Result<()> {
         Some("fuzz") => fuzz(parse_time(&args[1..])?),
         Some("chaos") => chaos(&args[1..]),
         Some("release") => release::run_release(&args[1..]),
-        Some(check @ ("semver" | "scratch" | "msrv" | "python")) => ci::alone(check),
+        Some(check @ ("semver" | "scratch" | "msrv" | "minimal-versions" | "python")) => ci::alone(check),
         Some("services") => services::run(&args[1..]),
         Some("shape") => {
             shape::report(&root);
@@ -129,7 +130,8 @@ fn print_help() {
          release VERSION      bump the published crates to VERSION, cut CHANGELOG.md, run the dry run\n  \
          semver               cargo-semver-checks on every published crate against the last release in RELEASES\n  \
          scratch              the README's dependency lines in a crate outside the workspace, against the packaged crates\n  \
-         msrv                 the published crates checked by the Rust that rust-version names (installed by rustup if missing)\n  \
+         msrv                 the published crates checked by the Rust that rust-version names, with the lowest\n  \
+                              dependency versions the manifests allow (also: minimal-versions)\n  \
          python               the Python package's wheel (maturin), installed into a fresh virtual environment, and its pytest suite\n  \
          fuzz [--time SECS]   run the record-decoder fuzz target (default 60 s)\n  \
          chaos kafka [--leader-kills N] [--zombie-episodes N]   kill Kafka partition leaders under puts, run zombie writers (local 3-node cluster)\n  \

@@ -14,7 +14,8 @@
 //!   dependencies are checked once for both;
 //! - a crate outside the workspace built from the README's dependency lines, with the
 //!   published crates as `cargo package` packs them;
-//! - the published crates checked by the toolchain their `rust-version` names.
+//! - the published crates checked by the toolchain their `rust-version` names, with the lowest
+//!   dependency versions their manifests allow.
 //!
 //! Their output goes to `target/ci-logs/beside.log`, printed whole when they end.
 
@@ -53,8 +54,8 @@ pub(crate) fn start() -> Result<Beside> {
     fs::create_dir_all("target/ci-logs").context("creating target/ci-logs")?;
     let out = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
     eprintln!(
-        "==> beside the server tests: the Python wheel, docs.rs build, semver, scratch crate and MSRV checks, \
-         at low priority, into {}",
+        "==> beside the server tests: the Python wheel, docs.rs build, semver, scratch crate, and the oldest \
+         Rust with the lowest versions, at low priority, into {}",
         log.display()
     );
     let (built, python) = channel();
@@ -91,7 +92,8 @@ impl Beside {
     }
 }
 
-/// `cargo xtask semver`, `scratch` and `msrv`: one of the checks alone, in the foreground.
+/// `cargo xtask semver`, `scratch`, `msrv` and `minimal-versions`: one of the checks alone, in
+/// the foreground.
 pub(crate) fn alone(check: &str) -> Result<()> {
     let log = PathBuf::from(format!("target/ci-logs/{check}.log"));
     fs::create_dir_all("target/ci-logs").context("creating target/ci-logs")?;
@@ -100,7 +102,7 @@ pub(crate) fn alone(check: &str) -> Result<()> {
     let passed = match check {
         "semver" => semver(&out),
         "scratch" => scratch_crate(&out),
-        "msrv" => msrv(&out),
+        "msrv" | "minimal-versions" => floors(&out),
         other => Err(anyhow!("no check named {other}")),
     };
     if let Ok(text) = fs::read_to_string(&log) {
@@ -124,37 +126,50 @@ fn checks(out: &File) -> Result<()> {
     logged(out, "beside: doc (docs.rs: all features, --cfg docsrs)", &mut docs_rs())?;
     semver(out)?;
     scratch_crate(out)?;
-    msrv(out)
+    floors(out)
 }
 
-/// The published crates, with every feature, checked by the toolchain that the workspace's
-/// `rust-version` names: the oldest Rust the README promises, verified rather than declared.
-/// rustup installs that toolchain (minimal profile) when it is missing. It has a target
-/// directory of its own, since no artifact of another compiler serves it.
-fn msrv(out: &File) -> Result<()> {
+/// The promises a published crate's manifest makes, kept: its crates, with every feature,
+/// checked by the oldest Rust it declares (`rust-version`, installed by rustup, minimal
+/// profile, when missing) with the lowest versions of its dependencies it declares (`cargo
+/// +nightly update -Z direct-minimal-versions`; their own dependencies resolve as usual, to
+/// versions that Rust can build where the registry has them). One build proves both. In a
+/// checkout of `HEAD` under `target/floors`, so the workspace's own lock file is never touched.
+fn floors(out: &File) -> Result<()> {
     let root = crate::services::workspace_root()?;
     let manifest = fs::read_to_string(root.join("Cargo.toml")).context("reading Cargo.toml")?;
-    let version = crate::release::workspace_package(&manifest, "rust-version")?;
-    let rustup = || {
-        let mut cmd = Command::new("rustup");
-        // The toolchain of this run, which the rustup proxy set, must not override `version`.
+    let rust = crate::release::workspace_package(&manifest, "rust-version")?;
+    let toolchain = |cmd: &str| {
+        let mut cmd = Command::new(cmd);
+        // The toolchain of this run, which the rustup proxy set, must not override the one named.
         cmd.env_remove("RUSTUP_TOOLCHAIN").env_remove("CARGO").env_remove("RUSTC").env_remove("RUSTDOC");
         cmd
     };
-    let present = rustup().args(["run", &version, "rustc", "--version"]).output().is_ok_and(|o| o.status.success());
+    let present =
+        toolchain("rustup").args(["run", &rust, "rustc", "--version"]).output().is_ok_and(|o| o.status.success());
     if !present {
-        let mut install = rustup();
-        install.args(["toolchain", "install", &version, "--profile", "minimal"]);
-        logged(out, &format!("beside: install Rust {version} (rust-version)"), &mut install)?;
+        let mut install = toolchain("rustup");
+        install.args(["toolchain", "install", &rust, "--profile", "minimal"]);
+        logged(out, &format!("beside: install Rust {rust} (rust-version)"), &mut install)?;
     }
-    let mut check = rustup();
-    check
-        .args(["run", &version, "cargo", "check", "--locked", "--all-features"])
-        .args(published()?.iter().flat_map(|n| ["-p".to_owned(), n.clone()]))
-        .env("CARGO_TARGET_DIR", root.join("target/msrv"))
-        .env("CARGO_INCREMENTAL", "0")
-        .current_dir(&root);
-    logged(out, &format!("beside: check the published crates with Rust {version} (rust-version)"), &mut check)
+    let at = root.join("target/floors/src");
+    worktree(&root, &at, "HEAD")?;
+    let checked = (|| {
+        let mut update = toolchain("cargo");
+        update.args(["+nightly", "update", "-Z", "direct-minimal-versions"]).current_dir(&at);
+        logged(out, "beside: lowest declared versions (nightly -Z direct-minimal-versions)", &mut update)?;
+        let mut check = toolchain("rustup");
+        check
+            .args(["run", &rust, "cargo", "check", "--locked", "--all-features"])
+            .args(published()?.iter().flat_map(|n| ["-p".to_owned(), n.clone()]))
+            .env("CARGO_TARGET_DIR", root.join("target/floors/target"))
+            .env("CARGO_INCREMENTAL", "0")
+            .current_dir(&at);
+        logged(out, &format!("beside: check the published crates with Rust {rust} and the lowest versions"), &mut check)
+    })();
+    let removed = git(&root, &["worktree", "remove", "--force", &at.display().to_string()]);
+    checked?;
+    removed
 }
 
 /// `cargo doc` as docs.rs runs it (`[package.metadata.docs.rs]` in each published crate):
@@ -301,7 +316,7 @@ fn worktree(root: &Path, at: &Path, commit: &str) -> Result<()> {
     }
     let _ = git(root, &["worktree", "prune"]);
     git(root, &["worktree", "add", "--detach", &at.display().to_string(), commit])
-        .with_context(|| format!("checking out the last release's commit {commit} (a shallow clone may not hold it)"))
+        .with_context(|| format!("checking out {commit} into {} (a shallow clone may not hold it)", at.display()))
 }
 
 fn git(root: &Path, args: &[&str]) -> Result<()> {
