@@ -240,10 +240,6 @@ fn server_tests(binaries: &[Binary]) -> Result<()> {
     if let (Ok(()), Ok(envs)) = (&tested, &envs) {
         tested = fault_tests(binaries, envs);
     }
-    // The Python suite needs the broker, which the broker-stop test has restarted by now.
-    if let (Ok(()), Ok(envs), Some(Ok(beside))) = (&tested, &envs, &checks) {
-        tested = beside.python().and_then(|python| python::tests(&python, envs));
-    }
     let fluss_stopped = timed("fluss down", fluss::down_fluss);
     let stopped = timed("kafka down", services::down_kafka);
     // The clusters after the single broker and Fluss are gone: three more JVMs beside them
@@ -256,11 +252,31 @@ fn server_tests(binaries: &[Binary]) -> Result<()> {
             tested = cluster_fault_tests_on(binaries, cluster, timed(&format!("{cluster} up"), up), down);
         }
     }
+    // Last, the Python package, whose wheel the checks beside have built by now: its suite on
+    // a broker of its own (the single broker is stopped before the clusters start).
+    if let (Ok(()), Some(Ok(beside))) = (&tested, &checks) {
+        tested = beside.python().and_then(|python| python_on_broker(&python));
+    }
     let checked = checks.map(|started| started.and_then(beside::Beside::finish));
     tested?;
     checked.transpose()?;
     stopped.context("stopping the Kafka broker")?;
     fluss_stopped.context("stopping the Fluss cluster")
+}
+
+/// The Python package's suite against a Kafka broker started for it, and stopped after.
+fn python_on_broker(python: &Path) -> Result<()> {
+    let kafka =
+        timed("kafka up (python)", services::up_kafka).context("starting the Kafka broker for the Python tests")?;
+    let mut envs = vec![
+        ("ACTIONSTATE_REQUIRE_SERVICES".to_owned(), "1".to_owned()),
+        ("RUST_BACKTRACE".to_owned(), "1".to_owned()),
+    ];
+    envs.extend(kafka.vars());
+    let tested = python::tests(python, &envs);
+    let stopped = timed("kafka down (python)", services::down_kafka);
+    tested?;
+    stopped.context("stopping the Kafka broker")
 }
 
 /// What every test binary runs with: the servers' addresses, skips turned into failures, and

@@ -3,8 +3,8 @@
 //! the dev profile here, sharing the workspace's target directory, where a user's install
 //! builds a release), and its pytest suite run against it.
 //!
-//! CI installs it beside the fault tests (`beside.rs`) and runs the suite once they are done,
-//! while the Kafka broker it needs is still up (`mod.rs`); `cargo xtask python` does both in
+//! CI installs it beside the fault tests (`beside.rs`) and runs the suite after the cluster
+//! fault tests, on a Kafka broker started for it (`mod.rs`); `cargo xtask python` does both in
 //! the foreground.
 
 use anyhow::Result;
