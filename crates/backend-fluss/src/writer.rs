@@ -69,14 +69,14 @@ impl Generation {
         info: &TableInfo,
         number: u64,
     ) -> Result<Generation, FlussError> {
-        let tasks = tokio::runtime::Builder::new_multi_thread()
+        let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name(format!("fluss-writer-{number}"))
             .enable_all()
             .build()
             .map_err(|source| FlussError::WriterThread { table: config.table_name(), source })?;
         let (config, path, table_id) = (config.clone(), path.clone(), info.get_table_id());
-        let opening = tasks.spawn(async move {
+        let opening = runtime.spawn(async move {
             let connection = connect(&config).await?;
             let table =
                 request(&config, "fetching the table metadata for a writer", connection.get_table(&path)).await?;
@@ -92,24 +92,22 @@ impl Generation {
             drop(table);
             Ok((Arc::new(connection), Arc::new(writer)))
         });
+        // Shut down in the background if this future is dropped while it opens (an append's
+        // deadline passed): dropping a runtime on an async thread panics.
+        let mut tasks = Unopened(Some(runtime));
         let opened = match opening.await {
             Ok(opened) => opened,
             Err(e) => Err(FlussError::Unexpected(format!("opening a Fluss writer failed: {e}"))),
         };
-        match opened {
-            Ok((connection, writer)) => Ok(Generation {
-                number,
-                tasks: Mutex::new(Some(tasks)),
-                stopped: watch::Sender::new(false),
-                connection,
-                writer,
-                table_id,
-            }),
-            Err(e) => {
-                tasks.shutdown_background();
-                Err(e)
-            }
-        }
+        let (connection, writer) = opened?;
+        Ok(Generation {
+            number,
+            tasks: Mutex::new(tasks.0.take()),
+            stopped: watch::Sender::new(false),
+            connection,
+            writer,
+            table_id,
+        })
     }
 
     /// The tablet server this generation's metadata names as the leader of `bucket`, if any.
@@ -160,6 +158,18 @@ impl Generation {
             Err(e) => tracing::warn!(generation = self.number, error = %e, "no thread to stop a replaced Fluss writer"),
         }
         self.stopped.send_replace(true);
+    }
+}
+
+/// The runtime of a generation being opened: shut down in the background unless the
+/// generation takes it.
+struct Unopened(Option<tokio::runtime::Runtime>);
+
+impl Drop for Unopened {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
     }
 }
 
