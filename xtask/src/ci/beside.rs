@@ -1,17 +1,13 @@
 //! The checks that need no server, run beside the tests that do.
 //!
 //! First the Python package's wheel and its test environment (`python.rs`), handed to the
-//! step that runs its suite once the fault tests are done with the broker; then the rest.
+//! step that runs its suite once the fault tests are done with the broker; then:
 //!
-//! They start with the test step, once no step of the server tests runs cargo any more. The
-//! test step keeps both cores busy, and the fault tests after it mostly wait on servers: they
-//! stop and kill them and wait for elections. These checks take what CPU is left, at the
-//! lowest priority (`nice 19`, inherited by every process they start), so the tests keep the
-//! machine as before:
+//! Once the test step is done, CI spends most of its time waiting on servers: the fault tests
+//! stop and kill them and wait for elections, and a core idles. These checks take that time, at
+//! the lowest CPU priority (`nice 19`, inherited by every process they start), so the fault
+//! tests keep the machine as before:
 //!
-//! - the command line as a newcomer builds it, without server backends: linted with warnings
-//!   denied (every target), and no secret printed (the store's secret tests, and the command
-//!   line's), as the server tests check with the backends compiled in;
 //! - the documentation as docs.rs builds it: every feature, `--cfg docsrs`, warnings denied;
 //! - cargo-semver-checks on every published crate against the last release in `RELEASES`,
 //!   from rustdoc's JSON of both, built in the workspace's target directory so that the
@@ -127,45 +123,10 @@ fn lower_priority() {
 }
 
 fn checks(out: &File) -> Result<()> {
-    no_backends(out)?;
     logged(out, "beside: doc (docs.rs: all features, --cfg docsrs)", &mut docs_rs())?;
     semver(out)?;
     scratch_crate(out)?;
     floors(out)
-}
-
-/// The command line and the store without server backends (their default features): every
-/// target of both built by clippy's driver with warnings denied, in one build, then the
-/// secret tests that build made: the store's, and the command line's on its URLs.
-fn no_backends(out: &File) -> Result<()> {
-    let step = "beside: clippy and the secret tests without server backends (actionstate, actionstate-recovery)";
-    let json = PathBuf::from("target/ci-logs/no-backends-build.json");
-    let mut build = super::linted_cargo()?;
-    build
-        .args(["test", "-p", "actionstate", "-p", "actionstate-recovery", "--locked", "--all-targets", "--no-run"])
-        .args(["--message-format=json-render-diagnostics"]);
-    writeln_log(out, &format!("==> {step}: {build:?}"))?;
-    let started = Instant::now();
-    let status = build
-        .stdout(File::create(&json).with_context(|| format!("creating {}", json.display()))?)
-        .stderr(out.try_clone()?)
-        .status()
-        .with_context(|| format!("{step}: could not start {build:?}"))?;
-    record(step, started.elapsed(), status.success());
-    writeln_log(out, &format!("==> {step}: {status} in {:.1}s", started.elapsed().as_secs_f64()))?;
-    if !status.success() {
-        bail!("{step} failed ({status})");
-    }
-    let made = fs::read_to_string(&json).with_context(|| format!("reading {}", json.display()))?;
-    let binaries = super::binaries::from_build_output(&made)?;
-    let tests =
-        super::binaries::named(&binaries, &["actionstate-recovery tests/secrets.rs", "actionstate tests/operator.rs"])?;
-    logged(out, "beside: secret tests without server backends", &mut tests[0].command())?;
-    logged(
-        out,
-        "beside: secret tests of the command line without server backends",
-        tests[1].command().arg("no_command_prints_a_secret_from_a_url"),
-    )
 }
 
 /// The promises a published crate's manifest makes, kept: its crates, with every feature,

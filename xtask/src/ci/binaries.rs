@@ -40,15 +40,6 @@ pub(crate) struct Binary {
     dir: PathBuf,
 }
 
-impl Binary {
-    /// The command that runs it as cargo would: from its package's directory.
-    pub(crate) fn command(&self) -> Command {
-        let mut cmd = Command::new(&self.executable);
-        cmd.current_dir(&self.dir);
-        cmd
-    }
-}
-
 /// The test binaries a `cargo test --no-run --message-format=json-render-diagnostics` run
 /// reported on its standard output (compiler messages go to standard error, rendered).
 pub(crate) fn from_build_output(stdout: &str) -> Result<Vec<Binary>> {

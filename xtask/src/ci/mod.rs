@@ -6,12 +6,6 @@
 //! code is linted while it is built; and with every feature a test step needs, the fault
 //! tests' too, so the fault and cluster steps run what the build made without compiling again.
 //! The test step leaves the fault tests out by name; they run after it, alone.
-//!
-//! The test step keeps both cores busy; the fault steps mostly wait on servers. The checks that
-//! need no server ([`beside`]: the build without server backends and its secret tests, the
-//! Python wheel, docs.rs, semver, the scratch crate, the oldest Rust) start with the test step
-//! at the lowest priority, so they take the CPU the tests leave, most of all while the fault
-//! tests wait.
 
 mod beside;
 mod binaries;
@@ -70,10 +64,8 @@ fn timed<T>(step: &str, work: impl FnOnce() -> Result<T>) -> Result<T> {
     done
 }
 
-/// Every step of CI, in order: formatting, the test build (linted), the tests against the
-/// servers, with the checks that need no server beside them (among them the command line
-/// without server backends, linted and its secret tests run). The first failing step ends
-/// the run.
+/// Every step of CI, in order: lints and the secret tests on the default build, the test
+/// build, the tests against the servers, rustdoc. The first failing step ends the run.
 pub(crate) fn ci() -> Result<()> {
     let started = Instant::now();
     warn_free_disk();
@@ -86,6 +78,7 @@ pub(crate) fn ci() -> Result<()> {
 
 fn steps() -> Result<()> {
     run("fmt", cargo().args(["fmt", "--all", "--", "--check"]))?;
+    default_build()?;
     let binaries = test_build()?;
     server_tests(&binaries)
 }
@@ -128,6 +121,43 @@ fn warn_free_disk() {
     }
 }
 
+/// The command line as a newcomer builds it, the embedded store alone: clippy with warnings
+/// denied, and no secret printed whether or not the server backends are compiled in (the
+/// secret tests once more on the default build; the server tests build them with the backends).
+fn default_build() -> Result<()> {
+    run(
+        "clippy (actionstate without server backends)",
+        cargo().args([
+            "clippy",
+            "-p",
+            "actionstate",
+            "--no-default-features",
+            "--all-targets",
+            "--locked",
+            "--",
+            "-D",
+            "warnings",
+        ]),
+    )?;
+    run(
+        "secret tests without server backends",
+        cargo().args(["test", "-p", "actionstate-recovery", "--locked", "--test", "secrets"]),
+    )?;
+    run(
+        "secret tests of the command line without server backends",
+        cargo().args([
+            "test",
+            "-p",
+            "actionstate",
+            "--locked",
+            "--test",
+            "operator",
+            "--",
+            "no_command_prints_a_secret_from_a_url",
+        ]),
+    )
+}
+
 /// The test build: every target of the workspace, linted; the test binaries it made.
 fn test_build() -> Result<Vec<Binary>> {
     let step = "test build, with clippy";
@@ -150,8 +180,12 @@ fn test_build() -> Result<Vec<Binary>> {
 /// also makes the test binaries). Every step passes the same features and wrapper, so none
 /// compiles again.
 fn cargo_test() -> Result<Command> {
-    let mut cmd = linted_cargo()?;
-    cmd.args([
+    let mut cmd = cargo();
+    cmd.env("RUSTC_WORKSPACE_WRAPPER", clippy_driver()?)
+        // How `cargo clippy` hands its arguments to the driver.
+        .env("CLIPPY_ARGS", "-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__")
+        .env("RUST_BACKTRACE", "1")
+        .args([
             "test",
             "--workspace",
             "--locked",
@@ -160,17 +194,6 @@ fn cargo_test() -> Result<Command> {
                 "{CLI_BACKENDS},{EXAMPLES_KAFKA},{OTEL},{BROKER_FAULT_FEATURE},{TABLET_FAULT_FEATURE},{CLUSTER_FAULT_FEATURE}"
             ),
         ]);
-    Ok(cmd)
-}
-
-/// `cargo` with the workspace's crates compiled by clippy's driver, warnings denied, as
-/// `cargo clippy` runs it for a check.
-pub(crate) fn linted_cargo() -> Result<Command> {
-    let mut cmd = cargo();
-    cmd.env("RUSTC_WORKSPACE_WRAPPER", clippy_driver()?)
-        // How `cargo clippy` hands its arguments to the driver.
-        .env("CLIPPY_ARGS", "-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__")
-        .env("RUST_BACKTRACE", "1");
     Ok(cmd)
 }
 
@@ -208,15 +231,14 @@ fn server_tests(binaries: &[Binary]) -> Result<()> {
         }
     };
     let envs = test_envs(&kafka, &fluss_env);
-    // The doc tests first: the last step that runs cargo in the workspace's target directory,
-    // which the checks beside use from then on.
-    let mut tested = envs.as_ref().map_err(|e| anyhow::anyhow!("{e:#}")).and_then(|envs| doc_tests(envs));
+    let mut tested =
+        envs.as_ref().map_err(|e| anyhow::anyhow!("{e:#}")).and_then(|envs| workspace_tests(binaries, envs));
     let checks = match &tested {
         Ok(()) => Some(beside::start()),
         Err(_) => None,
     };
     if let (Ok(()), Ok(envs)) = (&tested, &envs) {
-        tested = workspace_tests(binaries, envs).and_then(|()| fault_tests(binaries, envs));
+        tested = fault_tests(binaries, envs);
     }
     let fluss_stopped = timed("fluss down", fluss::down_fluss);
     let stopped = timed("kafka down", services::down_kafka);
@@ -271,13 +293,8 @@ fn test_envs(kafka: &services::kafka::KafkaEnv, fluss_env: &fluss::FlussEnv) -> 
     Ok(envs)
 }
 
-/// The doc tests, with the servers' settings. A test that reports a skip fails the step.
-fn doc_tests(envs: &[(String, String)]) -> Result<()> {
-    run_no_skips("doc tests", cargo_test()?.args(["--doc", "--", "--nocapture"]).envs(envs.iter().cloned()))
-}
-
-/// The workspace's tests against the broker and the Fluss cluster, but the fault tests. A test
-/// that reports a skip fails the step.
+/// The workspace's tests against the broker and the Fluss cluster, but the fault tests, and the
+/// doc tests. A test that reports a skip fails the step.
 fn workspace_tests(binaries: &[Binary], envs: &[(String, String)]) -> Result<()> {
     // Among them the fuzz target's checks (state-core's `codec` tests, `fuzz_target`) and the
     // documents' shell examples (the command line's `readme` test, which needs the broker too).
@@ -285,7 +302,8 @@ fn workspace_tests(binaries: &[Binary], envs: &[(String, String)]) -> Result<()>
     args.extend(FAULT_TESTS.iter().flat_map(|name| ["--skip".to_owned(), (*name).to_owned()]));
     let all: Vec<&Binary> = binaries.iter().collect();
     let logs = Path::new("target/ci-logs");
-    timed("test", || binaries::run_all("test", &all, binaries::JOBS, &args, envs, logs))
+    timed("test", || binaries::run_all("test", &all, binaries::JOBS, &args, envs, logs))?;
+    run_no_skips("doc tests", cargo_test()?.args(["--doc", "--", "--nocapture"]).envs(envs.iter().cloned()))
 }
 
 /// The tests that stop and restart a shared server: alone, after every other test is done with
